@@ -1,0 +1,59 @@
+// AccumulateGrad, the autograd metadata of tensors, and the edge lookup differentiable ops use.
+#include "autograd/accumulate_grad.h"
+
+#include "autograd/autograd_meta.h"
+#include "autograd/grad_mode.h"
+#include "autograd/record.h"
+#include "tensor/raw_ops.h"
+
+namespace mt {
+
+namespace detail {
+
+AutogradMeta& autograd_meta(const Tensor& t) {
+  TensorImpl* impl = t.unsafe_impl();
+  if (!impl->autograd) impl->autograd = std::make_shared<AutogradMeta>();
+  return *impl->autograd;
+}
+
+Edge gradient_edge(const Tensor& t) {
+  AutogradMeta& m = autograd_meta(t);
+  if (m.grad_fn) return Edge{m.grad_fn, m.output_nr};
+  if (!m.requires_grad) return Edge{};
+  // A leaf: reuse its accumulator while any graph holds it, else make a new one.
+  std::shared_ptr<AccumulateGrad> acc = m.grad_accumulator.lock();
+  if (!acc) {
+    acc = std::make_shared<AccumulateGrad>(t);
+    m.grad_accumulator = acc;
+  }
+  return Edge{acc, 0};
+}
+
+Tensor reduce_grad(const Tensor& grad, const InputInfo& input) {
+  Tensor g = raw::sum_to(grad, input.shape);
+  return g.dtype() == input.dtype ? g : raw::cast(g, input.dtype);
+}
+
+}  // namespace detail
+
+TensorList AccumulateGrad::apply(TensorList&& grads) {
+  Tensor& g = grads[0];
+  if (!g.defined()) return {};
+  AutogradMeta& m = detail::autograd_meta(leaf_);
+  MT_CHECK(g.sizes() == leaf_.sizes(), "AccumulateGrad: gradient of shape ", g.sizes(),
+           " does not match the leaf's shape ", leaf_.sizes());
+  MT_CHECK(g.dtype() == leaf_.dtype(), "AccumulateGrad: gradient dtype ", g.dtype(),
+           " does not match the leaf's dtype ", leaf_.dtype());
+  if (!m.grad.defined()) {
+    // The incoming tensor may alias another gradient (add's backward hands one tensor to both
+    // inputs), so the leaf gets its own contiguous copy.
+    m.grad = raw::clone(g);
+  } else {
+    // In place: if .grad is a view into a bigger buffer (DDP's bucket), the sum lands there.
+    raw::binary_(BinaryOp::Add, m.grad, g);
+  }
+  for (auto& hook : m.post_accumulate_grad_hooks) hook(leaf_);
+  return {};
+}
+
+}  // namespace mt

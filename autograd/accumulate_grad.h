@@ -1,0 +1,27 @@
+// AccumulateGrad: the node at the end of every path to a leaf that requires grad. It adds the
+// incoming gradient into leaf.grad, then runs the leaf's post-accumulate-grad hooks, in
+// registration order. Those hooks are where DDP learns that a parameter's gradient is ready.
+#pragma once
+
+#include "autograd/node.h"
+
+namespace mt {
+
+class AccumulateGrad final : public Node {
+ public:
+  explicit AccumulateGrad(Tensor leaf) : leaf_(std::move(leaf)) {}
+  TensorList apply(TensorList&& grads) override;
+  std::string name() const override { return "AccumulateGrad"; }
+  void release_saved() override {}  // holds nothing per-backward; reusable across backwards
+  const Tensor& leaf() const { return leaf_; }
+
+ private:
+  Tensor leaf_;
+};
+
+namespace detail {
+// The edge a differentiable op uses for input t: its grad_fn, its leaf's AccumulateGrad, or none.
+Edge gradient_edge(const Tensor& t);
+}  // namespace detail
+
+}  // namespace mt

@@ -1,0 +1,36 @@
+// AutogradMeta: what autograd keeps on a tensor. Created lazily: a tensor that nobody asked to
+// track has none, so raw math on plain tensors pays nothing for autograd.
+//   leaf with requires_grad: requires_grad = true, grad_fn = null, grad accumulates here.
+//   result of a differentiable op on tracked inputs: grad_fn = the op's Node, output_nr = which output.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "autograd/node.h"
+#include "tensor/tensor.h"
+
+namespace mt {
+
+class AccumulateGrad;
+
+struct AutogradMeta {
+  bool requires_grad = false;
+  Tensor grad;
+  std::shared_ptr<Node> grad_fn;
+  uint32_t output_nr = 0;
+  // A leaf's AccumulateGrad node, made on first use and shared by every graph that uses the leaf.
+  // Weak: the graph owns it; the leaf only finds it again.
+  std::weak_ptr<AccumulateGrad> grad_accumulator;
+  std::vector<std::function<void(const Tensor&)>> post_accumulate_grad_hooks;
+};
+
+namespace detail {
+// The meta of t, created if missing.
+AutogradMeta& autograd_meta(const Tensor& t);
+// The meta of t or null.
+inline AutogradMeta* autograd_meta_or_null(const Tensor& t) { return t.unsafe_impl()->autograd.get(); }
+}  // namespace detail
+
+}  // namespace mt

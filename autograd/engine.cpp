@@ -1,0 +1,176 @@
+// Engine::backward: runs the recorded graph from the roots back to the leaves.
+//
+// Note [Dependency counting]
+// A node may run only once every gradient for it has arrived. Take `b = a + a; c = b * b`: the node
+// of b receives two gradients from c's node (one per use), and a's accumulator two from b's node.
+// Naive recursion ("call backward on each input as you go") would run b's node twice, once per
+// incoming gradient, and push half-summed gradients to the leaves. Instead:
+//   1. walk the graph from the roots once and count, for each node, how many edges lead into it;
+//   2. keep an input buffer per node where arriving gradients are summed slot by slot;
+//   3. a node becomes ready when its count drops to zero; ready nodes run newest-first (highest
+//      sequence_nr), i.e. roughly in reverse order of the forward pass. That order is what makes
+//      parameter gradients become ready last-layer-first, which DDP's bucketing relies on.
+// After the last node, callbacks queued during this backward run (DDP's finalize).
+#include "autograd/engine.h"
+
+#include <deque>
+#include <queue>
+#include <vector>
+
+#include "autograd/accumulate_grad.h"
+#include "autograd/autograd_meta.h"
+#include "autograd/grad_mode.h"
+#include "tensor/raw_ops.h"
+
+namespace mt {
+
+// Per-backward state of one node (declared in node.h so a Node can point at it).
+struct GraphTask;
+struct NodeTask {
+  GraphTask* owner = nullptr;
+  int dependencies = 0;
+  TensorList inputs;  // summed gradients, one per output slot of the node
+};
+
+// One backward call: its nodes' state and its queued callbacks. A node points at its NodeTask
+// while the backward runs (Node::engine_task_), so lookups cost nothing; the destructor clears
+// those pointers, also when a node throws.
+struct GraphTask {
+  std::deque<NodeTask> storage;  // deque: pointers stay valid as it grows
+  std::vector<Node*> nodes;
+  std::vector<std::function<void()>> callbacks;
+
+  // The task of n, created on first sight; `fresh` tells whether it was.
+  NodeTask& task(Node* n, bool* fresh = nullptr) {
+    NodeTask*& slot = Engine::task_slot(*n);
+    if (fresh) *fresh = slot == nullptr;
+    if (slot == nullptr) {
+      slot = &storage.emplace_back();
+      slot->owner = this;
+      nodes.push_back(n);
+    }
+    MT_CHECK(slot->owner == this, "backward: ", n->name(), " is already part of a backward running on "
+             "this thread (a hook started a backward through the same graph)");
+    return *slot;
+  }
+  ~GraphTask() {
+    for (Node* n : nodes) Engine::task_slot(*n) = nullptr;
+  }
+};
+
+namespace {
+
+thread_local GraphTask* current_task = nullptr;
+
+// Restores the outer backward (if any) when this one ends, also by exception.
+struct CurrentTaskGuard {
+  GraphTask* prev;
+  explicit CurrentTaskGuard(GraphTask* t) : prev(current_task) { current_task = t; }
+  ~CurrentTaskGuard() { current_task = prev; }
+};
+
+void accumulate(TensorList& slots, uint32_t slot, Tensor grad) {
+  if (slots.size() <= slot) slots.resize(slot + 1);
+  Tensor& s = slots[slot];
+  s = s.defined() ? raw::binary(BinaryOp::Add, s, grad) : std::move(grad);
+}
+
+struct Newest {
+  bool operator()(const Node* a, const Node* b) const { return a->sequence_nr < b->sequence_nr; }
+};
+
+}  // namespace
+
+void Engine::backward(const TensorList& roots, const TensorList& grad_outputs, BackwardOptions opts) {
+  MT_CHECK(roots.size() == grad_outputs.size(), "backward: ", roots.size(), " roots but ",
+           grad_outputs.size(), " gradients");
+  GraphTask graph;
+  CurrentTaskGuard guard(&graph);
+  // Backward formulas use raw ops and record nothing; hooks that call differentiable ops must not
+  // extend the graph being run either.
+  NoGradGuard no_grad;
+
+  // The gradient edges of the roots.
+  std::vector<std::pair<Edge, Tensor>> root_edges;
+  for (size_t i = 0; i < roots.size(); ++i) {
+    const Tensor& r = roots[i];
+    AutogradMeta* m = detail::autograd_meta_or_null(r);
+    MT_CHECK(m && (m->grad_fn || m->requires_grad), "backward: root ", i, " (shape ", r.sizes(),
+             ") does not require grad and has no grad_fn");
+    Tensor g = grad_outputs[i];
+    if (!g.defined()) {
+      MT_CHECK(r.numel() == 1, "backward: a gradient can be implied only for a one-element output; root ",
+               i, " has shape ", r.sizes(), ", so pass its gradient");
+      g = ones(r.sizes(), {.dtype = r.dtype(), .device = r.device()});
+    }
+    MT_CHECK(g.sizes() == r.sizes(), "backward: gradient of shape ", g.sizes(), " for root ", i,
+             " of shape ", r.sizes());
+    root_edges.emplace_back(detail::gradient_edge(r), g);
+  }
+
+  // 1. Count the edges into each node reachable from the roots (Note [Dependency counting]).
+  std::vector<Node*> stack;
+  for (auto& [edge, g] : root_edges) {
+    bool fresh = false;
+    graph.task(edge.fn.get(), &fresh);
+    if (fresh) stack.push_back(edge.fn.get());
+  }
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    for (const Edge& e : n->next_edges) {
+      if (!e.valid()) continue;
+      bool fresh = false;
+      graph.task(e.fn.get(), &fresh).dependencies++;
+      if (fresh) stack.push_back(e.fn.get());
+    }
+  }
+
+  // 2. Seed the roots' buffers; roots nobody else feeds are ready now.
+  std::priority_queue<Node*, std::vector<Node*>, Newest> ready;
+  for (auto& [edge, g] : root_edges) accumulate(graph.task(edge.fn.get()).inputs, edge.input_nr, g);
+  for (auto& [edge, g] : root_edges) {
+    NodeTask& t = graph.task(edge.fn.get());
+    if (t.dependencies == 0) {
+      t.dependencies = -1;  // queued once even if it is the root of several outputs
+      ready.push(edge.fn.get());
+    }
+  }
+
+  // 3. Run nodes as their gradients complete.
+  while (!ready.empty()) {
+    Node* n = ready.top();
+    ready.pop();
+    TensorList inputs = std::move(graph.task(n).inputs);
+    if (inputs.empty()) inputs.resize(1);
+    bool any = false;
+    for (const Tensor& g : inputs) any = any || g.defined();
+    // Nothing flowed into this node (e.g. only an unused output): pass nothing on.
+    TensorList outputs = any ? n->apply(std::move(inputs)) : TensorList(n->next_edges.size());
+    if (!opts.retain_graph) n->release_saved();
+    MT_CHECK(outputs.size() == n->next_edges.size() || outputs.empty(), n->name(), " returned ",
+             outputs.size(), " gradients for ", n->next_edges.size(), " inputs");
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      const Edge& e = n->next_edges[i];
+      if (!e.valid()) continue;
+      NodeTask& t = graph.task(e.fn.get());
+      if (outputs[i].defined()) accumulate(t.inputs, e.input_nr, std::move(outputs[i]));
+      if (--t.dependencies == 0) ready.push(e.fn.get());
+    }
+  }
+
+  // 4. Callbacks queued during this backward, including ones queued by earlier callbacks.
+  for (size_t i = 0; i < graph.callbacks.size(); ++i) {
+    auto fn = std::move(graph.callbacks[i]);
+    fn();
+  }
+}
+
+void Engine::queue_callback(std::function<void()> fn) {
+  MT_CHECK(current_task != nullptr, "queue_callback: no backward is running on this thread");
+  current_task->callbacks.push_back(std::move(fn));
+}
+
+bool Engine::in_backward() { return current_task != nullptr; }
+
+}  // namespace mt

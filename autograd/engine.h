@@ -1,0 +1,31 @@
+// Engine: runs the backward graph from one or more roots. See autograd/engine.cpp for the ordering
+// argument (Note [Dependency counting]).
+#pragma once
+
+#include <functional>
+
+#include "autograd/node.h"
+
+namespace mt {
+
+struct BackwardOptions {
+  bool retain_graph = false;  // keep saved tensors so the same graph can be run again
+};
+
+class Engine {
+ public:
+  // Backpropagates grad_outputs[i] from roots[i] (each a tensor with history or a leaf).
+  static void backward(const TensorList& roots, const TensorList& grad_outputs, BackwardOptions opts = {});
+
+  // Queues fn to run once, after the last node of the backward currently running on this thread.
+  // DDP's finalize step (wait for all-reduces, check every parameter was reduced) uses this.
+  // Throws when called outside a backward.
+  static void queue_callback(std::function<void()> fn);
+  // True while a backward runs on this thread (hooks and nodes can ask).
+  static bool in_backward();
+
+  // Internal: where the running backward keeps a node's state.
+  static NodeTask*& task_slot(Node& n) { return n.engine_task_; }
+};
+
+}  // namespace mt

@@ -1,0 +1,13 @@
+// Grad mode flag, one per thread.
+#include "autograd/grad_mode.h"
+
+namespace mt {
+
+namespace {
+thread_local bool grad_enabled = true;
+}
+
+bool GradMode::is_enabled() { return grad_enabled; }
+void GradMode::set_enabled(bool enabled) { grad_enabled = enabled; }
+
+}  // namespace mt

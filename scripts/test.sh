@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# The README's second command: install what is missing, build, run every test.
+#   scripts/test.sh              Release build in build/, then ctest
+#   scripts/test.sh --sanitize   also an ASan+UBSan build in build-asan/, then ctest there
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+scripts/build.sh build
+(cd build && ctest --output-on-failure --timeout 300)
+if [[ "${1:-}" == "--sanitize" ]]; then
+  # Benchmarks are skipped: they only measure, and sanitizers make the numbers meaningless.
+  scripts/build.sh build-asan -DMT_SANITIZE=ON -DMT_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo
+  (cd build-asan && ctest --output-on-failure --timeout 600)
+fi

@@ -1,0 +1,94 @@
+// Backend: the primitive kernels one device type must provide. Everything else (broadcasting,
+// dtype promotion, shape checks, views, composite ops like linear or softmax's backward) is written
+// once in tensor/raw_ops.cpp and autograd/ on top of these.
+//
+// Contract for every method: all tensors are on this backend's device; shapes and dtypes were
+// checked by raw_ops.cpp; `out` tensors are freshly allocated and contiguous unless a comment says
+// otherwise. Inputs may be strided (including stride 0 from broadcasting) unless a comment says
+// otherwise. Backends for asynchronous devices (CUDA) only enqueue work; `synchronize` waits.
+#pragma once
+
+#include <cstdint>
+
+#include "tensor/tensor.h"
+
+namespace mt {
+
+class Generator;
+
+enum class UnaryOp : uint8_t {
+  Neg, Exp, Log, Sqrt, Tanh, Sigmoid, Relu, Abs, Sign, Erf,
+  Pow,        // x^scalar
+  AddScalar,  // x + scalar
+  MulScalar,  // x * scalar
+};
+
+enum class BinaryOp : uint8_t {
+  Add, Sub, Mul, Div, Maximum, Minimum,
+  Eq, Ne, Lt, Le, Gt, Ge,  // 1 or 0 in the inputs' dtype
+};
+
+enum class ReduceOp : uint8_t { Sum, Max, Min, ArgMax };
+
+const char* op_name(UnaryOp op);
+const char* op_name(BinaryOp op);
+const char* op_name(ReduceOp op);
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual Allocator& allocator() = 0;
+
+  // dst[i] = cast(src[i]). Same shape; both may be strided; dtypes may differ. dst may be a view
+  // of an existing tensor (in-place copy_). For a device backend one side may be on the CPU: that
+  // is how tensors move between host and device (raw::to_device asks the device's backend).
+  virtual void copy(const Tensor& dst, const Tensor& src) = 0;
+  // dst[i] = value; dst may be a strided view.
+  virtual void fill(const Tensor& dst, double value) = 0;
+
+  // out[i] = op(in[i], scalar). Same shape and dtype; out may alias in (in-place ops).
+  virtual void unary(UnaryOp op, const Tensor& out, const Tensor& in, double scalar) = 0;
+  // out[i] = op(a[i], b[i]). a and b are already expanded to out's shape and cast to out's dtype;
+  // out may alias a (in-place ops) and may be a strided view.
+  virtual void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) = 0;
+  // out[i] = cond[i] != 0 ? a[i] : b[i]. All expanded to out's shape; a, b have out's dtype.
+  virtual void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) = 0;
+
+  // Reduces `in` over the dims whose bit is set in dim_mask. out has in's rank, size 1 on reduced
+  // dims. Sum/Max/Min keep in's dtype; ArgMax writes int64 (index along the single reduced dim,
+  // first occurrence; ArgMax gets exactly one bit). Max/Min/ArgMax propagate NaN like PyTorch.
+  virtual void reduce(ReduceOp op, const Tensor& out, const Tensor& in, uint32_t dim_mask) = 0;
+
+  // out = a·b (+ out when accumulate). out: (B, M, N) contiguous; a: (B, M, K); b: (B, K, N).
+  // a and b each have unit stride in one of their last two dims (row- or column-major matrices);
+  // B may have any stride, including 0 (a shared matrix).
+  virtual void gemm(const Tensor& out, const Tensor& a, const Tensor& b, bool accumulate) = 0;
+
+  // Softmax (or log-softmax) over the last dim. in and out contiguous, same shape.
+  virtual void softmax(const Tensor& out, const Tensor& in, bool log) = 0;
+
+  // in: (outer, n, inner) contiguous; index: int64 (k) contiguous; out: (outer, k, inner).
+  // Indices were bounds-checked on the host only when cheap (CPU); backends check too.
+  virtual void index_select(const Tensor& out, const Tensor& in, const Tensor& index) = 0;
+  // The backward of index_select: out(outer, n, inner) += src(outer, k, inner) at index. out is
+  // contiguous and pre-filled; repeated indices accumulate.
+  virtual void index_add(const Tensor& out, const Tensor& index, const Tensor& src) = 0;
+  // in, index, out: (outer, n_in|k, inner) contiguous; out[o,j,i] = in[o, index[o,j,i], i].
+  virtual void gather(const Tensor& out, const Tensor& in, const Tensor& index) = 0;
+  // The backward of gather: out[o, index[o,j,i], i] += src[o,j,i]. out contiguous, pre-filled.
+  virtual void scatter_add(const Tensor& out, const Tensor& index, const Tensor& src) = 0;
+
+  // Random fills of a contiguous floating tensor, drawing from gen (and advancing it).
+  virtual void uniform(const Tensor& out, Generator& gen, double low, double high) = 0;
+  virtual void normal(const Tensor& out, Generator& gen, double mean, double std) = 0;
+
+  // Waits for queued work (no-op on CPU).
+  virtual void synchronize() {}
+};
+
+// The backend of a device; throws a clear error for a device type this build does not have.
+Backend& backend(Device device);
+// Called once by a backend's translation unit (the CUDA one registers itself when built).
+void register_backend(DeviceType type, Backend* backend);
+
+}  // namespace mt

@@ -1,0 +1,88 @@
+// The table from device type to Backend, and the names of the ops for error messages.
+// The CPU backend is in the table from the start (constant-initialised: no static-order surprises);
+// the CUDA backend, when this build has one, registers itself from its own translation unit.
+#include <array>
+
+#include "tensor/cpu/cpu_backend.h"
+
+namespace mt {
+namespace {
+
+constinit CpuBackend cpu_backend;
+
+constexpr size_t kNumDeviceTypes = 2;
+constinit std::array<Backend*, kNumDeviceTypes> backends = {&cpu_backend, nullptr};
+
+size_t slot(DeviceType type) {
+  const auto i = static_cast<size_t>(type);
+  MT_CHECK(i < kNumDeviceTypes, "unknown device type ", i);
+  return i;
+}
+
+}  // namespace
+
+// Called for every op, so it is a bounds check and a load; the error path is out of line.
+Backend& backend(Device device) {
+  Backend* b = backends[slot(device.type)];
+  if (b == nullptr) [[unlikely]] {
+    MT_CHECK(device.type != DeviceType::CUDA,
+             "CUDA device requested but this build has no CUDA backend (configure with -DMT_CUDA=ON "
+             "on a machine with nvcc)");
+    MT_FAIL("no backend registered for device ", device.str());
+  }
+  return *b;
+}
+
+void register_backend(DeviceType type, Backend* backend) {
+  MT_CHECK(backend != nullptr, "register_backend: backend is null");
+  backends[slot(type)] = backend;
+}
+
+const char* op_name(UnaryOp op) {
+  switch (op) {
+    case UnaryOp::Neg: return "neg";
+    case UnaryOp::Exp: return "exp";
+    case UnaryOp::Log: return "log";
+    case UnaryOp::Sqrt: return "sqrt";
+    case UnaryOp::Tanh: return "tanh";
+    case UnaryOp::Sigmoid: return "sigmoid";
+    case UnaryOp::Relu: return "relu";
+    case UnaryOp::Abs: return "abs";
+    case UnaryOp::Sign: return "sign";
+    case UnaryOp::Erf: return "erf";
+    case UnaryOp::Pow: return "pow";
+    case UnaryOp::AddScalar: return "add_scalar";
+    case UnaryOp::MulScalar: return "mul_scalar";
+  }
+  return "unknown unary op";
+}
+
+const char* op_name(BinaryOp op) {
+  switch (op) {
+    case BinaryOp::Add: return "add";
+    case BinaryOp::Sub: return "sub";
+    case BinaryOp::Mul: return "mul";
+    case BinaryOp::Div: return "div";
+    case BinaryOp::Maximum: return "maximum";
+    case BinaryOp::Minimum: return "minimum";
+    case BinaryOp::Eq: return "eq";
+    case BinaryOp::Ne: return "ne";
+    case BinaryOp::Lt: return "lt";
+    case BinaryOp::Le: return "le";
+    case BinaryOp::Gt: return "gt";
+    case BinaryOp::Ge: return "ge";
+  }
+  return "unknown binary op";
+}
+
+const char* op_name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum: return "sum";
+    case ReduceOp::Max: return "max";
+    case ReduceOp::Min: return "min";
+    case ReduceOp::ArgMax: return "argmax";
+  }
+  return "unknown reduce op";
+}
+
+}  // namespace mt

@@ -1,0 +1,77 @@
+// CpuBackend: the Backend (tensor/backend.h) for host memory, and the small helpers its kernels
+// share. Private to tensor/cpu/: the rest of the library reaches it through mt::backend(kCPU).
+//
+// The methods are spread over one file per kind of kernel:
+//   cpu_copy.cpp         copy, fill                 cpu_elementwise.cpp  unary, binary, where
+//   cpu_reduce.cpp       reduce                     cpu_softmax.cpp      softmax, log_softmax
+//   cpu_gemm.cpp         gemm (BLAS/Eigen + loops)  cpu_index.cpp        index_select/add, gather, scatter_add
+//   cpu_random.cpp       uniform, normal            cpu_allocator.cpp    the 64-byte aligned allocator
+// Kernels run on the calling thread; only BLAS may use threads of its own.
+#pragma once
+
+#include <type_traits>
+
+#include "tensor/backend.h"
+#include "tensor/cpu/strided_loop.h"
+
+namespace mt {
+
+class CpuBackend final : public Backend {
+ public:
+  constexpr CpuBackend() = default;
+
+  Allocator& allocator() override { return cpu_allocator(); }
+  void copy(const Tensor& dst, const Tensor& src) override;
+  void fill(const Tensor& dst, double value) override;
+  void unary(UnaryOp op, const Tensor& out, const Tensor& in, double scalar) override;
+  void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) override;
+  void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) override;
+  void reduce(ReduceOp op, const Tensor& out, const Tensor& in, uint32_t dim_mask) override;
+  void gemm(const Tensor& out, const Tensor& a, const Tensor& b, bool accumulate) override;
+  void softmax(const Tensor& out, const Tensor& in, bool log) override;
+  void index_select(const Tensor& out, const Tensor& in, const Tensor& index) override;
+  void index_add(const Tensor& out, const Tensor& index, const Tensor& src) override;
+  void gather(const Tensor& out, const Tensor& in, const Tensor& index) override;
+  void scatter_add(const Tensor& out, const Tensor& index, const Tensor& src) override;
+  void uniform(const Tensor& out, Generator& gen, double low, double high) override;
+  void normal(const Tensor& out, Generator& gen, double mean, double std) override;
+};
+
+namespace cpu {
+
+// Row-major dense: the elements are data[0 .. numel) in order. Size-1 dims may have any stride.
+// (Written here rather than calling Tensor::is_contiguous so the hot path stays inline.)
+inline bool is_contiguous(const Tensor& t) {
+  const Shape& sizes = t.sizes();
+  const Shape& strides = t.strides();
+  int64_t expected = 1;
+  for (int d = sizes.size() - 1; d >= 0; --d) {
+    if (sizes[d] == 1) continue;
+    if (strides[d] != expected) return false;
+    expected *= sizes[d];
+  }
+  return true;
+}
+
+// Every element is the same memory location: a scalar broadcast by expand (all strides 0).
+inline bool is_broadcast_scalar(const Tensor& t) {
+  const Shape& sizes = t.sizes();
+  const Shape& strides = t.strides();
+  for (int d = 0; d < sizes.size(); ++d)
+    if (sizes[d] != 1 && strides[d] != 0) return false;
+  return true;
+}
+
+// The typed first element of t; T may be const. Checks that T matches t's dtype.
+template <typename T>
+T* data(const Tensor& t) {
+  return t.data_ptr<std::remove_const_t<T>>();
+}
+
+template <typename T>
+Operand<T> operand(const Tensor& t) {
+  return {data<T>(t), t.strides().begin()};
+}
+
+}  // namespace cpu
+}  // namespace mt

@@ -1,0 +1,117 @@
+// CpuBackend::unary, ::binary and ::where: the elementwise math. Each op is a lambda handed to the
+// loops in tensor/cpu/elementwise.h; the switch on the op runs once per call, outside the loop.
+// Broadcasting and dtype promotion already happened in raw_ops.cpp: here every operand has out's
+// shape (stride 0 where broadcast) and, except where's condition, out's dtype.
+#include <cmath>
+#include <limits>
+#include <type_traits>
+
+#include "tensor/cpu/elementwise.h"
+
+namespace mt {
+
+void CpuBackend::unary(UnaryOp op, const Tensor& out, const Tensor& in, double scalar) {
+  MT_DISPATCH_ALL(out.dtype(), op_name(op), [&]<typename T>() {
+    auto map = [&](auto f) { cpu::map_unary<T, T>(out, in, f); };
+    const T s = static_cast<T>(scalar);
+
+    if constexpr (std::is_floating_point_v<T>) {
+      switch (op) {
+        case UnaryOp::Exp: return map([](T x) { return std::exp(x); });
+        case UnaryOp::Log: return map([](T x) { return std::log(x); });
+        case UnaryOp::Sqrt: return map([](T x) { return std::sqrt(x); });
+        case UnaryOp::Tanh: return map([](T x) { return std::tanh(x); });
+        case UnaryOp::Sigmoid: return map([](T x) { return T(1) / (T(1) + std::exp(-x)); });
+        case UnaryOp::Erf: return map([](T x) { return std::erf(x); });
+        // The exponents training uses are special-cased: x*x is exact and an order of magnitude
+        // faster than std::pow, and MSE and norms square on every step.
+        case UnaryOp::Pow:
+          if (scalar == 2.0) return map([](T x) { return x * x; });
+          if (scalar == 0.5) return map([](T x) { return std::sqrt(x); });
+          return map([s](T x) { return std::pow(x, s); });
+        default: break;
+      }
+    } else {
+      switch (op) {
+        case UnaryOp::Exp: case UnaryOp::Log: case UnaryOp::Sqrt:
+        case UnaryOp::Tanh: case UnaryOp::Sigmoid: case UnaryOp::Erf:
+          MT_FAIL(op_name(op), ": needs a floating dtype, got ", out.dtype());
+        // Integer powers are computed in double and truncated; raw_ops promotes to floating
+        // first when the exponent is not a small whole number.
+        case UnaryOp::Pow:
+          return map([scalar](T x) { return static_cast<T>(std::pow(static_cast<double>(x), scalar)); });
+        default: break;
+      }
+    }
+
+    switch (op) {
+      case UnaryOp::Neg: return map([](T x) { return T(-x); });
+      // x < 0 ? 0 : x rather than max(x, 0): a NaN input stays NaN, as in PyTorch.
+      case UnaryOp::Relu: return map([](T x) { return x < T(0) ? T(0) : x; });
+      case UnaryOp::Abs: return map([](T x) { return T(std::abs(x)); });
+      case UnaryOp::Sign: return map([](T x) { return T((T(0) < x) - (x < T(0))); });
+      case UnaryOp::AddScalar: return map([s](T x) { return T(x + s); });
+      case UnaryOp::MulScalar: return map([s](T x) { return T(x * s); });
+      default: MT_FAIL(op_name(op), ": not implemented on CPU for ", out.dtype());
+    }
+  });
+}
+
+void CpuBackend::binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
+  MT_DISPATCH_ALL(out.dtype(), op_name(op), [&]<typename T>() {
+    auto map = [&](auto f) { cpu::map_binary<T>(out, a, b, f); };
+    switch (op) {
+      case BinaryOp::Add: return map([](T x, T y) { return T(x + y); });
+      case BinaryOp::Sub: return map([](T x, T y) { return T(x - y); });
+      case BinaryOp::Mul: return map([](T x, T y) { return T(x * y); });
+      case BinaryOp::Div:
+        if constexpr (std::is_integral_v<T>) {
+          // Integer division truncates (C++ and torch.div(rounding_mode="trunc")); a zero divisor
+          // would kill the process with SIGFPE, so it becomes an error instead.
+          return map([](T x, T y) {
+            MT_CHECK(y != 0, "div: integer division by zero");
+            return T(x / y);
+          });
+        } else {
+          return map([](T x, T y) { return x / y; });
+        }
+      // NaN wins, as in PyTorch: "x != x" is the NaN test that still vectorises.
+      case BinaryOp::Maximum: return map([](T x, T y) { return (x > y || x != x) ? x : y; });
+      case BinaryOp::Minimum: return map([](T x, T y) { return (x < y || x != x) ? x : y; });
+      case BinaryOp::Eq: return map([](T x, T y) { return T(x == y); });
+      case BinaryOp::Ne: return map([](T x, T y) { return T(x != y); });
+      case BinaryOp::Lt: return map([](T x, T y) { return T(x < y); });
+      case BinaryOp::Le: return map([](T x, T y) { return T(x <= y); });
+      case BinaryOp::Gt: return map([](T x, T y) { return T(x > y); });
+      case BinaryOp::Ge: return map([](T x, T y) { return T(x >= y); });
+    }
+    MT_FAIL(op_name(op), ": not implemented on CPU");
+  });
+}
+
+// out = cond != 0 ? a : b. cond may have any dtype (masks are often float 1/0 from comparisons).
+void CpuBackend::where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) {
+  MT_DISPATCH_ALL(out.dtype(), "where", [&]<typename T>() {
+    MT_DISPATCH_ALL(cond.dtype(), "where", [&]<typename C>() {
+      T* o = cpu::data<T>(out);
+      const C* c = cpu::data<const C>(cond);
+      const T* x = cpu::data<const T>(a);
+      const T* y = cpu::data<const T>(b);
+      if (cpu::is_contiguous(out) && cpu::is_contiguous(cond) && cpu::is_contiguous(a) &&
+          cpu::is_contiguous(b)) {
+        const int64_t n = out.numel();
+        for (int64_t i = 0; i < n; ++i) o[i] = c[i] != C(0) ? x[i] : y[i];
+        return;
+      }
+      cpu::strided_loop(
+          out.sizes(),
+          [](int64_t n, const std::array<int64_t, 4>& s, T* o, const C* c, const T* x, const T* y) {
+            for (int64_t i = 0; i < n; ++i) o[i * s[0]] = c[i * s[1]] != C(0) ? x[i * s[2]] : y[i * s[3]];
+          },
+          cpu::Operand<T>{o, out.strides().begin()}, cpu::Operand<const C>{c, cond.strides().begin()},
+          cpu::Operand<const T>{x, a.strides().begin()}, cpu::Operand<const T>{y, b.strides().begin()});
+    });
+  });
+}
+
+}  // namespace mt

@@ -1,0 +1,170 @@
+// CpuBackend::gemm: batched out = a·b (+ out). out: (B, M, N) contiguous; a: (B, M, K); b: (B, K, N).
+// a and b are row-major or column-major matrices (unit stride in one of the last two dims), so a
+// transpose is free: linear's x·wᵀ passes wᵀ as a column-major view of w, with no copy.
+//
+// Two implementations:
+//   gemm_reference  three loops, any strides, any dtype. The documented reference that the tests
+//                   compare against, and the fast choice for tiny problems (M*N*K < kSmallGemm),
+//                   where a BLAS call's fixed cost (argument checks, packing, threads) dominates.
+//   gemm_blas       OpenBLAS's cblas_sgemm/dgemm when the build has it (MT_HAVE_BLAS), else
+//                   Eigen's own GEMM through Eigen::Map, one call per batch entry.
+// int64 always takes the reference loops: BLAS has no integer GEMM.
+#include <algorithm>
+#include <type_traits>
+
+#include "tensor/cpu/cpu_backend.h"
+
+#ifdef MT_HAVE_BLAS
+#include <cblas.h>
+#else
+// GCC 12 reports false -Wmaybe-uninitialized inside its own AVX-512 intrinsics once Eigen's GEMM
+// inlines them; the pragma must be active where <immintrin.h> is first included to silence them.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <Eigen/Core>
+#pragma GCC diagnostic pop
+#endif
+
+namespace mt {
+namespace {
+
+// Below this many multiply-adds the simple loops beat a BLAS call (the seed model's Linear(10, 1)
+// with batch 32 is 320).
+constexpr int64_t kSmallGemm = 4096;
+
+struct GemmDims {
+  int64_t batch, m, n, k;
+};
+
+// out[b, i, j] (+)= sum_p a[b, i, p] * b[b, p, j], in (i, p, j) order: the innermost loop walks a
+// row of b and a row of out, which is contiguous for row-major b and vectorises. The sum over p
+// runs in order p = 0, 1, ..., K-1.
+template <typename T>
+void gemm_reference(const Tensor& out, const Tensor& a, const Tensor& b, bool accumulate, GemmDims d) {
+  T* c = cpu::data<T>(out);
+  const T* pa = cpu::data<const T>(a);
+  const T* pb = cpu::data<const T>(b);
+  const Shape& sa = a.strides();
+  const Shape& sb = b.strides();
+  for (int64_t bi = 0; bi < d.batch; ++bi) {
+    const T* A = pa + bi * sa[0];
+    const T* B = pb + bi * sb[0];
+    T* C = c + bi * d.m * d.n;
+    for (int64_t i = 0; i < d.m; ++i) {
+      T* c_row = C + i * d.n;
+      if (!accumulate) std::fill(c_row, c_row + d.n, T(0));
+      for (int64_t p = 0; p < d.k; ++p) {
+        const T a_ip = A[i * sa[1] + p * sa[2]];
+        const T* b_row = B + p * sb[1];
+        for (int64_t j = 0; j < d.n; ++j) c_row[j] += a_ip * b_row[j * sb[2]];
+      }
+    }
+  }
+}
+
+// How a (rows, cols) matrix with strides (s_row, s_col) is stored, in BLAS terms: row-major with
+// leading dimension ld, or column-major (= the transpose of a row-major (cols, rows) matrix).
+// The stride of a size-1 dim never matters, and BLAS insists on ld >= the contiguous extent even
+// when ld is never used, so a single row or column gets a valid ld whatever its strides.
+// Returns false for layouts BLAS cannot express (e.g. an expanded matrix with a stride-0 dim):
+// those go to the reference loops.
+struct MatrixLayout {
+  bool col_major;
+  int64_t ld;
+};
+bool blas_layout(int64_t rows, int64_t cols, int64_t s_row, int64_t s_col, MatrixLayout& layout) {
+  if ((s_col == 1 || cols == 1) && (rows == 1 || s_row >= std::max<int64_t>(cols, 1))) {
+    layout = {false, rows == 1 ? std::max<int64_t>(cols, 1) : s_row};
+    return true;
+  }
+  if ((s_row == 1 || rows == 1) && (cols == 1 || s_col >= std::max<int64_t>(rows, 1))) {
+    layout = {true, cols == 1 ? std::max<int64_t>(rows, 1) : s_col};
+    return true;
+  }
+  return false;
+}
+
+#ifdef MT_HAVE_BLAS
+
+template <typename T>
+void gemm_blas(const Tensor& out, const Tensor& a, const Tensor& b, bool accumulate, GemmDims d,
+               MatrixLayout la, MatrixLayout lb) {
+  T* c = cpu::data<T>(out);
+  const T* pa = cpu::data<const T>(a);
+  const T* pb = cpu::data<const T>(b);
+  const auto ta = la.col_major ? CblasTrans : CblasNoTrans;
+  const auto tb = lb.col_major ? CblasTrans : CblasNoTrans;
+  const T beta = accumulate ? T(1) : T(0);  // beta = 1 adds onto out (linear's bias)
+  for (int64_t bi = 0; bi < d.batch; ++bi) {
+    const T* A = pa + bi * a.strides()[0];
+    const T* B = pb + bi * b.strides()[0];
+    T* C = c + bi * d.m * d.n;
+    if constexpr (std::is_same_v<T, float>) {
+      cblas_sgemm(CblasRowMajor, ta, tb, d.m, d.n, d.k, 1.0f, A, la.ld, B, lb.ld, beta, C, d.n);
+    } else {
+      cblas_dgemm(CblasRowMajor, ta, tb, d.m, d.n, d.k, 1.0, A, la.ld, B, lb.ld, beta, C, d.n);
+    }
+  }
+}
+
+#else
+
+// Calls k with an Eigen::Map of the matrix in its storage order, so Eigen's GEMM reads it in place.
+template <typename T, typename K>
+void with_eigen_matrix(const T* p, int64_t rows, int64_t cols, MatrixLayout l, K&& k) {
+  using Stride = Eigen::OuterStride<>;
+  if (l.col_major) {
+    using M = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>;
+    k(Eigen::Map<const M, 0, Stride>(p, rows, cols, Stride(l.ld)));
+  } else {
+    using M = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+    k(Eigen::Map<const M, 0, Stride>(p, rows, cols, Stride(l.ld)));
+  }
+}
+
+template <typename T>
+void gemm_blas(const Tensor& out, const Tensor& a, const Tensor& b, bool accumulate, GemmDims d,
+               MatrixLayout la, MatrixLayout lb) {
+  using RowMajor = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  T* c = cpu::data<T>(out);
+  const T* pa = cpu::data<const T>(a);
+  const T* pb = cpu::data<const T>(b);
+  for (int64_t bi = 0; bi < d.batch; ++bi) {
+    Eigen::Map<RowMajor> C(c + bi * d.m * d.n, d.m, d.n);
+    with_eigen_matrix(pa + bi * a.strides()[0], d.m, d.k, la, [&](const auto& A) {
+      with_eigen_matrix(pb + bi * b.strides()[0], d.k, d.n, lb, [&](const auto& B) {
+        if (accumulate) {
+          C.noalias() += A * B;
+        } else {
+          C.noalias() = A * B;
+        }
+      });
+    });
+  }
+}
+
+#endif
+
+}  // namespace
+
+void CpuBackend::gemm(const Tensor& out, const Tensor& a, const Tensor& b, bool accumulate) {
+  MT_CHECK(out.dim() == 3 && a.dim() == 3 && b.dim() == 3 && cpu::is_contiguous(out),
+           "gemm: CPU kernel needs 3-D (B, M, K)·(B, K, N) -> contiguous (B, M, N), got ", a.sizes(), "·",
+           b.sizes(), " -> ", out.sizes());
+  const GemmDims d{out.sizes()[0], out.sizes()[1], out.sizes()[2], a.sizes()[2]};
+  MT_CHECK(a.sizes() == Shape({d.batch, d.m, d.k}) && b.sizes() == Shape({d.batch, d.k, d.n}),
+           "gemm: shapes do not match: ", a.sizes(), "·", b.sizes(), " -> ", out.sizes());
+  if (out.numel() == 0) return;
+  MT_DISPATCH_ALL(out.dtype(), "gemm", [&]<typename T>() {
+    MatrixLayout la, lb;
+    if constexpr (!std::is_same_v<T, int64_t>) {
+      if (d.m * d.n * d.k >= kSmallGemm && blas_layout(d.m, d.k, a.strides()[1], a.strides()[2], la) &&
+          blas_layout(d.k, d.n, b.strides()[1], b.strides()[2], lb)) {
+        return gemm_blas<T>(out, a, b, accumulate, d, la, lb);
+      }
+    }
+    gemm_reference<T>(out, a, b, accumulate, d);
+  });
+}
+
+}  // namespace mt

@@ -1,0 +1,124 @@
+// CpuBackend index kernels: index_select / index_add (one index list for a whole dim: embedding
+// lookups and their backward) and gather / scatter_add (one index per element: picking each
+// sample's target logit in cross-entropy, and its backward).
+//
+// raw_ops.cpp views every operand as 3-D (outer, n, inner) around the indexed dim, so these kernels
+// never see the original rank. Every index is bounds-checked here, before any write, so a bad label
+// is an error naming the op, the index and the valid range, never a silent out-of-bounds write.
+#include <algorithm>
+
+#include "tensor/cpu/cpu_backend.h"
+
+namespace mt {
+namespace {
+
+struct Dims3 {
+  int64_t outer, n, inner;
+};
+
+Dims3 dims3(const char* op, const char* what, const Tensor& t) {
+  MT_CHECK(t.dim() == 3 && cpu::is_contiguous(t), op, ": CPU kernel needs ", what,
+           " as a contiguous 3-D (outer, n, inner) view, got shape ", t.sizes());
+  return {t.sizes()[0], t.sizes()[1], t.sizes()[2]};
+}
+
+void check_index_dtype(const char* op, const Tensor& index) {
+  MT_CHECK(index.dtype() == kInt64 && cpu::is_contiguous(index), op,
+           ": index must be a contiguous int64 tensor, got ", index.dtype());
+}
+
+// Every index in [0, n), or an error naming the first bad one.
+void check_bounds(const char* op, const int64_t* index, int64_t count, int64_t n) {
+  for (int64_t i = 0; i < count; ++i)
+    MT_CHECK(index[i] >= 0 && index[i] < n, op, ": index ", index[i], " at position ", i,
+             " is out of range for a dim of size ", n, " (valid range [0, ", n, "))");
+}
+
+}  // namespace
+
+// out(outer, k, inner)[o, j, :] = in(outer, n, inner)[o, index[j], :]
+void CpuBackend::index_select(const Tensor& out, const Tensor& in, const Tensor& index) {
+  const Dims3 d = dims3("index_select", "in", in);
+  const Dims3 o = dims3("index_select", "out", out);
+  check_index_dtype("index_select", index);
+  const int64_t k = index.numel();
+  MT_CHECK(o.outer == d.outer && o.n == k && o.inner == d.inner, "index_select: out ", out.sizes(),
+           " does not match in ", in.sizes(), " and ", k, " indices");
+  const int64_t* idx = cpu::data<const int64_t>(index);
+  check_bounds("index_select", idx, k, d.n);
+  MT_DISPATCH_ALL(in.dtype(), "index_select", [&]<typename T>() {
+    const T* x = cpu::data<const T>(in);
+    T* y = cpu::data<T>(out);
+    for (int64_t a = 0; a < d.outer; ++a)
+      for (int64_t j = 0; j < k; ++j) {
+        const T* src = x + (a * d.n + idx[j]) * d.inner;
+        std::copy(src, src + d.inner, y + (a * k + j) * d.inner);
+      }
+  });
+}
+
+// out(outer, n, inner)[o, index[j], :] += src(outer, k, inner)[o, j, :]
+void CpuBackend::index_add(const Tensor& out, const Tensor& index, const Tensor& src) {
+  const Dims3 d = dims3("index_add", "out", out);
+  const Dims3 s = dims3("index_add", "src", src);
+  check_index_dtype("index_add", index);
+  const int64_t k = index.numel();
+  MT_CHECK(s.outer == d.outer && s.n == k && s.inner == d.inner, "index_add: src ", src.sizes(),
+           " does not match out ", out.sizes(), " and ", k, " indices");
+  const int64_t* idx = cpu::data<const int64_t>(index);
+  check_bounds("index_add", idx, k, d.n);
+  MT_DISPATCH_ALL(out.dtype(), "index_add", [&]<typename T>() {
+    const T* x = cpu::data<const T>(src);
+    T* y = cpu::data<T>(out);
+    for (int64_t a = 0; a < d.outer; ++a)
+      for (int64_t j = 0; j < k; ++j) {
+        const T* from = x + (a * k + j) * d.inner;
+        T* to = y + (a * d.n + idx[j]) * d.inner;
+        for (int64_t i = 0; i < d.inner; ++i) to[i] += from[i];
+      }
+  });
+}
+
+// out[o, j, i] = in[o, index[o, j, i], i]. in: (outer, n, inner); index, out: (outer, k, inner).
+void CpuBackend::gather(const Tensor& out, const Tensor& in, const Tensor& index) {
+  const Dims3 d = dims3("gather", "in", in);
+  const Dims3 o = dims3("gather", "out", out);
+  check_index_dtype("gather", index);
+  MT_CHECK(index.sizes() == out.sizes() && o.outer == d.outer && o.inner == d.inner, "gather: index ",
+           index.sizes(), " and out ", out.sizes(), " do not match in ", in.sizes());
+  const int64_t* idx = cpu::data<const int64_t>(index);
+  check_bounds("gather", idx, index.numel(), d.n);
+  MT_DISPATCH_ALL(in.dtype(), "gather", [&]<typename T>() {
+    const T* x = cpu::data<const T>(in);
+    T* y = cpu::data<T>(out);
+    for (int64_t a = 0; a < o.outer; ++a)
+      for (int64_t j = 0; j < o.n; ++j)
+        for (int64_t i = 0; i < o.inner; ++i) {
+          const int64_t pos = (a * o.n + j) * o.inner + i;
+          y[pos] = x[(a * d.n + idx[pos]) * d.inner + i];
+        }
+  });
+}
+
+// out[o, index[o, j, i], i] += src[o, j, i]. out: (outer, n, inner); index, src: (outer, k, inner).
+void CpuBackend::scatter_add(const Tensor& out, const Tensor& index, const Tensor& src) {
+  const Dims3 d = dims3("scatter_add", "out", out);
+  const Dims3 s = dims3("scatter_add", "src", src);
+  check_index_dtype("scatter_add", index);
+  MT_CHECK(index.sizes() == src.sizes() && s.outer == d.outer && s.inner == d.inner, "scatter_add: index ",
+           index.sizes(), " and src ", src.sizes(), " do not match out ", out.sizes());
+  const int64_t* idx = cpu::data<const int64_t>(index);
+  check_bounds("scatter_add", idx, index.numel(), d.n);
+  MT_DISPATCH_ALL(out.dtype(), "scatter_add", [&]<typename T>() {
+    const T* x = cpu::data<const T>(src);
+    T* y = cpu::data<T>(out);
+    for (int64_t a = 0; a < s.outer; ++a)
+      for (int64_t j = 0; j < s.n; ++j)
+        for (int64_t i = 0; i < s.inner; ++i) {
+          const int64_t pos = (a * s.n + j) * s.inner + i;
+          y[(a * d.n + idx[pos]) * d.inner + i] += x[pos];
+        }
+  });
+}
+
+}  // namespace mt

@@ -1,0 +1,228 @@
+// CpuBackend::reduce: sum, max, min and argmax over a set of dims. out keeps in's rank with size 1
+// on the reduced dims and is contiguous, so out's elements are in's kept dims in row-major order.
+//
+// Three strategies, picked from in's layout:
+//   rows     in contiguous, reduced dims trailing: in = (outer, r). Each out[o] is one row, combined
+//            in kLanes independent accumulators (vector registers). Loss means, softmax row sums.
+//   columns  in contiguous, reduced dims leading or in the middle: in = (outer, r, inner). The r rows
+//            of length `inner` are combined into out[o, :] one after another, a vectorised loop.
+//            The bias gradient: sum over dim 0 of (N, D).
+//   general  anything else (reduced dims not adjacent, or a strided input): strided_loop over in,
+//            with out's strides set to 0 on the reduced dims so each input element is combined
+//            into its output slot in place.
+// ArgMax (exactly one dim) scans that dim with its stride, once per output element.
+//
+// Float32 sums accumulate in float32 as in PyTorch. Rows and columns are summed pairwise (halves
+// summed separately, then added), so the rounding error grows like log(r) instead of r; the
+// general path sums sequentially.
+#include <algorithm>
+#include <bit>
+#include <limits>
+#include <vector>
+
+#include "tensor/cpu/cpu_backend.h"
+
+namespace mt {
+namespace {
+
+constexpr int64_t kLanes = 16;          // independent row accumulators: 1-2 vector registers
+constexpr int64_t kPairwiseRow = 128;   // rows longer than this are split in halves
+constexpr int64_t kPairwiseRows = 64;   // column sums over more rows than this are split
+
+// Each reduction is an identity and a combine step. NaN handling for Max/Min: the result is NaN if
+// any input is (PyTorch's rule). "x != x" is true only for NaN, so once acc is NaN no later x
+// replaces it, and a NaN x always does.
+template <typename T>
+struct SumOp {
+  using Type = T;
+  static constexpr bool kPairwise = true;
+  static T identity() { return T(0); }
+  static T combine(T acc, T x) { return acc + x; }
+};
+template <typename T>
+struct MaxOp {
+  using Type = T;
+  static constexpr bool kPairwise = false;
+  static T identity() {
+    if constexpr (std::numeric_limits<T>::has_infinity) return -std::numeric_limits<T>::infinity();
+    else return std::numeric_limits<T>::lowest();
+  }
+  static T combine(T acc, T x) { return (x > acc || x != x) ? x : acc; }
+};
+template <typename T>
+struct MinOp {
+  using Type = T;
+  static constexpr bool kPairwise = false;
+  static T identity() {
+    if constexpr (std::numeric_limits<T>::has_infinity) return std::numeric_limits<T>::infinity();
+    else return std::numeric_limits<T>::max();
+  }
+  static T combine(T acc, T x) { return (x < acc || x != x) ? x : acc; }
+};
+
+// Combines x[0 .. n) into one value.
+template <typename Op, typename T = typename Op::Type>
+T reduce_row(const T* x, int64_t n) {
+  if constexpr (Op::kPairwise) {
+    if (n > kPairwiseRow) {
+      const int64_t half = n / 2 / kLanes * kLanes;
+      return Op::combine(reduce_row<Op>(x, half), reduce_row<Op>(x + half, n - half));
+    }
+  }
+  T acc[kLanes];
+  std::fill(acc, acc + kLanes, Op::identity());
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int64_t j = 0; j < kLanes; ++j) acc[j] = Op::combine(acc[j], x[i + j]);
+  for (; i < n; ++i) acc[0] = Op::combine(acc[0], x[i]);
+  for (int64_t width = kLanes / 2; width > 0; width /= 2)  // fold the lanes as a tree
+    for (int64_t j = 0; j < width; ++j) acc[j] = Op::combine(acc[j], acc[j + width]);
+  return acc[0];
+}
+
+// out(inner) = the r rows of x(r, inner) combined. Pairwise sums need one scratch row per level of
+// halving (see scratch_rows), handed down as a stack: level 0 first.
+template <typename Op, typename T = typename Op::Type>
+void reduce_columns(T* out, const T* x, int64_t r, int64_t inner, T* scratch) {
+  if constexpr (Op::kPairwise) {
+    if (r > kPairwiseRows) {
+      const int64_t half = r / 2;
+      reduce_columns<Op>(out, x, half, inner, scratch);
+      reduce_columns<Op>(scratch, x + half * inner, r - half, inner, scratch + inner);
+      for (int64_t j = 0; j < inner; ++j) out[j] = Op::combine(out[j], scratch[j]);
+      return;
+    }
+  }
+  if (r == 0) {
+    std::fill(out, out + inner, Op::identity());
+    return;
+  }
+  std::copy(x, x + inner, out);
+  for (int64_t k = 1; k < r; ++k) {
+    const T* row = x + k * inner;
+    for (int64_t j = 0; j < inner; ++j) out[j] = Op::combine(out[j], row[j]);
+  }
+}
+
+int64_t scratch_rows(int64_t r) {
+  int64_t levels = 0;
+  for (; r > kPairwiseRows; r = (r + 1) / 2) ++levels;
+  return levels;
+}
+
+// in viewed as (outer, r, inner) with the reduced dims in the middle. False when the reduced dims
+// are not adjacent (size-1 dims count as either, so they never break adjacency).
+struct Block {
+  int64_t outer = 1, r = 1, inner = 1;
+};
+bool as_block(const Shape& sizes, uint32_t dim_mask, Block& b) {
+  enum { kLeading, kReduced, kTrailing } phase = kLeading;
+  for (int d = 0; d < sizes.size(); ++d) {
+    if (sizes[d] == 1) continue;
+    if ((dim_mask >> d) & 1u) {
+      if (phase == kTrailing) return false;
+      phase = kReduced;
+      b.r *= sizes[d];
+    } else if (phase == kLeading) {
+      b.outer *= sizes[d];
+    } else {
+      phase = kTrailing;
+      b.inner *= sizes[d];
+    }
+  }
+  return true;
+}
+
+template <typename Op, typename T = typename Op::Type>
+void reduce_general(const Tensor& out, const Tensor& in, uint32_t dim_mask) {
+  T* o = cpu::data<T>(out);
+  std::fill(o, o + out.numel(), Op::identity());
+  Shape out_strides = out.strides();
+  for (int d = 0; d < out_strides.size(); ++d)
+    if ((dim_mask >> d) & 1u) out_strides[d] = 0;
+  cpu::strided_loop(
+      in.sizes(),
+      [](int64_t n, const std::array<int64_t, 2>& s, T* o, const T* x) {
+        if (s[0] == 0) {  // the run is along a reduced dim: one output slot
+          T acc = *o;
+          for (int64_t i = 0; i < n; ++i) acc = Op::combine(acc, x[i * s[1]]);
+          *o = acc;
+        } else {
+          for (int64_t i = 0; i < n; ++i) o[i * s[0]] = Op::combine(o[i * s[0]], x[i * s[1]]);
+        }
+      },
+      cpu::Operand<T>{o, out_strides.begin()}, cpu::operand<const T>(in));
+}
+
+template <typename Op, typename T = typename Op::Type>
+void reduce_impl(const Tensor& out, const Tensor& in, uint32_t dim_mask) {
+  Block b;
+  if (!cpu::is_contiguous(in) || !as_block(in.sizes(), dim_mask, b)) {
+    reduce_general<Op>(out, in, dim_mask);
+    return;
+  }
+  T* o = cpu::data<T>(out);
+  const T* x = cpu::data<const T>(in);
+  if (b.inner == 1) {
+    for (int64_t i = 0; i < b.outer; ++i) o[i] = reduce_row<Op>(x + i * b.r, b.r);
+    return;
+  }
+  std::vector<T> scratch(Op::kPairwise ? scratch_rows(b.r) * b.inner : 0);
+  for (int64_t i = 0; i < b.outer; ++i)
+    reduce_columns<Op>(o + i * b.inner, x + i * b.r * b.inner, b.r, b.inner, scratch.data());
+}
+
+// The index of the largest of x[0], x[stride], ..., x[(n-1)*stride]: the first one on ties, the
+// first NaN if there is one. n >= 1.
+template <typename T>
+int64_t argmax_scan(const T* x, int64_t n, int64_t stride) {
+  T best = x[0];
+  if (best != best) return 0;
+  int64_t arg = 0;
+  for (int64_t k = 1; k < n; ++k) {
+    const T v = x[k * stride];
+    if (v != v) return k;
+    if (v > best) {
+      best = v;
+      arg = k;
+    }
+  }
+  return arg;
+}
+
+// The loop runs over out's shape, which is 1 along `dim`, with in's strides: each visited in
+// element is the start of one scan.
+template <typename T>
+void argmax(const Tensor& out, const Tensor& in, int dim) {
+  const int64_t n = in.sizes()[dim], stride = in.strides()[dim];
+  cpu::strided_loop(
+      out.sizes(),
+      [n, stride](int64_t count, const std::array<int64_t, 2>& s, int64_t* o, const T* x) {
+        for (int64_t i = 0; i < count; ++i) o[i * s[0]] = argmax_scan(x + i * s[1], n, stride);
+      },
+      cpu::operand<int64_t>(out), cpu::operand<const T>(in));
+}
+
+}  // namespace
+
+void CpuBackend::reduce(ReduceOp op, const Tensor& out, const Tensor& in, uint32_t dim_mask) {
+  const char* name = op_name(op);
+  MT_CHECK(out.dim() == in.dim(), name, ": out has rank ", out.dim(), ", in has rank ", in.dim());
+  if (out.numel() == 0) return;
+  // Sum over nothing is 0; the others have no identity a user would expect.
+  MT_CHECK(op == ReduceOp::Sum || in.numel() > 0, name, ": cannot reduce over an empty dim (input shape ",
+           in.sizes(), ")");
+  MT_DISPATCH_ALL(in.dtype(), name, [&]<typename T>() {
+    switch (op) {
+      case ReduceOp::Sum: return reduce_impl<SumOp<T>>(out, in, dim_mask);
+      case ReduceOp::Max: return reduce_impl<MaxOp<T>>(out, in, dim_mask);
+      case ReduceOp::Min: return reduce_impl<MinOp<T>>(out, in, dim_mask);
+      case ReduceOp::ArgMax:
+        MT_CHECK(std::popcount(dim_mask) == 1 && std::countr_zero(dim_mask) < in.dim(),
+                 "argmax: reduces exactly one dim, got dim mask ", dim_mask);
+        return argmax<T>(out, in, std::countr_zero(dim_mask));
+    }
+  });
+}
+
+}  // namespace mt

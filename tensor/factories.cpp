@@ -1,0 +1,89 @@
+// Factories: new tensors with fresh storage. `empty` is the one place that allocates; the others
+// fill what it returns.
+#include <cmath>
+#include <cstring>
+
+#include "tensor/backend.h"
+#include "tensor/generator.h"
+#include "tensor/raw_ops.h"
+
+namespace mt {
+
+namespace {
+Tensor finish(Tensor t, const TensorOptions& opts) {
+  if (opts.requires_grad) t.requires_grad_(true);
+  return t;
+}
+}  // namespace
+
+Tensor empty(const Shape& shape, TensorOptions opts) {
+  for (int64_t s : shape) MT_CHECK(s >= 0, "empty: negative size in shape ", shape);
+  auto impl = std::make_shared<TensorImpl>();
+  const size_t nbytes = static_cast<size_t>(shape.numel()) * element_size(opts.dtype);
+  impl->storage = std::make_shared<Storage>(nbytes, opts.device, backend(opts.device).allocator());
+  impl->sizes = shape;
+  impl->strides = contiguous_strides(shape);
+  impl->dtype = opts.dtype;
+  return finish(Tensor(std::move(impl)), opts);
+}
+
+Tensor full(const Shape& shape, double value, TensorOptions opts) {
+  const bool rg = opts.requires_grad;
+  opts.requires_grad = false;
+  Tensor t = empty(shape, opts);
+  backend(opts.device).fill(t, value);
+  opts.requires_grad = rg;
+  return finish(t, opts);
+}
+
+Tensor zeros(const Shape& shape, TensorOptions opts) { return full(shape, 0.0, opts); }
+Tensor ones(const Shape& shape, TensorOptions opts) { return full(shape, 1.0, opts); }
+Tensor empty_like(const Tensor& t) { return empty(t.sizes(), {.dtype = t.dtype(), .device = t.device()}); }
+Tensor zeros_like(const Tensor& t) { return zeros(t.sizes(), {.dtype = t.dtype(), .device = t.device()}); }
+Tensor ones_like(const Tensor& t) { return ones(t.sizes(), {.dtype = t.dtype(), .device = t.device()}); }
+Tensor scalar_tensor(double value, TensorOptions opts) { return full(Shape{}, value, opts); }
+
+Tensor arange(double start, double end, double step, TensorOptions opts) {
+  MT_CHECK(step != 0, "arange: step must be non-zero");
+  MT_CHECK(std::isfinite(start) && std::isfinite(end), "arange: start and end must be finite");
+  const double count = std::ceil((end - start) / step);
+  const int64_t n = count > 0 ? static_cast<int64_t>(count) : 0;
+  std::vector<double> values(n);
+  for (int64_t i = 0; i < n; ++i) values[i] = start + static_cast<double>(i) * step;
+  return from_vector(values, Shape{n}, opts);
+}
+
+Tensor arange(int64_t end, TensorOptions opts) { return arange(0.0, static_cast<double>(end), 1.0, opts); }
+
+namespace {
+// Host values of type T into a tensor of opts.dtype on opts.device.
+template <typename T>
+Tensor from_host(const std::vector<T>& values, const Shape& shape, TensorOptions opts) {
+  MT_CHECK(static_cast<int64_t>(values.size()) == shape.numel(), "from_vector: ", values.size(),
+           " values do not fill shape ", shape, " (", shape.numel(), " elements)");
+  Tensor host = empty(shape, {.dtype = dtype_of<T>::value});
+  if (!values.empty()) std::memcpy(host.raw_data(), values.data(), values.size() * sizeof(T));
+  Tensor t = raw::to_device(raw::cast(host, opts.dtype), opts.device);
+  return finish(t, opts);
+}
+}  // namespace
+
+Tensor from_vector(const std::vector<float>& v, const Shape& s, TensorOptions o) { return from_host(v, s, o); }
+Tensor from_vector(const std::vector<double>& v, const Shape& s, TensorOptions o) { return from_host(v, s, o); }
+Tensor from_vector(const std::vector<int64_t>& v, const Shape& s, TensorOptions o) { return from_host(v, s, o); }
+
+Tensor rand(const Shape& shape, Generator& gen, TensorOptions opts) {
+  MT_CHECK(is_floating(opts.dtype), "rand: needs a floating dtype, got ", opts.dtype);
+  Tensor t = empty(shape, {.dtype = opts.dtype, .device = opts.device});
+  raw::uniform_(t, gen, 0.0, 1.0);
+  return finish(t, opts);
+}
+
+Tensor randn(const Shape& shape, Generator& gen, TensorOptions opts) {
+  MT_CHECK(is_floating(opts.dtype), "randn: needs a floating dtype, got ", opts.dtype);
+  Tensor t = empty(shape, {.dtype = opts.dtype, .device = opts.device});
+  raw::normal_(t, gen, 0.0, 1.0);
+  return finish(t, opts);
+}
+
+}  // namespace mt

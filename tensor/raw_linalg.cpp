@@ -1,0 +1,199 @@
+// Raw ops, part 2: matmul and the fused linear, softmax, the indexing ops and random fills.
+#include <algorithm>
+
+#include "tensor/generator.h"
+#include "tensor/raw_ops.h"
+
+namespace mt::raw {
+
+namespace {
+
+void check_pair(const Tensor& a, const Tensor& b, const char* op) {
+  MT_CHECK(a.device() == b.device(), op, ": tensors are on different devices (", a.device(), " and ",
+           b.device(), ")");
+  MT_CHECK(a.dtype() == b.dtype(), op, ": dtypes differ (", a.dtype(), " and ", b.dtype(),
+           "); cast one with .to(dtype)");
+}
+
+// A (B, R, C) batch of matrices that a GEMM can read: unit stride in one of the last two dims.
+Tensor gemm_operand(const Tensor& m) {
+  const int64_t sr = m.strides()[1], sc = m.strides()[2];
+  const bool row_major = sc == 1 || m.sizes()[2] == 1;
+  const bool col_major = sr == 1 || m.sizes()[1] == 1;
+  return row_major || col_major ? m : contiguous(m);
+}
+
+// A 2-D matrix as a batch of one with batch stride 0.
+Tensor as_batch(const Tensor& m) {
+  return as_strided(m, Shape{1, m.sizes()[0], m.sizes()[1]}, Shape{0, m.strides()[0], m.strides()[1]},
+                    m.storage_offset());
+}
+
+}  // namespace
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  check_pair(a, b, "matmul");
+  MT_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul: both operands need at least 1 dim, got ", a.sizes(),
+           " and ", b.sizes());
+  // 1-D operands: a vector on the left is a row, on the right a column; the added dim goes away.
+  if (a.dim() == 1 || b.dim() == 1) {
+    const Tensor a2 = a.dim() == 1 ? unsqueeze(a, 0) : a;
+    const Tensor b2 = b.dim() == 1 ? unsqueeze(b, 1) : b;
+    Tensor r = matmul(a2, b2);
+    if (a.dim() == 1) r = squeeze(r, -2);
+    if (b.dim() == 1) r = squeeze(r, -1);
+    return r;
+  }
+  const int64_t m = a.sizes()[a.dim() - 2], k = a.sizes()[a.dim() - 1];
+  const int64_t k2 = b.sizes()[b.dim() - 2], n = b.sizes()[b.dim() - 1];
+  MT_CHECK(k == k2, "matmul: inner dims differ: ", a.sizes(), " @ ", b.sizes(), " (", k, " vs ", k2, ")");
+  if (a.dim() == 2 && b.dim() == 2) {
+    Tensor out = empty(Shape{m, n}, {.dtype = a.dtype(), .device = a.device()});
+    backend(a.device()).gemm(as_batch(out), gemm_operand(as_batch(a)), gemm_operand(as_batch(b)), false);
+    return out;
+  }
+  // Batched: broadcast the batch dims, then flatten them into one.
+  const Shape batch_a(a.sizes().begin(), a.sizes().end() - 2), batch_b(b.sizes().begin(), b.sizes().end() - 2);
+  const Shape batch = broadcast_shapes(batch_a, batch_b, "matmul");
+  Shape shape_a = batch, shape_b = batch, shape_out = batch;
+  shape_a.push_back(m), shape_a.push_back(k);
+  shape_b.push_back(k), shape_b.push_back(n);
+  shape_out.push_back(m), shape_out.push_back(n);
+  const int64_t nb = batch.numel();
+  Tensor a3 = reshape(expand(a, shape_a), Shape{nb, m, k});
+  Tensor b3 = reshape(expand(b, shape_b), Shape{nb, k, n});
+  Tensor out = empty(Shape{nb, m, n}, {.dtype = a.dtype(), .device = a.device()});
+  backend(a.device()).gemm(out, gemm_operand(a3), gemm_operand(b3), false);
+  return view(out, shape_out);
+}
+
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
+  check_pair(x, w, "linear");
+  MT_CHECK(w.dim() == 2, "linear: weight must be 2-D (out, in), got ", w.sizes());
+  MT_CHECK(x.dim() >= 1 && x.sizes().back() == w.sizes()[1], "linear: input ", x.sizes(),
+           " does not end in the weight's in-features ", w.sizes()[1], " (weight ", w.sizes(), ")");
+  const int64_t out_features = w.sizes()[0];
+  if (b.defined()) {
+    check_pair(x, b, "linear");
+    MT_CHECK(b.dim() == 1 && b.sizes()[0] == out_features, "linear: bias ", b.sizes(), " must be (",
+             out_features, ") for weight ", w.sizes());
+  }
+  // x: (N, in)  wᵀ: (in, out) as a transposed view  y: (N, out)
+  const Tensor x2 = reshape(x, Shape{-1, w.sizes()[1]});
+  const int64_t rows = x2.sizes()[0];
+  Tensor y = empty(Shape{rows, out_features}, {.dtype = x.dtype(), .device = x.device()});
+  Backend& be = backend(x.device());
+  if (b.defined()) be.copy(y, expand(b, y.sizes()));  // y = b, then the GEMM adds x·wᵀ onto it
+  be.gemm(as_batch(y), gemm_operand(as_batch(x2)), gemm_operand(as_batch(transpose(w, 0, 1))), b.defined());
+  Shape shape = x.sizes();
+  shape[shape.size() - 1] = out_features;
+  return view(y, shape);
+}
+
+// ---- softmax ----------------------------------------------------------------------------------
+
+namespace {
+Tensor softmax_impl(const Tensor& x, int64_t dim, bool log) {
+  const char* name = log ? "log_softmax" : "softmax";
+  MT_CHECK(is_floating(x.dtype()), name, ": needs a floating dtype, got ", x.dtype());
+  if (x.dim() == 0) return view(softmax_impl(unsqueeze(x, 0), 0, log), Shape{});
+  const int d = wrap_dim(dim, x.dim(), name);
+  const int last = x.dim() - 1;
+  // The backend works on rows; move `dim` last, run, move it back.
+  const Tensor rows = contiguous(d == last ? x : transpose(x, d, last));
+  Tensor out = empty(rows.sizes(), {.dtype = x.dtype(), .device = x.device()});
+  backend(x.device()).softmax(out, rows, log);
+  return d == last ? out : contiguous(transpose(out, d, last));
+}
+}  // namespace
+
+Tensor softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, false); }
+Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, true); }
+
+// ---- indexing ---------------------------------------------------------------------------------
+
+namespace {
+// (outer, n, inner) around dim d of shape.
+Shape around(const Shape& shape, int d, int64_t n) {
+  int64_t outer = 1, inner = 1;
+  for (int i = 0; i < d; ++i) outer *= shape[i];
+  for (int i = d + 1; i < shape.size(); ++i) inner *= shape[i];
+  return Shape{outer, n, inner};
+}
+
+void check_index(const Tensor& x, const Tensor& index, const char* op) {
+  MT_CHECK(index.dtype() == kInt64, op, ": index must be int64, got ", index.dtype());
+  MT_CHECK(index.device() == x.device(), op, ": index is on ", index.device(), " but the input on ", x.device());
+}
+}  // namespace
+
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
+  check_index(x, index, "index_select");
+  MT_CHECK(index.dim() <= 1, "index_select: index must be 0-D or 1-D, got ", index.sizes());
+  MT_CHECK(x.dim() > 0, "index_select: input must have at least 1 dim");
+  const int d = wrap_dim(dim, x.dim(), "index_select");
+  const int64_t k = index.numel();
+  Shape out_shape = x.sizes();
+  out_shape[d] = k;
+  Tensor out = empty(out_shape, {.dtype = x.dtype(), .device = x.device()});
+  backend(x.device()).index_select(view(out, around(out_shape, d, k)), view(contiguous(x), around(x.sizes(), d, x.sizes()[d])),
+                                   reshape(index, Shape{k}));
+  return out;
+}
+
+Tensor index_add_zeros(const Shape& shape, int64_t dim, const Tensor& index, const Tensor& src) {
+  const int d = wrap_dim(dim, shape.size(), "index_add");
+  const int64_t k = index.numel();
+  Tensor out = zeros(shape, {.dtype = src.dtype(), .device = src.device()});
+  backend(src.device()).index_add(view(out, around(shape, d, shape[d])), reshape(index, Shape{k}),
+                                  view(contiguous(src), around(src.sizes(), d, k)));
+  return out;
+}
+
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
+  check_index(x, index, "gather");
+  MT_CHECK(index.dim() == x.dim(), "gather: index ", index.sizes(), " must have as many dims as the input ",
+           x.sizes());
+  const int d = wrap_dim(dim, x.dim(), "gather");
+  for (int i = 0; i < x.dim(); ++i)
+    MT_CHECK(i == d || index.sizes()[i] == x.sizes()[i], "gather: index ", index.sizes(),
+             " must match the input ", x.sizes(), " in every dim but ", d);
+  if (x.dim() == 0) return clone(x);
+  Tensor out = empty(index.sizes(), {.dtype = x.dtype(), .device = x.device()});
+  const int64_t k = index.sizes()[d];
+  backend(x.device()).gather(view(out, around(index.sizes(), d, k)), view(contiguous(x), around(x.sizes(), d, x.sizes()[d])),
+                             view(contiguous(index), around(index.sizes(), d, k)));
+  return out;
+}
+
+Tensor scatter_add_zeros(const Shape& shape, int64_t dim, const Tensor& index, const Tensor& src) {
+  Tensor out = zeros(shape, {.dtype = src.dtype(), .device = src.device()});
+  if (shape.size() == 0) {
+    copy_(out, src);
+    return out;
+  }
+  const int d = wrap_dim(dim, shape.size(), "scatter_add");
+  const int64_t k = index.sizes()[d];
+  backend(src.device()).scatter_add(view(out, around(shape, d, shape[d])),
+                                    view(contiguous(index), around(index.sizes(), d, k)),
+                                    view(contiguous(src), around(src.sizes(), d, k)));
+  return out;
+}
+
+// ---- random -----------------------------------------------------------------------------------
+
+void uniform_(const Tensor& t, Generator& gen, double low, double high) {
+  MT_CHECK(t.is_contiguous(), "uniform_: needs a contiguous tensor");
+  MT_CHECK(low <= high, "uniform_: low ", low, " is above high ", high);
+  backend(t.device()).uniform(t, gen, low, high);
+  t.storage()->bump_version();
+}
+
+void normal_(const Tensor& t, Generator& gen, double mean, double std) {
+  MT_CHECK(t.is_contiguous(), "normal_: needs a contiguous tensor");
+  MT_CHECK(std >= 0, "normal_: std must be non-negative, got ", std);
+  backend(t.device()).normal(t, gen, mean, std);
+  t.storage()->bump_version();
+}
+
+}  // namespace mt::raw

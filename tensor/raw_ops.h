@@ -1,0 +1,79 @@
+// Raw ops: the autograd-free tensor operations. Each checks its arguments (an error names the op,
+// the shapes and the dtypes), applies NumPy broadcasting and dtype promotion, allocates the result
+// and calls the device's Backend. autograd/ builds the differentiable ops on top of these; nothing
+// in this file records history.
+#pragma once
+
+#include <vector>
+
+#include "tensor/backend.h"
+#include "tensor/tensor.h"
+
+namespace mt::raw {
+
+// ---- views (share storage) --------------------------------------------------------------------
+Tensor as_strided(const Tensor& t, const Shape& sizes, const Shape& strides, int64_t offset);
+Tensor view(const Tensor& t, const Shape& shape);
+Tensor reshape(const Tensor& t, const Shape& shape);
+Tensor transpose(const Tensor& t, int64_t d0, int64_t d1);
+Tensor permute(const Tensor& t, const Shape& order);
+Tensor narrow(const Tensor& t, int64_t dim, int64_t start, int64_t length);
+Tensor slice(const Tensor& t, int64_t dim, int64_t start, int64_t end, int64_t step);
+Tensor expand(const Tensor& t, const Shape& shape);
+Tensor squeeze(const Tensor& t);
+Tensor squeeze(const Tensor& t, int64_t dim);
+Tensor unsqueeze(const Tensor& t, int64_t dim);
+Tensor flatten(const Tensor& t, int64_t start_dim, int64_t end_dim);
+Tensor contiguous(const Tensor& t);
+// Resolves one -1 in `shape` against numel; throws naming `op` when the sizes do not fit.
+Shape infer_shape(const Shape& shape, int64_t numel, const char* op);
+
+// ---- copies and fills -------------------------------------------------------------------------
+Tensor clone(const Tensor& t);                      // contiguous copy
+Tensor cast(const Tensor& t, DType dtype);          // itself when the dtype already matches
+Tensor to_device(const Tensor& t, Device device);   // itself when already there
+void copy_(const Tensor& dst, const Tensor& src);   // broadcasts src to dst, casts, bumps version
+void fill_(const Tensor& dst, double value);        // bumps version
+
+// ---- elementwise ------------------------------------------------------------------------------
+Tensor unary(UnaryOp op, const Tensor& x, double scalar = 0.0);
+Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b);
+// a = op(a, b) in place; b broadcasts to a's shape. Bumps a's version.
+void binary_(BinaryOp op, const Tensor& a, const Tensor& b);
+void unary_(UnaryOp op, const Tensor& a, double scalar);
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+
+// ---- reductions -------------------------------------------------------------------------------
+// dims empty = all dims.
+Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim, const char* name);
+Tensor sum(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+Tensor mean(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+Tensor max(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);
+// Sums a broadcast result back down to `shape` (the backward of broadcasting).
+Tensor sum_to(const Tensor& x, const Shape& shape);
+
+// ---- linear algebra ---------------------------------------------------------------------------
+// 2-D (M,K)·(K,N), or batched (...,M,K)·(...,K,N) with broadcast batch dims; 1-D operands are
+// promoted like torch.matmul (a vector on the left is a row, on the right a column) and the added
+// dim is removed from the result.
+Tensor matmul(const Tensor& a, const Tensor& b);
+// y = x·wᵀ + b, fused: the bias is written first and the GEMM accumulates onto it.
+// x: (..., in)  w: (out, in)  b: (out) or undefined  ->  y: (..., out)
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b);
+
+// ---- softmax and indexing ---------------------------------------------------------------------
+Tensor softmax(const Tensor& x, int64_t dim);
+Tensor log_softmax(const Tensor& x, int64_t dim);
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
+// The backward of index_select: zeros of `shape` with src added at index along dim.
+Tensor index_add_zeros(const Shape& shape, int64_t dim, const Tensor& index, const Tensor& src);
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
+// The backward of gather: zeros of `shape` with src scattered (added) at index along dim.
+Tensor scatter_add_zeros(const Shape& shape, int64_t dim, const Tensor& index, const Tensor& src);
+
+// ---- random -----------------------------------------------------------------------------------
+void uniform_(const Tensor& t, Generator& gen, double low = 0.0, double high = 1.0);
+void normal_(const Tensor& t, Generator& gen, double mean = 0.0, double std = 1.0);
+
+}  // namespace mt::raw

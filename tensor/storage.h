@@ -1,0 +1,49 @@
+// Storage: refcounted bytes on one device, freed through the Allocator that made them.
+// Views of a tensor share one Storage. The storage also carries the version counter that autograd
+// uses to detect in-place changes of saved tensors: an in-place op on any view bumps it, which is
+// more conservative than tracking each view separately and just as correct.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "tensor/device.h"
+
+namespace mt {
+
+// Allocates device memory. One per device type (CPU: 64-byte aligned heap; CUDA: caching allocator).
+class Allocator {
+ public:
+  virtual ~Allocator() = default;
+  virtual void* allocate(size_t nbytes) = 0;
+  virtual void deallocate(void* ptr, size_t nbytes) = 0;
+};
+
+// 64-byte aligned (one cache line, one AVX-512 register) so vector loads never split lines.
+Allocator& cpu_allocator();
+
+class Storage {
+ public:
+  Storage(size_t nbytes, Device device, Allocator& allocator)
+      : data_(allocator.allocate(nbytes)), nbytes_(nbytes), device_(device), allocator_(&allocator) {}
+  ~Storage() { allocator_->deallocate(data_, nbytes_); }
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+
+  void* data() const { return data_; }
+  size_t nbytes() const { return nbytes_; }
+  Device device() const { return device_; }
+
+  uint64_t version() const { return version_; }
+  void bump_version() { ++version_; }
+
+ private:
+  void* data_;
+  size_t nbytes_;
+  Device device_;
+  Allocator* allocator_;
+  uint64_t version_ = 0;
+};
+
+}  // namespace mt

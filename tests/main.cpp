@@ -1,0 +1,3 @@
+// The shared main of every test binary.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
