@@ -2,6 +2,7 @@
 # by scripts/install-deps.sh, or a conda environment from environment.yml); nothing is downloaded.
 find_package(Threads REQUIRED)
 find_package(Eigen3 3.4 REQUIRED NO_MODULE)
+find_package(ZLIB REQUIRED)  # gzip'd IDX files (Fashion-MNIST ships as *.gz)
 
 # GEMM: OpenBLAS when present (bench/ measured it faster than Eigen's own GEMM; docs/design.md).
 set(MT_HAVE_BLAS OFF)

@@ -95,7 +95,7 @@ TEST_CASE("in-place change of a saved tensor is detected") {
   CHECK(vals(x) == std::vector<double>{2, 3});
 }
 
-TEST_CASE("no-grad mode records nothing; detach cuts history") {
+TEST_CASE("no-grad mode records nothing, and detach cuts history") {
   Tensor x = leaf({1}, {});
   {
     NoGradGuard guard;

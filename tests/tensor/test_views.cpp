@@ -59,7 +59,7 @@ TEST_CASE("slice, narrow, expand, squeeze, unsqueeze, flatten") {
   CHECK(iota({2, 3, 4}).flatten().sizes() == Shape{24});
 }
 
-TEST_CASE("view needs compatible strides; reshape falls back to a copy") {
+TEST_CASE("view needs compatible strides, reshape falls back to a copy") {
   Tensor a = iota({2, 3, 4});
   Tensor t = a.transpose(0, 1);  // (3, 2, 4) with strides (4, 12, 1)
   // The last dim is still contiguous, so splitting it is a view...

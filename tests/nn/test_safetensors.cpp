@@ -1,7 +1,7 @@
 // Tests for nn/safetensors: round trips of every dtype and awkward shape, metadata, one hand-built
 // file per rejection rule of the reader, and the atomic-save guarantees.
 //
-// Python interop (tests/safetensors_roundtrip.py) uses the two "safetensors interop" cases at the
+// Python interop (tests/nn/safetensors_roundtrip.py) uses the two "safetensors interop" cases at the
 // end, which doctest skips unless run with --no-skip. The script drives the hand-off itself, so one
 // CTest entry is enough; it skips with exit code 77 when numpy is missing:
 //   add_test(NAME safetensors_python_interop COMMAND ${Python3_EXECUTABLE}
@@ -171,6 +171,21 @@ TEST_CASE("safetensors: a file from another writer, in its own order, loads in d
   CHECK(f.tensors[2].second.to_vector<int64_t>() == std::vector<int64_t>{-7});
 }
 
+// Parsers that are quadratic in the number of keys (nlohmann's ordered_json, its parse callback)
+// take minutes on this 6 MB header; ours takes well under a second. Every tensor is empty and at
+// offset 0, so only the header's own order can order them.
+TEST_CASE("safetensors: a header with 100k entries loads fast, in its order" * doctest::timeout(30)) {
+  const int n = 100000;
+  std::string header = "{";
+  for (int i = n - 1; i >= 0; --i)
+    header += "\"t" + std::to_string(i) + R"(":{"dtype":"F32","shape":[0],"data_offsets":[0,0]})" +
+              (i ? "," : "}");
+  mt::SafetensorsFile f = decode(file_of(header));
+  REQUIRE(f.tensors.size() == n);
+  CHECK(f.tensors.front().first == "t99999");
+  CHECK(f.tensors.back().first == "t0");
+}
+
 TEST_CASE("safetensors: every malformed file is one clear mt::Error") {
   // {"a": F32 [2] at [0, 8]} is valid with 8 data bytes; each case breaks one rule.
   auto entry = [](const std::string& dtype, const std::string& shape, const std::string& offsets) {
@@ -237,6 +252,9 @@ TEST_CASE("safetensors: every malformed file is one clear mt::Error") {
        "twice"},
       {"metadata not an object", file_of(R"({"__metadata__":[]})"), "__metadata__"},
       {"metadata value not a string", file_of(R"({"__metadata__":{"epoch":3}})"), "not a string"},
+      {"hostile name, kept to one short line",
+       file_of(R"({"\n)" + std::string(100, 'x') + R"(":)" + entry(R"("BF16")", "[4]", "[0,8]") + "}", 8),
+       "'\\x0axxxx"},
   };
   for (const Case& c : cases) {
     CAPTURE(c.what);
@@ -245,6 +263,7 @@ TEST_CASE("safetensors: every malformed file is one clear mt::Error") {
     CHECK(message.find(c.word) != std::string::npos);
     CHECK(message.rfind("bad.safetensors: ", 0) == 0);  // names the file first
     CHECK(message.find('\n') == std::string::npos);     // one line
+    CHECK(message.size() < 300);                        // and a short one
   }
 }
 
@@ -300,12 +319,12 @@ TEST_CASE("safetensors: loading names the path when the file cannot be read") {
                        doctest::Contains("short.safetensors: file is 3 bytes"), mt::Error);
 }
 
-// ---- Python interop (tests/safetensors_roundtrip.py runs these; see the top of this file) ---------
+// ---- Python interop (tests/nn/safetensors_roundtrip.py runs these; see the top of this file) ---------
 
 namespace {
 std::string interop_dir() {
   const char* dir = std::getenv("MT_SAFETENSORS_INTEROP_DIR");
-  REQUIRE_MESSAGE(dir != nullptr, "run through tests/safetensors_roundtrip.py");
+  REQUIRE_MESSAGE(dir != nullptr, "run through tests/nn/safetensors_roundtrip.py");
   return dir;
 }
 }  // namespace

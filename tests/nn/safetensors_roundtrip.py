@@ -3,7 +3,7 @@
 
 Usage: safetensors_roundtrip.py TEST_BINARY WORK_DIR
 
-TEST_BINARY is the doctest binary that holds tests/test_safetensors.cpp. The script
+TEST_BINARY is the doctest binary that holds tests/nn/test_safetensors.cpp. The script
   1. runs its "safetensors interop: write for python" case, which writes WORK_DIR/from_cpp.safetensors,
   2. reads that file with its own reader below and checks every value,
   3. writes WORK_DIR/from_python.safetensors with its own writer,

@@ -1,0 +1,28 @@
+# `cmake --install` puts the library, its public headers and a CMake package config under the prefix,
+# so that an out-of-tree project can do:
+#   find_package(minitrain REQUIRED)
+#   target_link_libraries(app PRIVATE minitrain::minitrain)
+# tests/install/ proves it by building a tiny consumer against an installed copy.
+include(GNUInstallDirs)
+include(CMakePackageConfigHelpers)
+
+install(TARGETS minitrain EXPORT minitrainTargets
+        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+
+# Public headers keep their layer folders: #include "tensor/tensor.h" works the same installed.
+install(FILES minitrain.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/minitrain)
+foreach(layer IN LISTS MT_LAYERS)
+  file(GLOB layer_headers ${CMAKE_CURRENT_SOURCE_DIR}/${layer}/*.h)
+  install(FILES ${layer_headers} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/minitrain/${layer})
+endforeach()
+
+install(EXPORT minitrainTargets NAMESPACE minitrain:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/minitrain)
+configure_package_config_file(cmake/minitrainConfig.cmake.in
+  ${CMAKE_CURRENT_BINARY_DIR}/minitrainConfig.cmake
+  INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/minitrain)
+write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/minitrainConfigVersion.cmake
+  COMPATIBILITY SameMinorVersion)
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/minitrainConfig.cmake
+              ${CMAKE_CURRENT_BINARY_DIR}/minitrainConfigVersion.cmake
+        DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/minitrain)

@@ -1,0 +1,149 @@
+// Checkpoint <-> one safetensors file. See nn/checkpoint.h for the layout.
+#include "nn/checkpoint.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <vector>
+
+namespace mt {
+
+namespace {
+
+constexpr const char* kFormat = "minitrain-checkpoint-1";
+constexpr const char* kModel = "model/";
+constexpr const char* kOptimizer = "optimizer/";
+constexpr const char* kScheduler = "scheduler/";
+constexpr const char* kInfo = "info/";
+
+bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
+
+const std::string& field(const std::map<std::string, std::string>& meta, const std::string& key,
+                         const std::string& path) {
+  auto it = meta.find(key);
+  MT_CHECK(it != meta.end(), "checkpoint ", path, ": metadata has no '", key, "'");
+  return it->second;
+}
+
+// Whole-string decimal parses: "12abc" or "" is damage, not 12 or 0.
+int64_t parse_int(const std::string& s, const std::string& key, const std::string& path) {
+  char* end = nullptr;
+  errno = 0;
+  const long long v = std::strtoll(s.c_str(), &end, 10);
+  MT_CHECK(!s.empty() && *end == '\0' && errno == 0, "checkpoint ", path, ": metadata '", key,
+           "' is not an integer: '", s, "'");
+  return v;
+}
+
+uint64_t parse_uint(const std::string& s, const std::string& key, const std::string& path) {
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long v = std::strtoull(s.c_str(), &end, 10);
+  MT_CHECK(!s.empty() && s[0] != '-' && *end == '\0' && errno == 0, "checkpoint ", path, ": metadata '",
+           key, "' is not an unsigned integer: '", s, "'");
+  return v;
+}
+
+double parse_double(const std::string& s, const std::string& key, const std::string& path) {
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  MT_CHECK(!s.empty() && *end == '\0', "checkpoint ", path, ": metadata '", key, "' is not a number: '", s, "'");
+  return v;
+}
+
+}  // namespace
+
+void save_checkpoint(const std::string& path, const Checkpoint& c) {
+  NamedTensors tensors;
+  for (const auto& [name, t] : c.model) tensors.emplace_back(kModel + name, t);
+  for (const auto& [name, t] : c.optimizer) tensors.emplace_back(kOptimizer + name, t);
+  for (const auto& [name, t] : c.scheduler) tensors.emplace_back(kScheduler + name, t);
+  char loss[32];
+  std::snprintf(loss, sizeof loss, "%.17g", c.loss);
+  std::map<std::string, std::string> meta = {
+      {"format", kFormat},
+      {"epoch", std::to_string(c.epoch)},
+      {"step", std::to_string(c.step)},
+      {"loss", loss},
+      {"rng_seed", std::to_string(c.rng_seed)},
+      {"rng_offset", std::to_string(c.rng_offset)},
+  };
+  for (const auto& [k, v] : c.info) meta[kInfo + k] = v;
+  save_safetensors(path, tensors, meta);
+}
+
+Checkpoint load_checkpoint(const std::string& path) {
+  SafetensorsFile file = load_safetensors(path);
+  const auto& meta = file.metadata;
+  auto format = meta.find("format");
+  MT_CHECK(format != meta.end() && format->second == kFormat, "checkpoint ", path,
+           ": not a minitrain checkpoint (metadata 'format' is ",
+           format == meta.end() ? std::string("missing") : "'" + format->second + "'", ", expected '", kFormat, "')");
+  Checkpoint c;
+  c.epoch = parse_int(field(meta, "epoch", path), "epoch", path);
+  c.step = parse_int(field(meta, "step", path), "step", path);
+  c.loss = parse_double(field(meta, "loss", path), "loss", path);
+  c.rng_seed = parse_uint(field(meta, "rng_seed", path), "rng_seed", path);
+  c.rng_offset = parse_uint(field(meta, "rng_offset", path), "rng_offset", path);
+  MT_CHECK(c.epoch >= 0 && c.step >= 0, "checkpoint ", path, ": negative epoch or step");
+  for (const auto& [k, v] : meta)
+    if (starts_with(k, kInfo)) c.info[k.substr(std::string(kInfo).size())] = v;
+  for (auto& [name, t] : file.tensors) {
+    if (starts_with(name, kModel)) c.model.emplace_back(name.substr(std::string(kModel).size()), t);
+    else if (starts_with(name, kOptimizer)) c.optimizer[name.substr(std::string(kOptimizer).size())] = t;
+    else if (starts_with(name, kScheduler)) c.scheduler[name.substr(std::string(kScheduler).size())] = t;
+    else MT_FAIL("checkpoint ", path, ": unexpected tensor '", name, "' (expected model/, optimizer/ or scheduler/)");
+  }
+  return c;
+}
+
+// ---- checkpoint folders ------------------------------------------------------------------------
+
+namespace {
+constexpr const char* kPrefix = "checkpoint-epoch-";
+constexpr const char* kSuffix = ".safetensors";
+
+// The epochs of dir's checkpoints, ascending. Other files (and temp files of a save cut short,
+// which end in ".tmp.<pid>") are not checkpoints and are left alone.
+std::vector<std::pair<int64_t, std::string>> list_checkpoints(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::vector<std::pair<int64_t, std::string>> found;
+  std::error_code ec;
+  if (dir.empty() || !fs::is_directory(dir, ec)) return found;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    const std::string prefix = kPrefix, suffix = kSuffix;
+    if (name.size() <= prefix.size() + suffix.size() || name.rfind(prefix, 0) != 0 ||
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
+      continue;
+    const std::string digits = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+    if (digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 12) continue;
+    found.emplace_back(std::stoll(digits), entry.path().string());
+  }
+  std::sort(found.begin(), found.end());
+  return found;
+}
+}  // namespace
+
+std::string checkpoint_path(const std::string& dir, int64_t epoch) {
+  char name[64];
+  std::snprintf(name, sizeof name, "%s%06lld%s", kPrefix, static_cast<long long>(epoch), kSuffix);
+  return (std::filesystem::path(dir) / name).string();
+}
+
+std::string latest_checkpoint(const std::string& dir) {
+  const auto found = list_checkpoints(dir);
+  return found.empty() ? std::string() : found.back().second;
+}
+
+void prune_checkpoints(const std::string& dir, int keep) {
+  const auto found = list_checkpoints(dir);
+  for (size_t i = 0; i + static_cast<size_t>(std::max(keep, 1)) < found.size(); ++i) {
+    std::error_code ec;
+    std::filesystem::remove(found[i].second, ec);  // best effort: a leftover old file harms nothing
+  }
+}
+
+}  // namespace mt

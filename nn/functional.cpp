@@ -1,0 +1,117 @@
+// nn::functional: GELU, dropout and the losses, composed from differentiable ops (autograd/ops.h).
+// Masks and checks use raw ops (tensor/raw_ops.h): they need no gradient.
+#include "nn/functional.h"
+
+#include <cmath>
+#include <numbers>
+
+#include "tensor/raw_ops.h"
+
+namespace mt::nn {
+
+const char* reduction_name(Reduction reduction) {
+  switch (reduction) {
+    case Reduction::None: return "none";
+    case Reduction::Mean: return "mean";
+    case Reduction::Sum: return "sum";
+  }
+  return "?";
+}
+
+}  // namespace mt::nn
+
+namespace mt::nn::functional {
+
+// ---- activations ----------------------------------------------------------------------------------
+
+Tensor gelu(const Tensor& x, GeluApproximate approximate) {
+  if (approximate == GeluApproximate::None) {
+    // 0.5·x·(1 + erf(x/√2)), written x·(0.5 + 0.5·erf(x/√2))
+    const Tensor phi = mt::erf(x * (1.0 / std::numbers::sqrt2)) * 0.5 + 0.5;
+    return x * phi;
+  }
+  // 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))
+  const double k = std::sqrt(2.0 / std::numbers::pi);
+  const Tensor inner = (x + mt::pow(x, 3.0) * 0.044715) * k;
+  return x * (mt::tanh(inner) * 0.5 + 0.5);
+}
+
+Tensor dropout(const Tensor& x, DropoutFuncOptions o) {
+  MT_CHECK(o.p >= 0.0 && o.p <= 1.0, "dropout: p must be in [0, 1], got ", o.p);
+  if (!o.training || o.p == 0.0) return x;
+  MT_CHECK(is_floating(x.dtype()), "dropout: needs a floating-point input, got ", x.dtype());
+  if (o.p == 1.0) return x * 0.0;  // everything dropped; the scale 1/(1-p) would be infinite
+  Generator& gen = o.generator ? *o.generator : default_generator();
+  // mask = [u >= p]·1/(1-p) with u ~ U[0, 1): an element survives with probability 1 - p.
+  const Tensor u = rand(x.sizes(), gen, {.dtype = x.dtype(), .device = x.device()});
+  const Tensor keep = raw::binary(BinaryOp::Ge, u, scalar_tensor(o.p, {.dtype = x.dtype(), .device = x.device()}));
+  return x * raw::unary(UnaryOp::MulScalar, keep, 1.0 / (1.0 - o.p));
+}
+
+// ---- losses -----------------------------------------------------------------------------------------
+
+namespace {
+
+Tensor reduce(const Tensor& losses, Reduction reduction) {
+  switch (reduction) {
+    case Reduction::None: return losses;
+    case Reduction::Mean: return mt::mean(losses);
+    case Reduction::Sum: return mt::sum(losses);
+  }
+  return losses;
+}
+
+// Checks (N, C) scores against (N) int64 class indices in [0, C), naming the op and the first bad
+// sample. Indices are checked here on the CPU (one pass over N integers); device backends check
+// in their gather kernel.
+void check_class_targets(const char* op, const Tensor& input, const Tensor& target) {
+  MT_CHECK(input.dim() == 2, op, ": input must be (N, C) scores for N samples and C classes, got shape ",
+           input.sizes());
+  MT_CHECK(is_floating(input.dtype()), op, ": input must be floating-point, got ", input.dtype());
+  MT_CHECK(target.dtype() == kInt64, op, ": target must hold int64 class indices, got ", target.dtype(),
+           " (one-hot or probability targets are not supported; pass the class index of each sample)");
+  const int64_t n = input.size(0), c = input.size(1);
+  MT_CHECK(target.dim() == 1 && target.size(0) == n, op, ": target must be (N) = [", n,
+           "] class indices for input ", input.sizes(), ", got shape ", target.sizes());
+  if (!target.device().is_cpu()) return;
+  const Tensor t = raw::contiguous(target);
+  const int64_t* idx = t.data_ptr<int64_t>();
+  for (int64_t i = 0; i < n; ++i)
+    MT_CHECK(idx[i] >= 0 && idx[i] < c, op, ": target[", i, "] = ", idx[i], " is out of range for ", c,
+             " classes (valid class indices are 0..", c - 1, ")");
+}
+
+// ℓᵢ = -log_probs[i, target[i]], reduced. Arguments already checked.
+Tensor nll(const Tensor& log_probs, const Tensor& target, Reduction reduction) {
+  const int64_t n = log_probs.size(0);
+  const Tensor picked = mt::gather(log_probs, 1, raw::unsqueeze(target, 1));  // (N, 1)
+  switch (reduction) {
+    case Reduction::None: return -mt::view(picked, {n});
+    case Reduction::Sum: return mt::sum(picked) * -1.0;
+    case Reduction::Mean: return mt::sum(picked) * (-1.0 / static_cast<double>(n));
+  }
+  return picked;
+}
+
+}  // namespace
+
+Tensor mse_loss(const Tensor& input, const Tensor& target, LossOptions o) {
+  MT_CHECK(input.sizes() == target.sizes(), "mse_loss: input ", input.sizes(), " and target ", target.sizes(),
+           " must have the same shape (broadcasting them, as PyTorch does with a warning, is nearly always "
+           "a bug, e.g. predictions (N, 1) against targets (N): reshape one of them)");
+  MT_CHECK(is_floating(input.dtype()) && is_floating(target.dtype()), "mse_loss: input (", input.dtype(),
+           ") and target (", target.dtype(), ") must be floating-point");
+  return reduce(mt::pow(input - target, 2.0), o.reduction);
+}
+
+Tensor nll_loss(const Tensor& log_probs, const Tensor& target, LossOptions o) {
+  check_class_targets("nll_loss", log_probs, target);
+  return nll(log_probs, target, o.reduction);
+}
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, LossOptions o) {
+  check_class_targets("cross_entropy", logits, target);
+  return nll(mt::log_softmax(logits, 1), target, o.reduction);
+}
+
+}  // namespace mt::nn::functional

@@ -1,0 +1,89 @@
+// nn::functional (alias nn::F): the layers and losses as plain functions, for code that keeps its
+// own parameters, as in libtorch's torch::nn::functional:
+//
+//   Tensor h = F::relu(F::linear(x, w1, b1));                 // x: (N, 784)  w1: (256, 784)
+//   Tensor loss = F::cross_entropy(F::linear(h, w2, b2), y);  // logits: (N, 10)  y: (N) int64
+//
+// The modules (linear.h, activation.h, dropout.h, loss.h) call these. Everything is composed from
+// the differentiable ops of autograd/ops.h, so nothing here has a backward of its own.
+//
+// What it does not do: class weights, ignore_index, label smoothing or K-dimensional (N, C, d1, ...)
+// inputs for the classification losses; broadcasting in mse_loss (a shape mismatch is an error).
+#pragma once
+
+#include <cstdint>
+
+#include "autograd/ops.h"
+#include "tensor/generator.h"
+
+namespace mt::nn {
+
+// How a loss turns per-element (or per-sample) losses into its result.
+enum class Reduction : uint8_t {
+  None,  // no reduction: one loss per element (mse) or per sample (nll, cross-entropy)
+  Mean,  // their mean (PyTorch's default)
+  Sum,   // their sum
+};
+constexpr Reduction kNone = Reduction::None;
+constexpr Reduction kMean = Reduction::Mean;
+constexpr Reduction kSum = Reduction::Sum;
+const char* reduction_name(Reduction reduction);
+
+// Options of every loss here (functions and modules): F::mse_loss(x, y, {.reduction = nn::kSum}).
+struct LossOptions {
+  Reduction reduction = kMean;
+};
+
+// GELU's two forms, as PyTorch's approximate='none' | 'tanh'.
+enum class GeluApproximate : uint8_t { None, Tanh };
+
+struct DropoutFuncOptions {
+  double p = 0.5;                  // probability of zeroing an element, in [0, 1]
+  bool training = true;            // false: the identity
+  Generator* generator = nullptr;  // null: mt::default_generator()
+};
+
+}  // namespace mt::nn
+
+namespace mt::nn::functional {
+
+// ---- layers and activations -----------------------------------------------------------------------
+
+// y = x·wᵀ + b, fused (the GEMM accumulates onto the broadcast bias).  x: (..., in)  w: (out, in)  b: (out)
+inline Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b = Tensor()) { return mt::linear(x, w, b); }
+inline Tensor relu(const Tensor& x) { return mt::relu(x); }        // max(x, 0)
+inline Tensor tanh(const Tensor& x) { return mt::tanh(x); }
+inline Tensor sigmoid(const Tensor& x) { return mt::sigmoid(x); }  // 1 / (1 + e⁻ˣ)
+inline Tensor softmax(const Tensor& x, int64_t dim) { return mt::softmax(x, dim); }
+inline Tensor log_softmax(const Tensor& x, int64_t dim) { return mt::log_softmax(x, dim); }
+
+// None: GELU(x) = x·Φ(x) = 0.5·x·(1 + erf(x/√2))                       (exact; PyTorch's default)
+// Tanh: GELU(x) ≈ 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))         (Hendrycks & Gimpel's approximation)
+Tensor gelu(const Tensor& x, GeluApproximate approximate = GeluApproximate::None);
+
+// Inverted dropout: while training, each element is zeroed with probability p and the survivors
+// are scaled by 1/(1-p), so the expected value is unchanged and evaluation needs no rescaling.
+// Identity when !training or p = 0 (the input itself is returned); zeros when p = 1.
+Tensor dropout(const Tensor& x, DropoutFuncOptions options = {});
+
+// ---- losses -----------------------------------------------------------------------------------------
+
+// Mean squared error: ℓᵢ = (inputᵢ - targetᵢ)², then reduced. input and target: the same shape.
+Tensor mse_loss(const Tensor& input, const Tensor& target, LossOptions options = {});
+
+// Negative log-likelihood of class indices:  ℓᵢ = -log_probs[i, target[i]], then reduced.
+// log_probs: (N, C), e.g. from log_softmax(logits, 1)   target: (N) int64 in [0, C)
+Tensor nll_loss(const Tensor& log_probs, const Tensor& target, LossOptions options = {});
+
+// Cross-entropy of logits against class indices: nll_loss(log_softmax(logits, 1), target).
+//   ℓᵢ = -logits[i, tᵢ] + log Σ_c exp(logits[i, c])
+// log_softmax subtracts each row's max before exponentiating, so large logits do not overflow; its
+// backward gives the familiar d(mean ℓ)/dlogits = (softmax(logits) - onehot(target)) / N.
+// logits: (N, C)   target: (N) int64 in [0, C)
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, LossOptions options = {});
+
+}  // namespace mt::nn::functional
+
+namespace mt::nn {
+namespace F = functional;
+}  // namespace mt::nn

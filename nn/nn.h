@@ -1,0 +1,13 @@
+// nn: everything of the layer above autograd in one include: Module, the layers, the losses, the
+// functional forms (nn::F) and nn::init.
+#pragma once
+
+#include "nn/activation.h"
+#include "nn/dropout.h"
+#include "nn/flatten.h"
+#include "nn/functional.h"
+#include "nn/init.h"
+#include "nn/linear.h"
+#include "nn/loss.h"
+#include "nn/module.h"
+#include "nn/sequential.h"

@@ -1,0 +1,495 @@
+// safetensors.cpp: the writer (plan the layout, stream the bytes to a string or, atomically, to a
+// file) and the strict reader (check every number in the header before trusting it, then copy the
+// data into fresh tensors). The format itself is described in safetensors.h.
+//
+// Not here: dtype conversion, memory mapping, or anything that knows about Modules.
+#include "nn/safetensors.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <numeric>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+namespace mt {
+namespace {
+
+// Tensor bytes go to disk exactly as they sit in memory, and the format says little-endian.
+// A big-endian port would have to byte-swap every element on the way in and out.
+static_assert(std::endian::native == std::endian::little,
+              "safetensors I/O assumes a little-endian host");
+
+// Not nlohmann::ordered_json: it finds keys by linear search, so a hostile 1 MB header of 100k keys
+// takes a minute to parse. Where key order matters we keep it ourselves (see HeaderScan).
+using Json = nlohmann::json;
+
+constexpr const char* kMetadataKey = "__metadata__";
+// No legitimate header comes close; the reference implementation uses the same bound. Without one a
+// 16-byte file could make us parse (and allocate for) whatever its length field claims.
+constexpr uint64_t kMaxHeaderBytes = 100'000'000;
+
+struct DTypeName { DType dtype; const char* name; };
+constexpr DTypeName kDTypeNames[] = {{kFloat32, "F32"}, {kFloat64, "F64"}, {kInt64, "I64"}};
+
+const char* safetensors_dtype_name(DType dtype, const std::string& tensor) {
+  for (const auto& d : kDTypeNames)
+    if (d.dtype == dtype) return d.name;
+  MT_FAIL("save_safetensors: tensor '", tensor, "' has dtype ", dtype,
+          ", which minitrain does not save (F32, F64 and I64 only)");
+}
+
+// For error messages about untrusted names and values: at most 64 bytes (cut at a UTF-8 character
+// boundary), control bytes escaped, so that a hostile header cannot turn one error line into many.
+std::string printable(const std::string& s) {
+  size_t cut = std::min<size_t>(s.size(), 64);
+  while (cut > 0 && cut < s.size() && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;
+  std::string out = "'";
+  for (unsigned char c : s.substr(0, cut)) {
+    char buf[8];
+    std::snprintf(buf, sizeof buf, c < 0x20 || c == 0x7f ? "\\x%02x" : "%c", c);
+    out += buf;
+  }
+  return out + (cut < s.size() ? "...'" : "'");
+}
+
+// ================================== writing ======================================================
+
+// Note [Data order]: the data section holds 8-byte dtypes first, then 4-byte ones (a stable sort by
+// descending element size), and within one element size the caller's order. Every tensor then
+// starts at a multiple of its element size from the 8-aligned data section, so readers that map the
+// file and view it in place (numpy.frombuffer, safetensors' zero-copy loads) see aligned data. The
+// reference implementation does the same but sorts by name within a size; keeping the caller's
+// order instead means a state dict comes back in registration order. Readers must not rely on any
+// order: load returns tensors in the order of their data, whatever wrote the file.
+struct Plan {
+  std::string prefix;  // the 8-byte length and the padded JSON header: everything before the data
+  NamedTensors data;   // the caller's tensors, in data order
+};
+
+Plan plan_file(const NamedTensors& tensors, const std::map<std::string, std::string>& metadata) {
+  std::set<std::string> seen;
+  for (const auto& [name, t] : tensors) {
+    MT_CHECK(name != kMetadataKey, "save_safetensors: '", kMetadataKey,
+             "' is reserved for the metadata map and cannot name a tensor");
+    MT_CHECK(seen.insert(name).second, "save_safetensors: duplicate tensor name '", name, "'");
+    MT_CHECK(t.defined(), "save_safetensors: tensor '", name, "' is undefined");
+    safetensors_dtype_name(t.dtype(), name);
+  }
+
+  std::vector<size_t> order(tensors.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return element_size(tensors[a].second.dtype()) > element_size(tensors[b].second.dtype());
+  });
+
+  // The header object is written key by key, so that it lists the tensors in data order (a Json
+  // object would sort them by name); nlohmann still does the quoting and escaping.
+  Plan plan;
+  std::string json = "{";
+  try {
+    if (!metadata.empty()) json += Json(kMetadataKey).dump() + ":" + Json(metadata).dump();
+    uint64_t offset = 0;
+    for (size_t i : order) {
+      const auto& [name, t] = tensors[i];
+      uint64_t nbytes = static_cast<uint64_t>(t.numel()) * element_size(t.dtype());
+      Json entry = {{"dtype", safetensors_dtype_name(t.dtype(), name)},
+                    {"shape", t.sizes().vec()},
+                    {"data_offsets", {offset, offset + nbytes}}};
+      if (json.size() > 1) json += ",";
+      json += Json(name).dump() + ":" + entry.dump();
+      offset += nbytes;
+      plan.data.push_back(tensors[i]);
+    }
+  } catch (const Json::exception& e) {  // a name or metadata string that is not valid UTF-8
+    MT_FAIL("save_safetensors: cannot write the header: ", e.what());
+  }
+  json += "}";
+  // Spaces are JSON whitespace, so padding keeps the header valid while aligning the data to 8 bytes.
+  json.append((8 - json.size() % 8) % 8, ' ');
+
+  uint64_t n = json.size();
+  plan.prefix.resize(8);
+  std::memcpy(plan.prefix.data(), &n, 8);  // little-endian: see the static_assert above
+  plan.prefix += json;
+  return plan;
+}
+
+// Hands `sink` the file's bytes in order. Each tensor is copied to contiguous CPU memory just before
+// its bytes are needed, so saving a GPU model never holds more than one tensor's host copy at once.
+void emit(const Plan& plan, const std::function<void(const void*, size_t)>& sink) {
+  sink(plan.prefix.data(), plan.prefix.size());
+  for (const auto& [name, t] : plan.data) {
+    size_t nbytes = static_cast<size_t>(t.numel()) * element_size(t.dtype());
+    if (nbytes == 0) continue;  // an empty tensor may have no storage bytes to point at
+    // detach(): the copy is for the file, not for autograd; no graph is recorded.
+    Tensor host = t.detach().to(kCPU).contiguous();
+    sink(host.raw_data(), nbytes);
+  }
+}
+
+// Note [Atomic save]: the file is written under a temporary name in the same directory, fsync'ed,
+// and then rename()d over the target. rename within one filesystem replaces the name atomically, so
+// a reader, or a restart after a crash, finds either the old file or the complete new one, never a
+// torn mix. The fsync before the rename matters: without it a power loss can leave the new name
+// pointing at data that never reached the disk (a zero-length checkpoint). The fsync of the
+// directory afterwards makes the rename itself durable. Same directory, because rename cannot cross
+// filesystems. Two saves to one path from the same process at the same time share a temporary
+// name; checkpoints are written by one thread of rank 0, so that case is not handled.
+class TempFile {
+ public:
+  explicit TempFile(std::string path) : path_(std::move(path)) {
+    fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    if (fd_ < 0) fail("cannot create");
+  }
+  // Any exit without commit() (an error in our code or in a tensor copy) removes the temporary.
+  ~TempFile() {
+    if (fd_ >= 0) ::close(fd_);
+    if (!committed_) ::unlink(path_.c_str());
+  }
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+
+  void write(const void* data, size_t n) {
+    const char* p = static_cast<const char*>(data);
+    while (n > 0) {  // write() may write less than asked, or be interrupted by a signal
+      ssize_t w = ::write(fd_, p, n);
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0) fail("cannot write");
+      p += w;
+      n -= static_cast<size_t>(w);
+    }
+  }
+
+  void commit(const std::string& target) {
+    if (::fsync(fd_) != 0) fail("cannot fsync");
+    int rc = ::close(fd_);  // close can report a delayed write error (NFS): check it too
+    fd_ = -1;
+    if (rc != 0) fail("cannot close");
+    if (::rename(path_.c_str(), target.c_str()) != 0) {
+      int err = errno;
+      MT_FAIL("save_safetensors: cannot rename '", path_, "' to '", target, "': ", std::strerror(err));
+    }
+    committed_ = true;
+  }
+
+ private:
+  [[noreturn]] void fail(const char* what) const {
+    int err = errno;
+    MT_FAIL("save_safetensors: ", what, " '", path_, "': ", std::strerror(err));
+  }
+  std::string path_;
+  int fd_ = -1;
+  bool committed_ = false;
+};
+
+void fsync_directory_of(const std::string& path) {
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int rc = fd < 0 ? -1 : ::fsync(fd);
+  int err = errno;
+  if (fd >= 0) ::close(fd);
+  // Some filesystems cannot fsync a directory and say EINVAL; the rename has happened regardless.
+  MT_CHECK(rc == 0 || err == EINVAL, "save_safetensors: saved '", path,
+           "' but cannot fsync its directory: ", std::strerror(err));
+}
+
+// ================================== reading ======================================================
+
+// nlohmann's messages end with the offending token ("last read: '...'"), which can be megabytes
+// of hostile bytes; keep the description and drop the token.
+std::string json_error(const std::string& what) {
+  size_t start = what.find("] ");
+  std::string s = start == std::string::npos ? what : what.substr(start + 2);
+  s = s.substr(0, s.find("; last read"));
+  return s.size() > 200 ? s.substr(0, 200) + "..." : s;
+}
+
+// The first of two passes over the header: a SAX handler that sees the JSON as a stream of events
+// and builds nothing. It is the only place where duplicate keys and the order of keys are visible
+// (a parsed object keeps one of two equal keys silently, and sorts them), and it stops at nesting
+// deeper than a valid header has, so that 50 million '[' never become 50 million arrays. Why not
+// nlohmann's parser callback, which sees the same events: it rescans the parent object after each
+// child object, which makes a header with 100k tensors take minutes.
+class HeaderScan final : public nlohmann::json_sax<Json> {
+ public:
+  std::vector<std::string> top_keys;  // the root object's keys, in file order
+  std::string error;                  // the first problem found; empty when there is none
+
+  bool start_object(std::size_t) override {
+    keys_.emplace_back();
+    return enter();
+  }
+  bool key(string_t& k) override {
+    if (!keys_.back().insert(k).second) {
+      error = "has the key " + printable(k) + " twice (duplicate keys are not allowed)";
+      return false;
+    }
+    if (depth_ == 1) top_keys.push_back(k);
+    return true;
+  }
+  bool end_object() override {
+    keys_.pop_back();
+    return leave();
+  }
+  bool start_array(std::size_t) override { return enter(); }
+  bool end_array() override { return leave(); }
+  bool parse_error(std::size_t, const std::string&, const Json::exception& e) override {
+    error = "is not valid JSON: " + json_error(e.what());
+    return false;
+  }
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+
+ private:
+  // A valid header nests three deep: the root object, an entry object, its shape array.
+  bool enter() {
+    if (++depth_ <= 3) return true;
+    error = "nests deeper than a safetensors header can";
+    return false;
+  }
+  bool leave() { --depth_; return true; }
+  int depth_ = 0;
+  std::vector<std::set<std::string>> keys_;  // the keys seen so far in each open object
+};
+
+// One tensor as the header describes it, checked against itself and the data section's size.
+struct Entry {
+  std::string name;
+  DType dtype;
+  Shape shape;
+  uint64_t begin, end;  // byte range in the data section
+};
+
+// Note [Hostile files]: a file may come from anywhere, so no number in it is used before it has
+// been checked against something we trust. In order: the length prefix against the file size and
+// kMaxHeaderBytes; the JSON syntax (nlohmann checks UTF-8 too), its nesting depth and duplicate
+// keys; each entry's fields and types; the shape's element count for overflow; the byte range
+// against the dtype and shape and against the data section; then all ranges together, which must
+// tile the data section exactly (no overlaps, no holes: the spec forbids both, and a hole could
+// smuggle data past a reader). Only then is anything allocated, and every allocation is bounded by
+// the size of the file. Each failure is one line naming the file and the problem.
+
+// MT_CHECK with the origin in front: every rejection starts with where the bytes came from.
+#define CHECK_FILE(cond, ...) MT_CHECK(cond, origin_, ": ", __VA_ARGS__)
+
+class Decoder {
+ public:
+  Decoder(const uint8_t* data, size_t size, std::string origin)
+      : data_(data), size_(size), origin_(std::move(origin)) {}
+
+  SafetensorsFile decode() {
+    CHECK_FILE(size_ >= 8, "file is ", size_, " bytes, shorter than the 8-byte header length");
+    uint64_t n;
+    std::memcpy(&n, data_, 8);
+    CHECK_FILE(n <= kMaxHeaderBytes, "header length ", n, " is absurd (the limit is ",
+               kMaxHeaderBytes, " bytes)");
+    CHECK_FILE(n <= size_ - 8, "header length ", n, " runs past the end of the file (", size_,
+               " bytes)");
+    const char* header = reinterpret_cast<const char*>(data_ + 8);
+    data_begin_ = 8 + n;
+    data_size_ = size_ - data_begin_;
+
+    // The spec requires the header to start with '{'; nlohmann alone would also skip a BOM or spaces.
+    CHECK_FILE(n > 0 && header[0] == '{', "header is not a JSON object (it must start with '{')");
+    std::vector<std::string> keys;  // the header's top-level keys, in file order
+    Json root = parse_header(header, n, keys);
+
+    SafetensorsFile file;
+    std::vector<Entry> entries;
+    for (const std::string& key : keys) {
+      if (key == kMetadataKey) {
+        file.metadata = parse_metadata(root.at(key));
+      } else {
+        entries.push_back(parse_entry(key, root.at(key)));
+      }
+    }
+    check_tiling(entries);
+
+    for (const Entry& e : entries) {
+      Tensor t = empty(e.shape, {.dtype = e.dtype});
+      // memcpy, not a cast: the bytes sit at any alignment in our buffer.
+      if (e.end > e.begin)
+        std::memcpy(t.raw_data(), data_ + data_begin_ + e.begin, e.end - e.begin);
+      file.tensors.emplace_back(e.name, std::move(t));
+    }
+    return file;
+  }
+
+ private:
+  // Parses the header and appends its top-level keys to `top_keys` in file order.
+  Json parse_header(const char* header, uint64_t n, std::vector<std::string>& top_keys) {
+    HeaderScan scan;
+    Json::sax_parse(header, header + n, &scan);
+    CHECK_FILE(scan.error.empty(), "header ", scan.error);
+    top_keys = std::move(scan.top_keys);
+    Json root = Json::parse(header, header + n);  // cannot throw: the scan accepted these bytes
+    CHECK_FILE(root.is_object(), "header is not a JSON object");
+    return root;
+  }
+
+  std::map<std::string, std::string> parse_metadata(const Json& value) const {
+    CHECK_FILE(value.is_object(), "'", kMetadataKey, "' is not an object of strings");
+    std::map<std::string, std::string> metadata;
+    for (const auto& [k, v] : value.items()) {
+      CHECK_FILE(v.is_string(), "metadata value for ", printable(k), " is not a string");
+      metadata[k] = v.get<std::string>();
+    }
+    return metadata;
+  }
+
+  // A non-negative JSON integer. nlohmann stores non-negative literals as unsigned, negative ones
+  // as signed, and anything with a fraction or exponent (2.0, 1e3) as floating point.
+  uint64_t non_negative(const Json& v, const std::string& where) const {
+    if (v.is_number_unsigned()) return v.get<uint64_t>();
+    CHECK_FILE(v.is_number_integer(), where, " is not an integer");
+    int64_t i = v.get<int64_t>();
+    CHECK_FILE(i >= 0, where, " is negative (", i, ")");
+    return static_cast<uint64_t>(i);
+  }
+
+  Entry parse_entry(const std::string& name, const Json& value) const {
+    const std::string what = "tensor " + printable(name);
+    CHECK_FILE(value.is_object(), what, ": entry is not an object");
+    for (const auto& [k, v] : value.items())
+      CHECK_FILE(k == "dtype" || k == "shape" || k == "data_offsets", what,
+                 ": unexpected field ", printable(k));
+    CHECK_FILE(value.contains("dtype") && value.contains("shape") && value.contains("data_offsets"),
+               what, ": entry needs dtype, shape and data_offsets");
+
+    Entry e;
+    e.name = name;
+    const Json& dtype = value.at("dtype");
+    CHECK_FILE(dtype.is_string(), what, ": dtype is not a string");
+    const DTypeName* found = nullptr;
+    for (const auto& d : kDTypeNames)
+      if (dtype.get<std::string>() == d.name) found = &d;
+    CHECK_FILE(found != nullptr, what, ": unsupported dtype ", printable(dtype.get<std::string>()),
+               " (minitrain loads F32, F64 and I64)");
+    e.dtype = found->dtype;
+
+    // The element count must fit in int64 and so must every partial product of the sizes (Shape and
+    // the stride code multiply them in both directions); zeros are skipped because [0, 2^40, 2^40]
+    // is a fine empty tensor whose later products would still overflow.
+    const Json& shape = value.at("shape");
+    CHECK_FILE(shape.is_array(), what, ": shape is not an array");
+    CHECK_FILE(shape.size() <= static_cast<size_t>(kMaxDims), what, ": shape has ", shape.size(),
+               " dimensions, minitrain supports at most ", kMaxDims);
+    int64_t nonzero_product = 1;  // the product of the sizes other than 0
+    bool has_zero = false;
+    for (const Json& s : shape) {
+      uint64_t d = non_negative(s, what + ": a shape entry");
+      bool fits = d <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) &&
+                  (d == 0 || !__builtin_mul_overflow(nonzero_product, static_cast<int64_t>(d),
+                                                     &nonzero_product));
+      CHECK_FILE(fits, what, ": shape overflows (its element count does not fit in 64 bits)");
+      has_zero |= d == 0;
+      e.shape.push_back(static_cast<int64_t>(d));
+    }
+    uint64_t numel = has_zero ? 0 : static_cast<uint64_t>(nonzero_product);
+    uint64_t nbytes;
+    CHECK_FILE(!__builtin_mul_overflow(numel, element_size(e.dtype), &nbytes), what,
+               ": shape overflows (its byte count does not fit in 64 bits)");
+
+    const Json& offsets = value.at("data_offsets");
+    CHECK_FILE(offsets.is_array() && offsets.size() == 2, what,
+               ": data_offsets is not an array [begin, end]");
+    e.begin = non_negative(offsets[0], what + ": data_offsets begin");
+    e.end = non_negative(offsets[1], what + ": data_offsets end");
+    CHECK_FILE(e.begin <= e.end, what, ": data_offsets end ", e.end, " is before begin ", e.begin);
+    CHECK_FILE(e.end - e.begin == nbytes, what, ": data_offsets [", e.begin, ", ", e.end, "] hold ",
+               e.end - e.begin, " bytes, but ", dtype.get<std::string>(), " ", e.shape, " needs ",
+               nbytes);
+    CHECK_FILE(e.end <= data_size_, what, ": data_offsets [", e.begin, ", ", e.end,
+               "] reach beyond the data section (", data_size_, " bytes)");
+    return e;
+  }
+
+  // Sorts `entries` into data order and checks that they cover the data section exactly.
+  void check_tiling(std::vector<Entry>& entries) const {
+    // Stable, so that empty tensors at one offset keep their header order (Note [Data order]).
+    std::stable_sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+      return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+    });
+    uint64_t covered = 0;  // the data section [0, covered) belongs to the tensors seen so far
+    const Entry* last = nullptr;
+    for (const Entry& e : entries) {
+      CHECK_FILE(e.begin >= covered, "tensors ", printable(last ? last->name : ""), " and ",
+                 printable(e.name), " overlap in the data section");
+      CHECK_FILE(e.begin == covered, "hole in the data section: bytes [", covered, ", ", e.begin,
+                 ") belong to no tensor");
+      covered = e.end;
+      last = &e;
+    }
+    CHECK_FILE(covered == data_size_, "hole in the data section: bytes [", covered, ", ",
+               data_size_, ") at its end belong to no tensor");
+  }
+
+  const uint8_t* data_;
+  size_t size_;
+  std::string origin_;
+  uint64_t data_begin_ = 0;  // offset of the data section in the file
+  uint64_t data_size_ = 0;
+};
+
+#undef CHECK_FILE
+
+}  // namespace
+
+std::string encode_safetensors(const NamedTensors& tensors,
+                               const std::map<std::string, std::string>& metadata) {
+  Plan plan = plan_file(tensors, metadata);
+  std::string out;
+  emit(plan, [&](const void* p, size_t n) { out.append(static_cast<const char*>(p), n); });
+  return out;
+}
+
+void save_safetensors(const std::string& path, const NamedTensors& tensors,
+                      const std::map<std::string, std::string>& metadata) {
+  // Everything that can fail on bad input fails here, before any file is touched.
+  Plan plan = plan_file(tensors, metadata);
+  TempFile tmp(path + ".tmp." + std::to_string(::getpid()));
+  emit(plan, [&](const void* p, size_t n) { tmp.write(p, n); });
+  tmp.commit(path);
+  fsync_directory_of(path);
+}
+
+SafetensorsFile load_safetensors(const std::string& path) {
+  auto fail = [&](const char* what) {
+    int err = errno;
+    MT_FAIL("load_safetensors: ", what, " '", path, "': ", std::strerror(err));
+  };
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
+  if (!f) fail("cannot open");
+  struct stat st;
+  if (::fstat(::fileno(f.get()), &st) != 0) fail("cannot stat");
+  // A directory opens fine and fails only on read, with a less helpful message.
+  MT_CHECK(S_ISREG(st.st_mode), "load_safetensors: '", path, "' is not a regular file");
+  std::string bytes(static_cast<size_t>(st.st_size), '\0');
+  // A file that shrank while we read it comes back short; decode then says what is missing.
+  bytes.resize(std::fread(bytes.data(), 1, bytes.size(), f.get()));
+  if (std::ferror(f.get())) fail("cannot read");
+  return decode_safetensors(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), path);
+}
+
+SafetensorsFile decode_safetensors(const uint8_t* data, size_t size, const std::string& origin) {
+  return Decoder(data, size, origin).decode();
+}
+
+}  // namespace mt
