@@ -67,6 +67,8 @@ class Backend {
   // Softmax (or log-softmax) over the last dim. in and out contiguous, same shape.
   virtual void softmax(const Tensor& out, const Tensor& in, bool log) = 0;
 
+  // The four index ops get 3-D (outer, n, inner) views around the indexed dim (raw_linalg.cpp makes
+  // them), so a backend handles one layout whatever the tensors' rank.
   // in: (outer, n, inner) contiguous; index: int64 (k) contiguous; out: (outer, k, inner).
   // Indices were bounds-checked on the host only when cheap (CPU); backends check too.
   virtual void index_select(const Tensor& out, const Tensor& in, const Tensor& index) = 0;

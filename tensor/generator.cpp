@@ -1,19 +1,15 @@
 // Generator: the host side of minitrain's random numbers. The numbers themselves come from the
-// Philox block function (tensor/cpu/philox.h); this file maps (seed, counter) onto its key and
+// Philox block function (tensor/philox.h); this file maps (seed, counter) onto its key and
 // counter words and provides the default generator. Tensor fills (uniform, normal) live in the
 // backends (tensor/cpu/cpu_random.cpp), which reserve blocks with Generator::advance.
 #include "tensor/generator.h"
 
-#include "tensor/cpu/philox.h"
+#include "tensor/philox.h"
 
 namespace mt {
 
-// key = (low32(seed), high32(seed)); counter = (low32(counter), high32(counter), 0, 0).
-// A 64-bit block counter is enough: at 4 words a block it lasts 2^66 numbers per seed.
 std::array<uint32_t, 4> Generator::philox(uint64_t seed, uint64_t counter) {
-  return detail::philox4x32_10(
-      {static_cast<uint32_t>(counter), static_cast<uint32_t>(counter >> 32), 0, 0},
-      {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)});
+  return detail::philox_block(seed, counter);
 }
 
 // Words 0 and 1 of one fresh block: word 1 is the high half.

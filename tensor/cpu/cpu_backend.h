@@ -2,10 +2,12 @@
 // share. Private to tensor/cpu/: the rest of the library reaches it through mt::backend(kCPU).
 //
 // The methods are spread over one file per kind of kernel:
-//   cpu_copy.cpp         copy, fill                 cpu_elementwise.cpp  unary, binary, where
-//   cpu_reduce.cpp       reduce                     cpu_softmax.cpp      softmax, log_softmax
-//   cpu_gemm.cpp         gemm (BLAS/Eigen + loops)  cpu_index.cpp        index_select/add, gather, scatter_add
-//   cpu_random.cpp       uniform, normal            cpu_allocator.cpp    the 64-byte aligned allocator
+//   cpu_copy.cpp      copy, fill                  cpu_elementwise.cpp  unary, binary, where
+//   cpu_reduce.cpp    reduce                      cpu_softmax.cpp      softmax, log_softmax
+//   cpu_gemm.cpp      gemm (BLAS/Eigen + loops)   cpu_index.cpp        index_select/add, gather, scatter_add
+//   cpu_random.cpp    uniform, normal             cpu_allocator.cpp    the 64-byte aligned allocator
+// and backend_registry.cpp holds the device-type -> Backend table. Shared loops: strided_loop.h
+// (any strides) and elementwise.h (with the contiguous and broadcast-scalar fast paths).
 // Kernels run on the calling thread; only BLAS may use threads of its own.
 #pragma once
 
@@ -72,6 +74,10 @@ template <typename T>
 Operand<T> operand(const Tensor& t) {
   return {data<T>(t), t.strides().begin()};
 }
+
+// The reference GEMM (tensor/cpu/cpu_gemm.cpp): three plain loops, any strides, any dtype, same
+// contract as Backend::gemm. gemm() runs it for tiny problems; tests check the BLAS path against it.
+void gemm_reference(const Tensor& out, const Tensor& a, const Tensor& b, bool accumulate);
 
 }  // namespace cpu
 }  // namespace mt

@@ -9,14 +9,15 @@
 //            The bias gradient: sum over dim 0 of (N, D).
 //   general  anything else (reduced dims not adjacent, or a strided input): strided_loop over in,
 //            with out's strides set to 0 on the reduced dims so each input element is combined
-//            into its output slot in place.
+//            into its output slot in place; dims are visited in in's memory order.
 // ArgMax (exactly one dim) scans that dim with its stride, once per output element.
 //
 // Float32 sums accumulate in float32 as in PyTorch. Rows and columns are summed pairwise (halves
 // summed separately, then added), so the rounding error grows like log(r) instead of r; the
-// general path sums sequentially.
+// general path does that within each contiguous run and sums the runs sequentially.
 #include <algorithm>
 #include <bit>
+#include <cstdlib>
 #include <limits>
 #include <vector>
 
@@ -26,7 +27,10 @@ namespace mt {
 namespace {
 
 constexpr int64_t kLanes = 16;          // independent row accumulators: 1-2 vector registers
-constexpr int64_t kPairwiseRow = 128;   // rows longer than this are split in halves
+// Rows longer than this are split in halves, so each lane adds at most 2048 / 16 = 128 numbers in
+// sequence. Measured, 2048 sums twice as fast as NumPy's 128 (fewer lane folds and calls) and the
+// error bound stays ~128 ulps instead of growing with the row.
+constexpr int64_t kPairwiseRow = 2048;
 constexpr int64_t kPairwiseRows = 64;   // column sums over more rows than this are split
 
 // Each reduction is an identity and a combine step. NaN handling for Max/Min: the result is NaN if
@@ -72,8 +76,12 @@ T reduce_row(const T* x, int64_t n) {
   T acc[kLanes];
   std::fill(acc, acc + kLanes, Op::identity());
   int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
+  for (; i + kLanes <= n; i += kLanes) {
+    // Kept as a loop (not unrolled into 16 statements) so GCC's loop vectoriser, which handles
+    // Max/Min's NaN-aware select, turns it into whole-register operations.
+#pragma GCC unroll 1
     for (int64_t j = 0; j < kLanes; ++j) acc[j] = Op::combine(acc[j], x[i + j]);
+  }
   for (; i < n; ++i) acc[0] = Op::combine(acc[0], x[i]);
   for (int64_t width = kLanes / 2; width > 0; width /= 2)  // fold the lanes as a tree
     for (int64_t j = 0; j < width; ++j) acc[j] = Op::combine(acc[j], acc[j + width]);
@@ -133,17 +141,32 @@ bool as_block(const Shape& sizes, uint32_t dim_mask, Block& b) {
   return true;
 }
 
+// Any layout. The loop runs over in's dims sorted by in's stride, largest first, so its innermost
+// run walks in's memory in order: summing dim 0 of a transposed matrix then reads contiguous runs
+// that reduce_row can vectorise, instead of jumping a whole row per element.
 template <typename Op, typename T = typename Op::Type>
 void reduce_general(const Tensor& out, const Tensor& in, uint32_t dim_mask) {
   T* o = cpu::data<T>(out);
   std::fill(o, o + out.numel(), Op::identity());
-  Shape out_strides = out.strides();
-  for (int d = 0; d < out_strides.size(); ++d)
-    if ((dim_mask >> d) & 1u) out_strides[d] = 0;
+  const int ndim = in.dim();
+  int order[kMaxDims];
+  for (int d = 0; d < ndim; ++d) order[d] = d;
+  std::stable_sort(order, order + ndim, [&](int x, int y) {
+    return std::abs(in.strides()[x]) > std::abs(in.strides()[y]);
+  });
+  Shape sizes, in_strides, out_strides;
+  for (int i = 0; i < ndim; ++i) {
+    const int d = order[i];
+    sizes.push_back(in.sizes()[d]);
+    in_strides.push_back(in.strides()[d]);
+    out_strides.push_back(((dim_mask >> d) & 1u) ? 0 : out.strides()[d]);
+  }
   cpu::strided_loop(
-      in.sizes(),
+      sizes,
       [](int64_t n, const std::array<int64_t, 2>& s, T* o, const T* x) {
-        if (s[0] == 0) {  // the run is along a reduced dim: one output slot
+        if (s[0] == 0 && s[1] == 1) {  // a contiguous run along reduced dims: one output slot
+          *o = Op::combine(*o, reduce_row<Op>(x, n));
+        } else if (s[0] == 0) {
           T acc = *o;
           for (int64_t i = 0; i < n; ++i) acc = Op::combine(acc, x[i * s[1]]);
           *o = acc;
@@ -151,7 +174,8 @@ void reduce_general(const Tensor& out, const Tensor& in, uint32_t dim_mask) {
           for (int64_t i = 0; i < n; ++i) o[i * s[0]] = Op::combine(o[i * s[0]], x[i * s[1]]);
         }
       },
-      cpu::Operand<T>{o, out_strides.begin()}, cpu::operand<const T>(in));
+      cpu::Operand<T>{o, out_strides.begin()},
+      cpu::Operand<const T>{cpu::data<const T>(in), in_strides.begin()});
 }
 
 template <typename Op, typename T = typename Op::Type>

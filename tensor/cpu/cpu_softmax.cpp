@@ -21,8 +21,10 @@ void softmax_row(T* y, const T* x, int64_t n, bool log) {
   T sum = 0;
   if (log) {
     for (int64_t i = 0; i < n; ++i) sum += std::exp(x[i] - m);
-    const T shift = m + std::log(sum);
-    for (int64_t i = 0; i < n; ++i) y[i] = x[i] - shift;
+    // (x - m) - log(sum), not x - (m + log(sum)): x - m is exact near the max, while m + log(sum)
+    // would round at the magnitude of m and lose digits when the inputs are large.
+    const T log_sum = std::log(sum);
+    for (int64_t i = 0; i < n; ++i) y[i] = (x[i] - m) - log_sum;
   } else {
     for (int64_t i = 0; i < n; ++i) {
       y[i] = std::exp(x[i] - m);

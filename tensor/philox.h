@@ -3,7 +3,8 @@
 // numbers: as easy as 1, 2, 3" (SC 2011). It is a pure function with no state, so any block can be
 // computed on its own: the CPU backend fills tensors with it, and a GPU kernel written from the same
 // description reproduces the stream element by element.
-// This header only holds the bijection; how blocks become floats is in tensor/cpu/cpu_random.cpp.
+// This header only holds the block function; how blocks become floats is in tensor/cpu/cpu_random.cpp.
+// It is inline so that tensor fills compute blocks without a call per block.
 #pragma once
 
 #include <array>
@@ -36,6 +37,14 @@ inline PhiloxCounter philox4x32_10(PhiloxCounter c, PhiloxKey k) {
     c = philox_round(c, k);
   }
   return c;
+}
+
+// Block `counter` of the stream of `seed`, as Generator::philox defines it:
+// key = (low32(seed), high32(seed)); counter words = (low32(counter), high32(counter), 0, 0).
+// A 64-bit block counter is enough: at 4 words a block it lasts 2^66 numbers per seed.
+inline PhiloxCounter philox_block(uint64_t seed, uint64_t counter) {
+  return philox4x32_10({static_cast<uint32_t>(counter), static_cast<uint32_t>(counter >> 32), 0, 0},
+                       {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)});
 }
 
 }  // namespace mt::detail
