@@ -13,9 +13,11 @@ packages=(
   libcli11-dev nlohmann-json3-dev    # command line, JSON (safetensors headers)
   zlib1g-dev                         # gzip'd IDX files
   libgloo-dev                        # CPU collectives
+  dataset-fashion-mnist              # real data for the readers' tests and mini_train
+  python3 python3-numpy              # tests that read our files from Python (json + numpy only)
 )
 if [[ "${1:-}" == "--bench" ]]; then
-  packages+=(python3-torch libtorch-dev python3-numpy)
+  packages+=(python3-torch libtorch-dev)
 fi
 
 missing=()

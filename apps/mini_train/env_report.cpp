@@ -1,0 +1,71 @@
+// The --env report (see env_report.h). It reads /proc and the environment only: it must work on a
+// machine where nothing else does.
+#include "apps/mini_train/env_report.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include "data/fashion_mnist.h"
+
+namespace mt::app {
+
+namespace {
+
+// The value of the first "key<spaces>: value" line of a /proc file.
+std::string proc_field(const char* path, const std::string& key) {
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(key, 0) != 0) continue;
+    const auto colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    const auto start = line.find_first_not_of(" \t", colon + 1);
+    return start == std::string::npos ? "" : line.substr(start);
+  }
+  return "";
+}
+
+void row(const char* key, const std::string& value) { std::printf("  %-22s %s\n", key, value.c_str()); }
+
+}  // namespace
+
+void print_env_report() {
+  std::printf("minitrain environment\n");
+  const std::string cpu = proc_field("/proc/cpuinfo", "model name");
+  row("CPU", (cpu.empty() ? "unknown" : cpu) + ", " + std::to_string(std::thread::hardware_concurrency()) +
+                 " hardware threads");
+  const std::string mem = proc_field("/proc/meminfo", "MemTotal");
+  row("memory", mem.empty() ? "unknown" : mem);
+  const char* threads = std::getenv("OPENBLAS_NUM_THREADS");
+  row("OPENBLAS_NUM_THREADS", threads ? threads : "(unset: OpenBLAS uses every core)");
+
+  // GPUs: the driver's /proc entries exist whether or not this build can use them.
+  const std::filesystem::path gpus = "/proc/driver/nvidia/gpus";
+  std::error_code ec;
+  int count = 0;
+  if (std::filesystem::is_directory(gpus, ec)) {
+    for (const auto& entry : std::filesystem::directory_iterator(gpus, ec)) {
+      const std::string info = (entry.path() / "information").string();
+      row(("GPU " + std::to_string(count)).c_str(), proc_field(info.c_str(), "Model") + " (bus " +
+                                                        entry.path().filename().string() + ")");
+      ++count;
+    }
+  }
+  const std::string driver = proc_field("/proc/driver/nvidia/version", "NVRM version");
+  row("NVIDIA driver", driver.empty() ? "not loaded" : driver);
+  row("GPUs", std::to_string(count) + (count == 0 ? " (no GPU: train on CPU with --nproc, see README)" : ""));
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  row("CUDA_VISIBLE_DEVICES", visible ? visible : "(unset)");
+  row("CUDA backend", "not in this build (arrives with the CUDA issue; CPU training works everywhere)");
+  row("NCCL", "not in this build (GPU collectives arrive with the CUDA issue)");
+  row("Gloo", "not in this build yet (CPU collectives arrive with the distributed issue)");
+  const bool fashion = std::filesystem::is_directory(data::kFashionMnistDir, ec);
+  row("Fashion-MNIST", fashion ? std::string(data::kFashionMnistDir)
+                               : std::string("missing: install Debian's dataset-fashion-mnist (scripts/install-deps.sh)"));
+}
+
+}  // namespace mt::app

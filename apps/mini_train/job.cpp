@@ -1,0 +1,166 @@
+// Builds mini_train's data, model, loss, optimizer and schedule from its options (see job.h).
+#include "apps/mini_train/job.h"
+
+#include <cmath>
+#include <sstream>
+
+#include "autograd/ops.h"
+#include "data/csv.h"
+#include "data/fashion_mnist.h"
+#include "data/npy.h"
+#include "nn/activation.h"
+#include "nn/linear.h"
+#include "nn/sequential.h"
+#include "optim/adam.h"
+#include "optim/sgd.h"
+#include "tensor/generator.h"
+#include "tensor/raw_ops.h"
+
+namespace mt::app {
+
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// An NPY or CSV file as a tensor; CSV targets are read as float unless asked for classes.
+Tensor read_table(const std::string& path, const char* flag) {
+  if (ends_with(path, ".npy")) return data::read_npy(path);
+  if (ends_with(path, ".csv")) return data::read_csv(path).values;
+  MT_FAIL(flag, " ", path, ": unknown file type (expected .npy or .csv)");
+}
+
+// The seed's synthetic regression: y = x·w* + 0.5 + noise with w* ~ N(0, 1). The targets are a
+// noisy linear function of the inputs, so the loss has something to learn and a floor (the noise).
+//   x: (n, features)  y: (n, 1)
+void synthetic(Generator& gen, int64_t n, int64_t features, const Tensor& w_true, Tensor& x, Tensor& y) {
+  x = randn({n, features}, gen);
+  y = raw::linear(x, w_true, full({1}, 0.5));
+  raw::binary_(BinaryOp::Add, y, raw::unary(UnaryOp::MulScalar, randn({n, 1}, gen), 0.1));
+}
+
+// Scales inputs by the training split's mean and standard deviation (one scalar each).
+void standardize(Tensor& train, Tensor& test) {
+  const double mean = raw::mean(train).item();
+  const double var = raw::mean(raw::unary(UnaryOp::Pow, raw::unary(UnaryOp::AddScalar, train, -mean), 2.0)).item();
+  const double inv_std = 1.0 / std::sqrt(std::max(var, 1e-12));
+  const auto apply = [&](Tensor& t) {
+    if (t.defined()) t = raw::unary(UnaryOp::MulScalar, raw::unary(UnaryOp::AddScalar, t, -mean), inv_std);
+  };
+  apply(train);
+  apply(test);
+}
+
+}  // namespace
+
+Data load_data(const Options& o) {
+  Data d;
+  Tensor x_train, y_train, x_test, y_test;
+  if (o.dataset == "synthetic") {
+    Generator gen(o.seed);
+    const Tensor w_true = randn({1, o.features}, gen);
+    synthetic(gen, o.samples, o.features, w_true, x_train, y_train);
+    synthetic(gen, std::max<int64_t>(o.samples / 5, 1), o.features, w_true, x_test, y_test);
+    std::ostringstream os;
+    os << "synthetic regression, " << o.samples << " x " << o.features << " (test " << x_test.size(0) << ")";
+    d.description = os.str();
+  } else if (o.dataset == "fashion-mnist") {
+    const data::FashionMnist train = data::load_fashion_mnist(o.data_dir, data::Split::Train);
+    const data::FashionMnist test = data::load_fashion_mnist(o.data_dir, data::Split::Test);
+    x_train = raw::flatten(train.images, 1, -1), y_train = train.labels;
+    x_test = raw::flatten(test.images, 1, -1), y_test = test.labels;
+    d.description = "Fashion-MNIST " + o.data_dir + " (" + std::to_string(x_train.size(0)) + " train, " +
+                    std::to_string(x_test.size(0)) + " test)";
+  } else {
+    x_train = read_table(o.inputs, "--inputs");
+    y_train = read_table(o.targets, "--targets");
+    MT_CHECK(x_train.dim() >= 1 && y_train.dim() >= 1 && x_train.size(0) == y_train.size(0), "--inputs ",
+             o.inputs, " has shape ", x_train.sizes(), " but --targets ", o.targets, " has shape ", y_train.sizes(),
+             ": they need the same number of rows");
+    MT_CHECK(x_train.size(0) > 0, "--inputs ", o.inputs, " has no rows");
+    x_train = x_train.dim() == 1 ? raw::unsqueeze(x_train, 1) : raw::flatten(x_train, 1, -1);
+    d.description = o.inputs + " -> " + o.targets + " (" + std::to_string(x_train.size(0)) + " rows, no test split)";
+  }
+
+  // Classification when asked, or when the targets are integers (file data) or labels (Fashion-MNIST).
+  d.classification = o.task == "classification" || (o.task == "auto" && y_train.dtype() == kInt64);
+  if (d.classification) {
+    if (y_train.dim() == 2 && y_train.size(1) == 1) y_train = raw::squeeze(y_train, 1);
+    MT_CHECK(y_train.dim() == 1, "classification targets must be one class index per row, got shape ", y_train.sizes());
+    const Tensor as_int = raw::cast(y_train, kInt64);
+    const Tensor as_float = raw::cast(y_train, kFloat64);
+    MT_CHECK(raw::sum(raw::binary(BinaryOp::Ne, raw::cast(as_int, kFloat64), as_float)).item() == 0,
+             "classification targets must be whole numbers (class indices)");
+    MT_CHECK(raw::max(raw::unary(UnaryOp::Neg, as_float)).item() <= 0, "classification targets must be >= 0");
+    y_train = as_int;
+    d.out_features = static_cast<int64_t>(raw::max(y_train).item()) + 1;
+    if (y_test.defined()) y_test = raw::cast(y_test, kInt64);
+  } else {
+    y_train = raw::cast(y_train.dim() == 1 ? raw::unsqueeze(y_train, 1) : raw::flatten(y_train, 1, -1), kFloat32);
+    if (y_test.defined()) y_test = raw::cast(y_test, kFloat32);
+    d.out_features = y_train.size(1);
+  }
+  x_train = raw::contiguous(raw::cast(x_train, kFloat32));
+  if (x_test.defined()) x_test = raw::contiguous(raw::cast(x_test, kFloat32));
+  if (o.standardize) standardize(x_train, x_test);
+  d.in_features = x_train.size(1);
+  d.train = std::make_shared<data::TensorDataset>(x_train, raw::contiguous(y_train));
+  if (x_test.defined()) d.test = std::make_shared<data::TensorDataset>(x_test, raw::contiguous(y_test));
+  return d;
+}
+
+std::string model_signature(const Options& o, const Data& d) {
+  std::ostringstream os;
+  os << o.model << ':' << d.in_features;
+  if (o.model == "mlp")
+    for (int64_t h : o.hidden) os << '-' << h;
+  os << '-' << d.out_features;
+  return os.str();
+}
+
+std::shared_ptr<nn::Module> build_model(const Options& o, const Data& d) {
+  manual_seed(o.seed);  // initial weights depend on --seed only
+  auto net = std::make_shared<nn::Sequential>();
+  int64_t width = d.in_features;
+  if (o.model == "mlp") {
+    for (int64_t h : o.hidden) {
+      net->push_back(std::make_shared<nn::Linear>(width, h));
+      net->push_back(std::make_shared<nn::ReLU>());
+      width = h;
+    }
+  }
+  net->push_back(std::make_shared<nn::Linear>(width, d.out_features));
+  return net;
+}
+
+std::shared_ptr<nn::Loss> build_loss(const Data& d) {
+  if (d.classification) return std::make_shared<nn::CrossEntropyLoss>();
+  return std::make_shared<nn::MSELoss>();
+}
+
+std::unique_ptr<optim::Optimizer> build_optimizer(const Options& o, const nn::Module& model) {
+  if (o.optimizer == "sgd")
+    return std::make_unique<optim::SGD>(model.parameters(),
+                                        optim::SGDOptions{.lr = o.lr, .momentum = o.momentum, .weight_decay = o.weight_decay});
+  if (o.optimizer == "adam")
+    return std::make_unique<optim::Adam>(model.parameters(), optim::AdamOptions{.lr = o.lr, .weight_decay = o.weight_decay});
+  return std::make_unique<optim::AdamW>(model.parameters(), optim::AdamWOptions{.lr = o.lr, .weight_decay = o.weight_decay});
+}
+
+std::unique_ptr<optim::LRScheduler> build_scheduler(const Options& o, optim::Optimizer& opt, int64_t total_steps) {
+  if (o.schedule != "cosine") return nullptr;
+  return std::make_unique<optim::CosineAnnealingLR>(
+      opt, optim::CosineAnnealingLROptions{.t_max = std::max<int64_t>(total_steps, 1)});
+}
+
+std::string optimizer_description(const Options& o) {
+  std::ostringstream os;
+  os << o.optimizer << " lr=" << o.lr;
+  if (o.optimizer == "sgd" && o.momentum > 0) os << " momentum=" << o.momentum;
+  if (o.weight_decay > 0) os << " weight_decay=" << o.weight_decay;
+  if (o.schedule == "cosine") os << ", cosine decay per step";
+  return os.str();
+}
+
+}  // namespace mt::app

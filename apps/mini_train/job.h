@@ -1,0 +1,39 @@
+// The job mini_train runs, built from its options: data (train and test splits), the model, the
+// loss, the optimizer and the learning-rate schedule. Everything here is the public library
+// (data/, nn/, optim/); this file only wires it up.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "apps/mini_train/options.h"
+#include "data/dataset.h"
+#include "nn/loss.h"
+#include "nn/module.h"
+#include "optim/lr_scheduler.h"
+#include "optim/optimizer.h"
+
+namespace mt::app {
+
+struct Data {
+  std::shared_ptr<data::TensorDataset> train, test;  // test may be null (no split available)
+  bool classification = false;
+  int64_t in_features = 0, out_features = 0;  // out: classes, or target width
+  std::string description;                    // for the config table
+};
+
+// Loads or generates the data the options ask for. Missing files and malformed data are errors
+// naming the path.
+Data load_data(const Options& opts);
+
+// "linear:10-1" or "mlp:784-512-256-10": what a checkpoint must match to be resumed.
+std::string model_signature(const Options& opts, const Data& data);
+std::shared_ptr<nn::Module> build_model(const Options& opts, const Data& data);
+std::shared_ptr<nn::Loss> build_loss(const Data& data);
+std::unique_ptr<optim::Optimizer> build_optimizer(const Options& opts, const nn::Module& model);
+// Null for --schedule none. Cosine decays per step over the whole run.
+std::unique_ptr<optim::LRScheduler> build_scheduler(const Options& opts, optim::Optimizer& opt,
+                                                    int64_t total_steps);
+std::string optimizer_description(const Options& opts);
+
+}  // namespace mt::app

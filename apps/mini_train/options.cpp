@@ -1,0 +1,145 @@
+// The command line of mini_train (CLI11), its presets and its validation. See options.h.
+#include "apps/mini_train/options.h"
+
+#include <CLI/CLI.hpp>
+#include <cmath>
+#include <sstream>
+
+#include "data/fashion_mnist.h"
+#include "tensor/check.h"
+
+namespace mt::app {
+
+namespace {
+
+// Sets `field` to `value` unless the user gave `flag`.
+template <typename T, typename V>
+void preset(const CLI::App& app, const char* flag, T& field, const V& value) {
+  if (app.get_option(flag)->count() == 0) field = value;
+}
+
+const char* kDescription =
+    "mini_train: trains a model with minitrain.\n"
+    "With no options it runs the seed job: Linear(10, 1) on 1000 synthetic examples, batch 32,\n"
+    "SGD lr 0.01, MSE, 5 epochs, and saves final_model.safetensors.\n"
+    "  mini_train --dataset fashion-mnist --model mlp --eval   # Fashion-MNIST, ~0.89 test accuracy\n"
+    "  mini_train --inputs x.npy --targets y.npy               # your own data (NPY or CSV)\n"
+    "  mini_train --checkpoint-dir ckpt --resume auto           # checkpoint each epoch, resume\n"
+    "  mini_train --env                                         # what this machine offers\n";
+
+}  // namespace
+
+bool parse_options(int argc, char** argv, Options& o, int* exit_code) {
+  CLI::App app(kDescription, "mini_train");
+  app.option_defaults()->always_capture_default();
+  app.get_formatter()->column_width(34);
+  std::string hidden;
+
+  auto* data = "Data";
+  app.add_option("--dataset", o.dataset, "synthetic or fashion-mnist")
+      ->check(CLI::IsMember({"synthetic", "fashion-mnist"}))->group(data);
+  app.add_option("--data-dir", o.data_dir, "Fashion-MNIST folder (Debian: dataset-fashion-mnist)")
+      ->default_str(data::kFashionMnistDir)->group(data);
+  app.add_option("--inputs", o.inputs, "inputs file, .npy or .csv, one example per row")->group(data);
+  app.add_option("--targets", o.targets, "targets file, .npy or .csv; int64 targets mean classification")
+      ->group(data);
+  app.add_option("--task", o.task, "auto, regression or classification")
+      ->check(CLI::IsMember({"auto", "regression", "classification"}))->group(data);
+  app.add_option("--samples", o.samples, "synthetic examples")->group(data);
+  app.add_option("--features", o.features, "synthetic input width")->group(data);
+  app.add_flag("--standardize,!--no-standardize", o.standardize,
+               "scale inputs to zero mean and unit variance (default on for fashion-mnist)")->group(data);
+
+  auto* model = "Model";
+  app.add_option("--model", o.model, "linear or mlp")->check(CLI::IsMember({"linear", "mlp"}))->group(model);
+  app.add_option("--hidden", hidden, "mlp hidden widths, comma-separated (default 512,256 for "
+                 "fashion-mnist, else 64)")->group(model);
+
+  auto* train = "Training";
+  app.add_option("--epochs", o.epochs, "passes over the training data")->group(train);
+  app.add_option("--stop-after", o.stop_after, "stop after this many epochs of this invocation (checkpoint, "
+                 "then resume later with the same flags and --resume)")->group(train);
+  app.add_option("--batch-size", o.batch_size, "examples per step, per device")->group(train);
+  app.add_option("--optimizer", o.optimizer, "sgd, adam or adamw")
+      ->check(CLI::IsMember({"sgd", "adam", "adamw"}))->group(train);
+  app.add_option("--lr", o.lr, "learning rate (default 0.01 for sgd, 0.001 for adam/adamw)")->group(train);
+  app.add_option("--momentum", o.momentum, "SGD momentum")->group(train);
+  app.add_option("--weight-decay", o.weight_decay, "L2 (sgd, adam) or decoupled (adamw) weight decay")->group(train);
+  app.add_option("--schedule", o.schedule, "learning-rate schedule: none or cosine (per step)")
+      ->check(CLI::IsMember({"none", "cosine"}))->group(train);
+  app.add_option("--seed", o.seed, "seed for data, initialisation and shuffling")->group(train);
+  bool no_shuffle = false;
+  app.add_flag("--no-shuffle", no_shuffle, "keep the data in file order")->group(train);
+  app.add_option("--num-workers", o.num_workers, "background threads building batches")->group(train);
+
+  auto* files = "Files";
+  app.add_option("--save", o.save, "where the final weights go (safetensors)")->group(files);
+  app.add_option("--init", o.init, "start from the weights in this safetensors file")->group(files);
+  app.add_option("--checkpoint-dir", o.checkpoint_dir, "save a checkpoint there after every epoch")->group(files);
+  app.add_option("--keep", o.keep, "checkpoints kept in --checkpoint-dir")->group(files);
+  app.add_option("--resume", o.resume, "continue from a checkpoint file, or 'auto': the newest in "
+                 "--checkpoint-dir (none there: start fresh)")->group(files);
+  app.add_option("--log-json", o.log_json, "append one JSON object per epoch to this file")->group(files);
+
+  auto* out = "Output";
+  app.add_flag("--eval", o.eval, "after training, report accuracy (or loss) on the test split")->group(out);
+  app.add_flag("--quiet,-q", o.quiet, "print only errors and the final result")->group(out);
+  app.add_flag("--env", o.env, "describe this machine (CPU, GPUs, CUDA, NCCL, Gloo) and exit")->group(out);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    *exit_code = app.exit(e);
+    return false;
+  }
+  o.shuffle = !no_shuffle;
+  if (!o.inputs.empty() || !o.targets.empty()) o.dataset = "files";
+  if (o.data_dir.empty()) o.data_dir = data::kFashionMnistDir;
+
+  // Presets for what the user left unsaid.
+  const bool fashion = o.dataset == "fashion-mnist";
+  if (fashion) {
+    preset(app, "--model", o.model, "mlp");
+    preset(app, "--optimizer", o.optimizer, "adam");
+    preset(app, "--schedule", o.schedule, "cosine");
+    preset(app, "--batch-size", o.batch_size, 64);
+    preset(app, "--standardize", o.standardize, true);
+  }
+  if (o.optimizer != "sgd") preset(app, "--lr", o.lr, 1e-3);
+  if (o.optimizer == "adamw") preset(app, "--weight-decay", o.weight_decay, 1e-2);
+  if (hidden.empty()) {
+    o.hidden = fashion ? std::vector<int64_t>{512, 256} : std::vector<int64_t>{64};
+  } else {
+    std::stringstream ss(hidden);
+    std::string part;
+    while (std::getline(ss, part, ',')) {
+      char* end = nullptr;
+      const long long v = std::strtoll(part.c_str(), &end, 10);
+      MT_CHECK(!part.empty() && *end == '\0', "--hidden: '", hidden, "' is not a comma-separated list of widths");
+      o.hidden.push_back(v);
+    }
+  }
+  return true;
+}
+
+void validate(const Options& o) {
+  MT_CHECK(o.epochs >= 1, "--epochs must be at least 1, got ", o.epochs);
+  MT_CHECK(o.stop_after >= 0, "--stop-after must be >= 0, got ", o.stop_after);
+  MT_CHECK(o.stop_after == 0 || !o.checkpoint_dir.empty(), "--stop-after without --checkpoint-dir would lose "
+           "the run: give a --checkpoint-dir to resume from");
+  MT_CHECK(o.batch_size >= 1, "--batch-size must be at least 1, got ", o.batch_size);
+  MT_CHECK(std::isfinite(o.lr) && o.lr > 0, "--lr must be a positive number, got ", o.lr);
+  MT_CHECK(o.momentum >= 0 && o.momentum < 1, "--momentum must be in [0, 1), got ", o.momentum);
+  MT_CHECK(o.weight_decay >= 0 && std::isfinite(o.weight_decay), "--weight-decay must be >= 0, got ", o.weight_decay);
+  MT_CHECK(o.samples >= 1, "--samples must be at least 1, got ", o.samples);
+  MT_CHECK(o.features >= 1 && o.features <= 1 << 20, "--features must be in 1..1048576, got ", o.features);
+  MT_CHECK(o.num_workers >= 0 && o.num_workers <= 64, "--num-workers must be in 0..64, got ", o.num_workers);
+  MT_CHECK(o.keep >= 1, "--keep must be at least 1, got ", o.keep);
+  for (int64_t h : o.hidden) MT_CHECK(h >= 1 && h <= 1 << 20, "--hidden widths must be in 1..1048576, got ", h);
+  MT_CHECK(o.inputs.empty() == o.targets.empty(), "--inputs and --targets go together: give both files");
+  MT_CHECK(o.resume != "auto" || !o.checkpoint_dir.empty(), "--resume auto looks in --checkpoint-dir: give one");
+  MT_CHECK(!o.save.empty(), "--save needs a path");
+  MT_CHECK(o.momentum == 0 || o.optimizer == "sgd", "--momentum applies to sgd only (adam/adamw use betas)");
+}
+
+}  // namespace mt::app

@@ -1,0 +1,197 @@
+// mini_train's training loop. Order of a run: build the job, resume if asked, print the config,
+// then per epoch: shuffle (seeded by seed + epoch), steps, the epoch line, a checkpoint; finally
+// evaluation and the final save. See trainer.h.
+#include "apps/mini_train/trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "apps/mini_train/job.h"
+#include "apps/mini_train/progress.h"
+#include "autograd/grad_mode.h"
+#include "autograd/ops.h"
+#include "data/dataloader.h"
+#include "nn/checkpoint.h"
+#include "tensor/generator.h"
+#include "tensor/raw_ops.h"
+
+namespace mt::app {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+int64_t count_parameters(const nn::Module& m) {
+  int64_t n = 0;
+  for (const Tensor& p : m.parameters()) n += p.numel();
+  return n;
+}
+
+void print_config(const Options& o, const Data& d, const std::string& signature, int64_t params, int64_t steps,
+                  const std::string& resumed_from) {
+  const auto row = [](const char* key, const std::string& value) { std::printf("  %-12s %s\n", key, value.c_str()); };
+  std::printf("mini_train\n");
+  row("model", signature + " (" + std::to_string(params) + " parameters)");
+  row("data", d.description);
+  row("task", d.classification ? "classification, cross-entropy" : "regression, mean squared error");
+  row("device", "cpu, 1 process");
+  row("batch", std::to_string(o.batch_size) + " per device, " + std::to_string(o.batch_size) + " global, " +
+                   std::to_string(steps) + " steps per epoch");
+  row("optimizer", optimizer_description(o));
+  row("epochs", std::to_string(o.epochs) + (resumed_from.empty() ? "" : ", resuming from " + resumed_from));
+  row("seed", std::to_string(o.seed));
+  if (!o.checkpoint_dir.empty()) row("checkpoints", o.checkpoint_dir + " (keep " + std::to_string(o.keep) + ")");
+  std::fflush(stdout);
+}
+
+// Accuracy (classification) or mean squared error (regression) of the model on a dataset.
+double evaluate(nn::Module& model, const data::TensorDataset& set, bool classification) {
+  NoGradGuard no_grad;
+  model.eval();
+  double total = 0;
+  const int64_t n = set.size();
+  for (int64_t start = 0; start < n; start += 4096) {
+    const int64_t len = std::min<int64_t>(4096, n - start);
+    const Tensor x = raw::narrow(set.inputs(), 0, start, len), y = raw::narrow(set.targets(), 0, start, len);
+    const Tensor out = model.forward(x);
+    if (classification) {
+      total += raw::sum(raw::binary(BinaryOp::Eq, raw::argmax(out, 1), y)).item();
+    } else {
+      const Tensor diff = raw::binary(BinaryOp::Sub, out, y);
+      total += raw::sum(raw::binary(BinaryOp::Mul, diff, diff)).item() / static_cast<double>(out.size(1));
+    }
+  }
+  model.train();
+  return total / static_cast<double>(n);
+}
+
+// The state to resume from: --resume PATH, or the newest checkpoint for --resume auto.
+std::string resume_path(const Options& o) {
+  if (o.resume != "auto") return o.resume;
+  return latest_checkpoint(o.checkpoint_dir);
+}
+
+}  // namespace
+
+int train(const Options& o) {
+  validate(o);
+  const Data d = load_data(o);
+  const std::string signature = model_signature(o, d);
+  std::shared_ptr<nn::Module> model = build_model(o, d);
+  if (!o.init.empty()) {
+    const SafetensorsFile weights = load_safetensors(o.init);
+    model->load_state_dict(weights.tensors);
+  }
+  std::shared_ptr<nn::Loss> loss_fn = build_loss(d);
+  std::unique_ptr<optim::Optimizer> opt = build_optimizer(o, *model);
+  data::DataLoader loader(d.train, {.batch_size = o.batch_size, .shuffle = o.shuffle,
+                                    .num_workers = o.num_workers, .seed = o.seed});
+  const int64_t steps_per_epoch = loader.size();
+  std::unique_ptr<optim::LRScheduler> scheduler = build_scheduler(o, *opt, o.epochs * steps_per_epoch);
+
+  // Resume: everything that decides the rest of the run comes back, so that the final weights are
+  // bit-for-bit those of an uninterrupted run (the data order needs nothing: it is seeded by
+  // seed + epoch).
+  int64_t first_epoch = 1, step = 0;
+  const std::string from = o.resume.empty() ? std::string() : resume_path(o);
+  if (!from.empty()) {
+    const Checkpoint c = load_checkpoint(from);
+    const auto sig = c.info.find("model");
+    MT_CHECK(sig != c.info.end() && sig->second == signature, "--resume ", from, ": the checkpoint is of model '",
+             sig == c.info.end() ? "?" : sig->second, "' but this run builds '", signature,
+             "'; use the same --model/--hidden/data, or another --checkpoint-dir");
+    MT_CHECK(c.scheduler.empty() == (scheduler == nullptr), "--resume ", from, ": the checkpoint was written ",
+             c.scheduler.empty() ? "without" : "with", " a learning-rate schedule; use the same --schedule");
+    model->load_state_dict(c.model);
+    opt->load_state_dict(c.optimizer);
+    if (scheduler) scheduler->load_state_dict(c.scheduler);
+    default_generator().set_state(c.rng_seed, c.rng_offset);
+    first_epoch = c.epoch + 1;
+    step = c.step;
+  }
+
+  if (!o.quiet) print_config(o, d, signature, count_parameters(*model), steps_per_epoch, from);
+  std::ofstream json_log;
+  if (!o.log_json.empty()) {
+    json_log.open(o.log_json, from.empty() ? std::ios::trunc : std::ios::app);
+    MT_CHECK(json_log.good(), "--log-json ", o.log_json, ": cannot open for writing");
+  }
+  if (!o.checkpoint_dir.empty()) std::filesystem::create_directories(o.checkpoint_dir);
+
+  double last_loss = std::nan("");
+  // The schedule always spans --epochs; --stop-after only ends this invocation early.
+  const int64_t last_epoch = o.stop_after > 0 ? std::min(o.epochs, first_epoch + o.stop_after - 1) : o.epochs;
+  for (int64_t epoch = first_epoch; epoch <= last_epoch; ++epoch) {
+    const auto start = Clock::now();
+    loader.set_epoch(epoch);
+    ProgressBar bar(!o.quiet, epoch, o.epochs, steps_per_epoch);
+    double loss_sum = 0;
+    int64_t seen = 0, done = 0;
+    for (const data::Batch& batch : loader) {
+      // forward, backward, update: the whole of training
+      const Tensor loss = (*loss_fn)(model->forward(batch.input), batch.target);
+      opt->zero_grad();
+      loss.backward();
+      opt->step();
+      if (scheduler) scheduler->step();
+      ++step, ++done;
+      const double l = loss.item();
+      loss_sum += l * static_cast<double>(batch.size());
+      seen += batch.size();
+      bar.update(done, l);
+    }
+    bar.clear();
+    const double secs = seconds_since(start);
+    last_loss = loss_sum / static_cast<double>(std::max<int64_t>(seen, 1));
+    const double rate = static_cast<double>(seen) / std::max(secs, 1e-9);
+    if (!o.quiet) {
+      std::printf("Epoch [%lld/%lld], Loss: %.4f, %.0f samples/s\n", static_cast<long long>(epoch),
+                  static_cast<long long>(o.epochs), last_loss, rate);
+      std::fflush(stdout);
+    }
+    if (json_log.is_open()) {
+      nlohmann::json line = {{"epoch", epoch},           {"loss", last_loss}, {"samples_per_s", rate},
+                             {"seconds", secs},          {"steps", step},     {"lr", opt->lr(0)}};
+      json_log << line.dump() << '\n' << std::flush;
+    }
+    if (!o.checkpoint_dir.empty()) {
+      Checkpoint c;
+      c.model = model->state_dict();
+      c.optimizer = opt->state_dict();
+      if (scheduler) c.scheduler = scheduler->state_dict();
+      c.epoch = epoch, c.step = step, c.loss = last_loss;
+      c.rng_seed = default_generator().seed(), c.rng_offset = default_generator().offset();
+      c.info = {{"model", signature}};
+      save_checkpoint(checkpoint_path(o.checkpoint_dir, epoch), c);
+      prune_checkpoints(o.checkpoint_dir, o.keep);
+    }
+  }
+  if (first_epoch > o.epochs && !o.quiet)
+    std::printf("nothing to train: the checkpoint already has %lld of %lld epochs\n",
+                static_cast<long long>(first_epoch - 1), static_cast<long long>(o.epochs));
+
+  if (last_epoch < o.epochs) {
+    if (!o.quiet)
+      std::printf("stopped after epoch %lld of %lld (--stop-after); resume with --resume auto\n",
+                  static_cast<long long>(last_epoch), static_cast<long long>(o.epochs));
+    return 0;
+  }
+  if (o.eval) {
+    const data::TensorDataset& set = d.test ? *d.test : *d.train;
+    const char* split = d.test ? "Test" : "Train (no test split)";
+    const double v = evaluate(*model, set, d.classification);
+    if (d.classification) std::printf("%s accuracy: %.4f\n", split, v);
+    else std::printf("%s loss: %.6f\n", split, v);
+  }
+  save_safetensors(o.save, model->state_dict(), {{"model", signature}});
+  if (!o.quiet) std::printf("saved %s\n", o.save.c_str());
+  return 0;
+}
+
+}  // namespace mt::app

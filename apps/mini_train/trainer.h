@@ -1,0 +1,12 @@
+// The training run: config table, epochs with per-epoch lines and checkpoints, resume, evaluation
+// and the final save. Single process for now; the distributed issue wraps this loop in DDP.
+#pragma once
+
+#include "apps/mini_train/options.h"
+
+namespace mt::app {
+
+// Runs the job the options describe. Throws mt::Error on bad input; returns the exit code.
+int train(const Options& opts);
+
+}  // namespace mt::app

@@ -1,0 +1,105 @@
+// sampler.cpp: the shuffle (randperm) and the three samplers of sampler.h.
+#include "data/sampler.h"
+
+#include <numeric>
+#include <utility>
+
+#include "tensor/check.h"
+
+namespace mt::data {
+namespace {
+
+// Note [Unbiased shuffle]: Fisher–Yates needs a uniform integer in [0, bound) at each step. The
+// tempting `next_u64() % bound` is biased (values below 2^64 mod bound come up once more often than
+// the rest). Lemire's multiply-shift ("Fast random integer generation in an interval", 2019) is exact:
+// the high 64 bits of x·bound (x uniform in [0, 2^64)) are uniform in [0, bound) once the few x whose
+// low half falls below 2^64 mod bound are rejected and redrawn. A rejection happens with probability
+// bound / 2^64, so in practice never, but the draw is exact either way. Each draw consumes one Philox
+// block, which keeps the stream layout trivial to reproduce elsewhere.
+uint64_t uniform_below(Generator& gen, uint64_t bound) {
+  unsigned __int128 m = static_cast<unsigned __int128>(gen.next_u64()) * bound;
+  uint64_t low = static_cast<uint64_t>(m);
+  if (low < bound) {
+    const uint64_t threshold = (0 - bound) % bound;  // 2^64 mod bound
+    while (low < threshold) {
+      m = static_cast<unsigned __int128>(gen.next_u64()) * bound;
+      low = static_cast<uint64_t>(m);
+    }
+  }
+  return static_cast<uint64_t>(m >> 64);
+}
+
+std::vector<int64_t> iota(int64_t n) {
+  std::vector<int64_t> v(static_cast<size_t>(n));
+  std::iota(v.begin(), v.end(), int64_t{0});
+  return v;
+}
+
+void check_size(int64_t size, const char* sampler) {
+  MT_CHECK(size >= 0, sampler, ": dataset size must be >= 0, got ", size);
+}
+
+}  // namespace
+
+// Fisher–Yates, from the back: position i swaps with a uniform j in [0, i]. The direction and the
+// one-draw-per-step layout are part of the contract: they fix which permutation a seed gives.
+std::vector<int64_t> randperm(int64_t n, Generator& gen) {
+  MT_CHECK(n >= 0, "randperm: n must be >= 0, got ", n);
+  std::vector<int64_t> p = iota(n);
+  for (int64_t i = n - 1; i > 0; --i) {
+    const auto j = static_cast<int64_t>(uniform_below(gen, static_cast<uint64_t>(i) + 1));
+    std::swap(p[i], p[j]);
+  }
+  return p;
+}
+
+SequentialSampler::SequentialSampler(int64_t size) : size_(size) { check_size(size, "SequentialSampler"); }
+
+std::vector<int64_t> SequentialSampler::indices() const { return iota(size_); }
+
+RandomSampler::RandomSampler(int64_t size, uint64_t seed) : size_(size), seed_(seed) {
+  check_size(size, "RandomSampler");
+}
+
+std::vector<int64_t> RandomSampler::indices() const {
+  Generator gen(seed_ + static_cast<uint64_t>(epoch_));
+  return randperm(size_, gen);
+}
+
+DistributedSampler::DistributedSampler(int64_t size, int64_t num_replicas, int64_t rank,
+                                       DistributedSamplerOptions opts)
+    : size_(size), num_replicas_(num_replicas), rank_(rank), opts_(opts) {
+  check_size(size, "DistributedSampler");
+  MT_CHECK(num_replicas >= 1, "DistributedSampler: num_replicas must be >= 1, got ", num_replicas);
+  MT_CHECK(rank >= 0 && rank < num_replicas, "DistributedSampler: rank ", rank,
+           " is out of range for num_replicas ", num_replicas, " (valid: 0..", num_replicas - 1, ")");
+  // ceil(N / R) when padding, floor(N / R) when dropping the tail.
+  num_samples_ = opts.drop_last ? size / num_replicas : (size + num_replicas - 1) / num_replicas;
+}
+
+std::vector<int64_t> DistributedSampler::indices() const {
+  std::vector<int64_t> all;
+  if (opts_.shuffle) {
+    Generator gen(opts_.seed + static_cast<uint64_t>(epoch_));
+    all = randperm(size_, gen);
+  } else {
+    all = iota(size_);
+  }
+  const auto total = static_cast<size_t>(total_size());
+  if (all.size() > total) {
+    all.resize(total);  // drop_last: the tail that would not divide evenly
+  } else {
+    // Pad from the front, cycling through the list again when the padding is longer than N
+    // (e.g. N = 2 over 5 ranks: 0 1 | 0 1 0). size_ == 0 means total == 0: nothing to pad.
+    const size_t n = all.size();
+    all.reserve(total);
+    for (size_t i = 0; all.size() < total; ++i) all.push_back(int64_t{all[i % n]});
+  }
+  std::vector<int64_t> mine;
+  mine.reserve(static_cast<size_t>(num_samples_));
+  for (size_t i = static_cast<size_t>(rank_); i < total; i += static_cast<size_t>(num_replicas_))
+    mine.push_back(all[i]);
+  return mine;
+}
+
+}  // namespace mt::data
