@@ -164,7 +164,9 @@ struct UnaryBackward final : Node {
         return {mul_raw(dy, scale(e, 2.0 / std::sqrt(std::numbers::pi)))};
       }
       case U::Pow: {                                                    // y = xᵖ       => dx = dy·p·xᵖ⁻¹
-        return {mul_raw(dy, scale(raw::unary(U::Pow, v, scalar - 1.0), scalar))};
+        // p = 2 (squared errors) is the common case: xᵖ⁻¹ is x itself, no pow call needed.
+        const Tensor x_pm1 = scalar == 2.0 ? v : raw::unary(U::Pow, v, scalar - 1.0);
+        return {mul_raw(dy, scale(x_pm1, scalar))};
       }
       case U::Sign: return {zeros_like(dy)};
     }

@@ -2,10 +2,11 @@
 // a and b are row-major or column-major matrices (unit stride in one of the last two dims), so a
 // transpose is free: linear's x·wᵀ passes wᵀ as a column-major view of w, with no copy.
 //
-// Two implementations:
+// Three implementations:
 //   gemm_loops      three loops, any strides, any dtype (cpu::gemm_reference). The documented
 //                   reference that the tests compare against, and the fast choice for tiny problems
 //                   (M*N*K < kSmallGemm), where a BLAS call's fixed cost dominates.
+//   gemv_loops      matrix-vector products (N == 1 or M == 1) of modest size, see kSmallGemv.
 //   gemm_blas       OpenBLAS's cblas_sgemm/dgemm when the build has it (MT_HAVE_BLAS), else
 //                   Eigen's own GEMM through Eigen::Map, one call per batch entry.
 // int64 always takes the reference loops: BLAS has no integer GEMM.
@@ -63,6 +64,49 @@ void gemm_loops(const Tensor& out, const Tensor& a, const Tensor& b, bool accumu
         for (int64_t p = 0; p < d.k; ++p) acc += A[i * sa1 + p * sa2] * B[p * sb1 + j * sb2];
         C[i * d.n + j] = acc;
       }
+  }
+}
+
+// Matrix-vector products of modest size: N == 1 (y = A·x) or M == 1 (yᵀ = xᵀ·B). Here a GEMM
+// call's setup costs more than the arithmetic (the seed model's x·wᵀ and dW are 32×10 by 10×1:
+// ~2,400 instructions inside cblas_sgemm against ~1,000 here). Unit strides get their own loops
+// so the compiler knows them.
+constexpr int64_t kSmallGemv = 16384;
+
+template <typename T>
+void gemv_loops(const Tensor& out, const Tensor& a, const Tensor& b, bool accumulate, GemmDims d) {
+  T* c = cpu::data<T>(out);
+  const T* pa = cpu::data<const T>(a);
+  const T* pb = cpu::data<const T>(b);
+  const Shape& sa = a.strides();
+  const Shape& sb = b.strides();
+  for (int64_t bi = 0; bi < d.batch; ++bi) {
+    const T* A = pa + bi * sa[0];
+    const T* B = pb + bi * sb[0];
+    T* C = c + bi * d.m * d.n;
+    if (d.n == 1) {  // C[i] = Σ_p A[i, p]·B[p]: one dot product per row of A
+      for (int64_t i = 0; i < d.m; ++i) {
+        const T* row = A + i * sa[1];
+        T acc = accumulate ? C[i] : T(0);
+        if (sa[2] == 1 && sb[1] == 1) {
+          for (int64_t p = 0; p < d.k; ++p) acc += row[p] * B[p];
+        } else {
+          for (int64_t p = 0; p < d.k; ++p) acc += row[p * sa[2]] * B[p * sb[1]];
+        }
+        C[i] = acc;
+      }
+    } else {  // M == 1: C[j] = Σ_p A[p]·B[p, j]: add scaled rows of B (vectorises over j)
+      if (!accumulate) std::fill(C, C + d.n, T(0));
+      for (int64_t p = 0; p < d.k; ++p) {
+        const T a_p = A[p * sa[2]];
+        const T* row = B + p * sb[1];
+        if (sb[2] == 1) {
+          for (int64_t j = 0; j < d.n; ++j) C[j] += a_p * row[j];
+        } else {
+          for (int64_t j = 0; j < d.n; ++j) C[j] += a_p * row[j * sb[2]];
+        }
+      }
+    }
   }
 }
 
@@ -167,6 +211,7 @@ void CpuBackend::gemm(const Tensor& out, const Tensor& a, const Tensor& b, bool 
   if (out.numel() == 0) return;
   MT_DISPATCH_ALL(out.dtype(), "gemm", [&]<typename T>() {
     MatrixLayout la, lb;
+    if ((d.n == 1 || d.m == 1) && d.m * d.n * d.k < kSmallGemv) return gemv_loops<T>(out, a, b, accumulate, d);
     if constexpr (!std::is_same_v<T, int64_t>) {
       if (d.m * d.n * d.k >= kSmallGemm && blas_layout(d.m, d.k, a.strides()[1], a.strides()[2], la) &&
           blas_layout(d.k, d.n, b.strides()[1], b.strides()[2], lb)) {

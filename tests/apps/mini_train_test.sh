@@ -74,20 +74,33 @@ PY
   [[ $(ls a | wc -l) -eq 3 && ! -e a/checkpoint-epoch-000001.safetensors ]] || { ls a; fail "--keep did not prune"; }
   ;;
 kill_during_checkpoints)
-  # Kill the trainer at an arbitrary moment, many times: whatever checkpoint is newest must load.
-  flags=(--model mlp --hidden 256,256 --features 256 --samples 2000 --checkpoint-dir ck --quiet)
-  for delay in 0.3 0.5 0.7 0.9 1.1; do
-    "$bin" "${flags[@]}" --epochs 1000 --resume auto >/dev/null 2>err.txt &
+  # kill -9 the trainer at arbitrary moments while it writes checkpoints: whatever checkpoints are
+  # left must load. The model is big and the epochs tiny, so most of the time goes into writing
+  # (6 MB per checkpoint) and most kills land mid-write.
+  flags=(--model mlp --hidden 1024,1024 --features 512 --samples 64 --checkpoint-dir ck --keep 2 --quiet)
+  count() { ls ck/checkpoint-epoch-*.safetensors 2>/dev/null | wc -l; }
+  for delay in 0.05 0.13 0.21 0.37; do
+    "$bin" "${flags[@]}" --epochs 100000 --resume auto >/dev/null 2>err.txt &
     pid=$!
+    # Wait for this run to write something (slow under sanitizers), then kill at `delay`.
+    before=$(ls -l --time-style=+%s.%N ck 2>/dev/null | md5sum)
+    for _ in $(seq 600); do
+      [[ $(ls -l --time-style=+%s.%N ck 2>/dev/null | md5sum) != "$before" ]] && break
+      kill -0 "$pid" 2>/dev/null || { cat err.txt; fail "trainer exited early"; }
+      sleep 0.1
+    done
     sleep "$delay"
     kill -9 "$pid" 2>/dev/null
     wait "$pid" 2>/dev/null
   done
-  latest=$(ls ck/checkpoint-epoch-*.safetensors 2>/dev/null | sort | tail -n 1)
-  [[ -n "$latest" ]] || fail "no checkpoint was written"
-  n=$(basename "$latest" | sed 's/checkpoint-epoch-0*\([0-9]*\).safetensors/\1/')
-  "$bin" "${flags[@]}" --epochs $((n + 1)) --resume auto --save m.safetensors >/dev/null 2>err.txt ||
-    { cat err.txt; fail "resume after kill -9 failed"; }
+  [[ $(count) -ge 1 ]] || fail "no checkpoint was written"
+  # Every checkpoint file left behind is whole: each resumes (temp files of cut-off saves are not
+  # checkpoints and are ignored).
+  for f in ck/checkpoint-epoch-*.safetensors; do
+    n=$(basename "$f" | sed 's/checkpoint-epoch-0*\([0-9]*\).safetensors/\1/')
+    "$bin" "${flags[@]}" --epochs $((n + 1)) --resume "$f" --save m.safetensors >/dev/null 2>err.txt ||
+      { cat err.txt; fail "resume from $f after kill -9 failed"; }
+  done
   ;;
 file_data)
   # Debian's python3 with python3-numpy (scripts/install-deps.sh); skip where numpy is missing.

@@ -3,6 +3,8 @@
 // come from small hand computations or from naive loops written out here.
 #include <doctest/doctest.h>
 
+#include <tuple>
+
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -331,9 +333,11 @@ TEST_CASE("gemm on known values: transposed operands, a shared matrix, accumulat
   CHECK(oi.to_vector<int64_t>() == std::vector<int64_t>{7, 10, 15, 22});
 }
 
-TEST_CASE("the BLAS/Eigen GEMM agrees with the reference loops") {
-  const int64_t batch = 2, m = 33, k = 47, n = 29;  // m*n*k > the small-problem cutoff
+TEST_CASE("the BLAS/Eigen GEMM and the matrix-vector loops agree with the reference loops") {
+  // (33, 47, 29) is past the small-problem cutoff (BLAS); N = 1 and M = 1 take the gemv loops.
+  for (auto [m, k, n] : {std::tuple<int64_t, int64_t, int64_t>{33, 47, 29}, {33, 47, 1}, {1, 47, 29}, {32, 10, 1}})
   for (DType dtype : {kFloat32, kFloat64}) {
+    const int64_t batch = 2;
     for (bool trans_a : {false, true}) {
       for (bool trans_b : {false, true}) {
         for (bool accumulate : {false, true}) {
@@ -354,6 +358,8 @@ TEST_CASE("the BLAS/Eigen GEMM agrees with the reference loops") {
           CAPTURE(trans_a);
           CAPTURE(trans_b);
           CAPTURE(accumulate);
+          CAPTURE(m);
+          CAPTURE(n);
           CHECK(worst < tol);
         }
       }
