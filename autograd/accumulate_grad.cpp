@@ -46,8 +46,10 @@ TensorList AccumulateGrad::apply(TensorList&& grads) {
            " does not match the leaf's dtype ", leaf_.dtype());
   if (!m.grad.defined()) {
     // The incoming tensor may alias another gradient (add's backward hands one tensor to both
-    // inputs), so the leaf gets its own contiguous copy.
-    m.grad = raw::clone(g);
+    // inputs), so the leaf gets its own contiguous copy -- unless nothing else can see it (the
+    // common case: a fresh result of the backward formula), and then it is taken as it is. That
+    // saves a copy the size of the parameter on every step after zero_grad(set_to_none).
+    m.grad = g.is_sole_owner() ? std::move(g) : raw::clone(g);
   } else {
     // In place: if .grad is a view into a bigger buffer (DDP's bucket), the sum lands there.
     raw::binary_(BinaryOp::Add, m.grad, g);

@@ -45,6 +45,11 @@ struct DropoutFuncOptions {
 
 }  // namespace mt::nn
 
+namespace mt::nn::detail {
+// mse_loss with mean or sum reduction as one autograd node (nn/functional.cpp).
+Tensor fused_mse(const Tensor& input, const Tensor& target, bool mean);
+}  // namespace mt::nn::detail
+
 namespace mt::nn::functional {
 
 // ---- layers and activations -----------------------------------------------------------------------

@@ -35,6 +35,12 @@ template std::vector<float> Tensor::to_vector<float>() const;
 template std::vector<double> Tensor::to_vector<double>() const;
 template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
 
+bool Tensor::is_sole_owner() const {
+  const TensorImpl& t = impl();
+  return impl_.use_count() == 1 && t.storage.use_count() == 1 && t.offset == 0 && is_contiguous() &&
+         t.storage->nbytes() == static_cast<size_t>(numel()) * element_size(t.dtype);
+}
+
 double Tensor::item() const {
   MT_CHECK(numel() == 1, "item: expected a tensor with one element, got shape ", sizes());
   return to_vector<double>()[0];

@@ -59,6 +59,9 @@ class Tensor {
   const std::shared_ptr<Storage>& storage() const { return impl().storage; }
   TensorImpl* unsafe_impl() const { return impl_.get(); }
   bool is_same(const Tensor& o) const { return impl_ == o.impl_; }
+  // True when this handle is the only reference to its impl and to its storage, which the
+  // tensor's elements fill exactly: nobody else can see the data, so it may be taken over.
+  bool is_sole_owner() const;
   uint64_t version() const { return impl().storage->version(); }
 
   // Pointer to the first element. T must match dtype (checked).

@@ -101,6 +101,25 @@ TEST_CASE("MSELoss: values match PyTorch for each reduction") {
   check_close(nn::MSELoss({.reduction = nn::kNone})(a, b), {0.25, 4.0, 9.0, 0.25});
 }
 
+TEST_CASE("MSELoss: the fused node equals the composite sub, pow, mean; mixed dtypes get their own grads") {
+  Generator gen(11);
+  const Tensor x = randn({7, 3}, gen, {.requires_grad = true});
+  const Tensor y = randn({7, 3}, gen, {.dtype = kFloat64, .requires_grad = true});
+  const Tensor fused = nn::F::mse_loss(x, y);
+  const Tensor composite = (x.to(kFloat64) - y).pow(2).mean();
+  CHECK(fused.item() == doctest::Approx(composite.item()).epsilon(1e-6));
+  fused.backward();
+  REQUIRE(x.grad().defined());
+  CHECK(x.grad().dtype() == kFloat32);
+  CHECK(y.grad().dtype() == kFloat64);
+  const std::vector<double> gx = x.grad().to_vector<double>(), gy = y.grad().to_vector<double>();
+  const std::vector<double> xv = x.to_vector<double>(), yv = y.to_vector<double>();
+  for (size_t i = 0; i < gx.size(); ++i) {
+    CHECK(gx[i] == doctest::Approx(2.0 * (xv[i] - yv[i]) / 21.0).epsilon(1e-5));  // d/dx mean((x-y)²)
+    CHECK(gy[i] == doctest::Approx(-gx[i]).epsilon(1e-5));
+  }
+}
+
 TEST_CASE("losses: clear errors for wrong targets") {
   const Tensor logits = zeros({4, 3});
   CHECK(error_of([&] { nn::F::cross_entropy(logits, zeros({4})); })
