@@ -4,6 +4,15 @@ find_package(Threads REQUIRED)
 find_package(Eigen3 3.4 REQUIRED NO_MODULE)
 find_package(ZLIB REQUIRED)  # gzip'd IDX files (Fashion-MNIST ships as *.gz)
 
+# Gloo: CPU collectives for ProcessGroupGloo (Debian: libgloo-dev; exports the target `gloo`).
+# Optional: conda-forge has no Gloo, and without it the distributed layer builds with its
+# single-process group only (ProcessGroupGloo::is_available() is false).
+find_package(Gloo CONFIG QUIET)
+set(MT_HAVE_GLOO OFF)
+if(Gloo_FOUND)
+  set(MT_HAVE_GLOO ON)
+endif()
+
 # GEMM: OpenBLAS when present (bench/ measured it faster than Eigen's own GEMM; docs/design.md).
 set(MT_HAVE_BLAS OFF)
 set(MT_GEMM_IMPL "Eigen")

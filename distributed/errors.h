@@ -1,0 +1,43 @@
+// Errors and timeouts of the distributed layer. Everything here throws mt::Error (tensor/check.h), like
+// the rest of the library. A wait that ran out of time throws TimeoutError, a subclass, so that a
+// launcher or a test can tell "a peer never came" from "a peer said no". Every message names what was
+// waited for (the key, the collective, the ranks) and how long.
+#pragma once
+
+#include <chrono>
+#include <sstream>
+#include <string>
+
+#include "tensor/check.h"
+
+namespace mt::dist {
+
+class TimeoutError : public Error {
+ public:
+  using Error::Error;
+};
+
+// How long store operations and collectives wait unless told otherwise: long enough for ranks that
+// start minutes apart (a busy scheduler, a slow filesystem), short enough that a job whose peer died
+// ends by itself instead of holding its machines forever. PyTorch's store default is the same.
+inline constexpr std::chrono::milliseconds kDefaultTimeout = std::chrono::minutes(5);
+
+using Clock = std::chrono::steady_clock;
+
+// "3000 ms": how every message in this layer writes a duration.
+inline std::string format_ms(std::chrono::milliseconds d) { return std::to_string(d.count()) + " ms"; }
+
+namespace detail {
+template <typename... Parts>
+[[noreturn]] void fail_timeout(const char* file, int line, const Parts&... parts) {
+  std::ostringstream os;
+  (os << ... << parts);
+  os << " (" << file << ":" << line << ")";
+  throw TimeoutError(os.str());
+}
+}  // namespace detail
+
+}  // namespace mt::dist
+
+// Like MT_FAIL, but throws mt::dist::TimeoutError.
+#define MT_FAIL_TIMEOUT(...) ::mt::dist::detail::fail_timeout(__FILE__, __LINE__, __VA_ARGS__)

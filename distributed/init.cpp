@@ -1,0 +1,46 @@
+// init_process_group: store + backend from a RendezvousInfo (see init.h).
+#include "distributed/init.h"
+
+#include "distributed/process_group_gloo.h"
+#include "distributed/process_group_local.h"
+#include "distributed/tcp_store.h"
+
+namespace mt::dist {
+
+bool is_loopback(const std::string& host) {
+  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
+
+std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& opts) {
+  const RendezvousInfo& info = opts.rendezvous;
+  validate(info);
+  if (opts.backend == "local") {
+    MT_CHECK(info.world_size == 1, "init_process_group: the local backend is a world of one, but world_size is ",
+             info.world_size, "; use the gloo backend");
+    return std::make_shared<ProcessGroupLocal>(opts.timeout);
+  }
+  MT_CHECK(opts.backend == "gloo", "init_process_group: unknown backend '", opts.backend, "' (gloo, local)");
+
+  std::shared_ptr<Store> store = opts.store;
+  if (!store) {
+    const bool host = opts.rank0_hosts_store && info.rank == 0;
+    MT_CHECK(info.master_port > 0 || (host && info.world_size == 1), "init_process_group: rank ", info.rank,
+             " of ", info.world_size, " has no master_port to meet the others at");
+    store = std::make_shared<TCPStore>(TCPStoreOptions{.host = info.master_addr,
+                                                       .port = info.master_port,
+                                                       .is_server = host,
+                                                       .job_token = opts.job_token,
+                                                       .timeout = opts.timeout});
+  }
+  ProcessGroupGlooOptions gloo{.timeout = opts.timeout, .hostname = opts.gloo_hostname,
+                               .interface = opts.gloo_interface};
+  if (gloo.interface.empty()) gloo.interface = process_env("GLOO_SOCKET_IFNAME").value_or("");
+  if (gloo.interface.empty() && gloo.hostname.empty() && is_loopback(info.master_addr))
+    gloo.hostname = "127.0.0.1";
+  // The group's keys live under their own prefix, so the store can serve a launcher (or a second
+  // group) without collisions.
+  return std::make_shared<ProcessGroupGloo>(std::make_shared<PrefixStore>("default_pg", store), info.rank,
+                                            info.world_size, gloo);
+}
+
+}  // namespace mt::dist

@@ -1,0 +1,48 @@
+// init_process_group: from "who am I and where do we meet" (RendezvousInfo) to a working ProcessGroup,
+// the way torch.distributed.init_process_group does it:
+//
+//   auto info = mt::dist::rendezvous_from_env().value_or(mt::dist::RendezvousInfo{});
+//   auto pg = mt::dist::init_process_group({.backend = info.world_size > 1 ? "gloo" : "local",
+//                                           .rendezvous = info});
+//
+//   "local"  a world of one (ProcessGroupLocal); needs no store
+//   "gloo"   rank 0 hosts a TCPStore at master_addr:master_port, every rank connects to it, and the
+//            ranks meet there to build a ProcessGroupGloo
+//
+// A launcher that hosts the store itself (so that it outlives any one rank) passes that store in
+// `store`, or sets rank0_hosts_store = false so that rank 0 connects like everyone else. A FileStore
+// can be passed the same way.
+//
+// There is no global "default group": the returned group is passed to whatever needs it (DDP, a
+// sampler's seed agreement), so a reader can always see which group a collective runs on.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "distributed/process_group.h"
+#include "distributed/rendezvous.h"
+#include "distributed/store.h"
+
+namespace mt::dist {
+
+struct InitOptions {
+  std::string backend = "gloo";    // "gloo" or "local"
+  RendezvousInfo rendezvous{};     // default: a world of one
+  std::chrono::milliseconds timeout = kDefaultTimeout;  // the store's and every collective's
+  std::optional<std::string> job_token{};  // for the TCPStore (Note [Job token]); default $MT_JOB_TOKEN
+  bool rank0_hosts_store = true;   // false: a launcher hosts the TCPStore at master_addr:master_port
+  std::shared_ptr<Store> store{};  // set: meet through this store instead of a new TCPStore
+  // The address peers reach this rank's Gloo sockets at (ProcessGroupGlooOptions). Empty: 127.0.0.1
+  // when master_addr is a loopback address (everyone is on this machine), else the machine's host name.
+  std::string gloo_hostname{};
+  std::string gloo_interface{};    // empty: $GLOO_SOCKET_IFNAME, if set
+};
+
+std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& opts = {});
+
+// Whether `host` names this machine's loopback interface ("127.0.0.1", "127.x.y.z", "localhost", "::1").
+bool is_loopback(const std::string& host);
+
+}  // namespace mt::dist

@@ -1,0 +1,67 @@
+// ProcessGroup's argument checks and collective descriptions, shared by every backend.
+#include "distributed/process_group.h"
+
+namespace mt::dist {
+
+const char* reduce_op_name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum: return "Sum";
+    case ReduceOp::Avg: return "Avg";
+    case ReduceOp::Max: return "Max";
+  }
+  return "?";
+}
+
+std::string describe_tensor(const Tensor& t) {
+  return std::to_string(t.numel()) + " " + dtype_name(t.dtype());
+}
+
+ProcessGroup::ProcessGroup(int rank, int size, std::chrono::milliseconds timeout)
+    : rank_(rank), size_(size), timeout_(timeout) {
+  MT_CHECK(size >= 1 && rank >= 0 && rank < size, "process group: rank ", rank, " is not in [0, ", size, ")");
+  MT_CHECK(timeout.count() > 0, "process group: timeout must be positive, got ", format_ms(timeout));
+}
+
+std::string ProcessGroup::describe(uint64_t sequence, const std::string& what, const std::string& detail) const {
+  return what + " #" + std::to_string(sequence) + (detail.empty() ? "" : " (" + detail + ")") + " on rank " +
+         std::to_string(rank_) + " of " + std::to_string(size_);
+}
+
+void ProcessGroup::check_tensor(const Tensor& t, const std::string& what) const {
+  MT_CHECK(t.defined(), what, ": the tensor is undefined");
+  MT_CHECK(t.device().is_cpu(), what, ": the tensor is on ", t.device().is_cuda() ? "CUDA" : "another device",
+           "; the ", backend(), " backend takes CPU tensors");
+  MT_CHECK(t.is_contiguous(), what, ": the tensor is not contiguous; pass t.contiguous() and copy the "
+           "result back");
+  const DType d = t.dtype();
+  MT_CHECK(d == kFloat32 || d == kFloat64 || d == kInt64, what, ": dtype ", d,
+           " is not supported (float32, float64, int64)");
+}
+
+void ProcessGroup::check_reduce(const Tensor& t, ReduceOp op, const std::string& what) const {
+  MT_CHECK(op != ReduceOp::Avg || t.dtype() != kInt64, what, ": Avg of int64 would round; reduce with Sum "
+           "and divide, or use a floating dtype");
+}
+
+void ProcessGroup::check_root(int root, const std::string& what) const {
+  MT_CHECK(root >= 0 && root < size_, what, ": root ", root, " is not a rank of this group (size ", size_, ")");
+}
+
+void ProcessGroup::prepare_allgather(std::vector<Tensor>& outputs, const Tensor& input,
+                                     const std::string& what) const {
+  check_tensor(input, what + " input");
+  if (outputs.empty()) {
+    for (int r = 0; r < size_; ++r) outputs.push_back(empty(input.sizes(), {.dtype = input.dtype()}));
+    return;
+  }
+  MT_CHECK(static_cast<int>(outputs.size()) == size_, what, ": ", outputs.size(), " output tensors for a group "
+           "of ", size_, " (pass one per rank, or an empty vector)");
+  for (int r = 0; r < size_; ++r) {
+    const std::string which = what + " output " + std::to_string(r);
+    check_tensor(outputs[r], which);
+    MT_CHECK(outputs[r].dtype() == input.dtype() && outputs[r].numel() == input.numel(), which, " is ",
+             describe_tensor(outputs[r]), "; the input is ", describe_tensor(input));
+  }
+}
+
+}  // namespace mt::dist

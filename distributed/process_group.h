@@ -1,0 +1,80 @@
+// ProcessGroup: the ranks of a job and the collectives they run together. Every collective returns at
+// once with a Work (work.h); wait() on it before touching its tensors.
+//
+//   allreduce(t, op)         every rank ends with op(t of rank 0, ..., t of rank n-1), in place
+//   broadcast(t, root)       every rank ends with root's t
+//   allgather(outs, t)       outs[r] = t of rank r, on every rank
+//   barrier()                completes once every rank has called it
+//
+// Backends: ProcessGroupLocal (process_group_local.h; a world of one, so that single-process code
+// takes the same path) and ProcessGroupGloo (process_group_gloo.h; CPU tensors over TCP).
+// init_process_group (init.h) picks one from a RendezvousInfo.
+//
+// Tensors: contiguous CPU tensors of float32, float64 or int64. Collectives write raw memory, outside
+// autograd, so they bump the tensor's version counter when issued: autograd then refuses a backward
+// that saved the tensor's old value.
+//
+// Every rank must issue the same collectives, with the same sizes, in the same order
+// (Note [Collective order] in work.h). Issue them from one thread: the order must be one order.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "distributed/work.h"
+#include "tensor/tensor.h"
+
+namespace mt::dist {
+
+enum class ReduceOp { Sum, Avg, Max };
+const char* reduce_op_name(ReduceOp op);
+
+class ProcessGroup {
+ public:
+  virtual ~ProcessGroup() = default;
+  ProcessGroup(const ProcessGroup&) = delete;
+  ProcessGroup& operator=(const ProcessGroup&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  // Every collective's timeout, and what Work::wait() waits by default.
+  std::chrono::milliseconds timeout() const { return timeout_; }
+  virtual std::string backend() const = 0;  // "local", "gloo"
+
+  // Avg is Sum followed by a division by size() on each rank; it needs a floating dtype.
+  virtual std::shared_ptr<Work> allreduce(Tensor& tensor, ReduceOp op = ReduceOp::Sum) = 0;
+  virtual std::shared_ptr<Work> broadcast(Tensor& tensor, int root = 0) = 0;
+  // `outputs` is either empty (it is filled with size() new tensors shaped like `input`) or holds
+  // size() contiguous CPU tensors of input's dtype and element count.
+  virtual std::shared_ptr<Work> allgather(std::vector<Tensor>& outputs, const Tensor& input) = 0;
+  virtual std::shared_ptr<Work> barrier() = 0;
+
+ protected:
+  ProcessGroup(int rank, int size, std::chrono::milliseconds timeout);
+
+  // Checks a collective's tensor (defined, CPU, contiguous, supported dtype); `what` names the call.
+  void check_tensor(const Tensor& t, const std::string& what) const;
+  // Checks the op against the dtype (Avg needs floating point).
+  void check_reduce(const Tensor& t, ReduceOp op, const std::string& what) const;
+  void check_root(int root, const std::string& what) const;
+  // Checks `outputs` (see allgather) or fills an empty one.
+  void prepare_allgather(std::vector<Tensor>& outputs, const Tensor& input, const std::string& what) const;
+  // Numbers collectives 1, 2, 3... in issue order: the same number on every rank for the same
+  // collective (Note [Collective order]).
+  uint64_t next_sequence() { return ++issued_; }
+  // "allreduce #7 (203530 float32, Sum) on rank 1 of 4": names a collective in its Work and errors.
+  std::string describe(uint64_t sequence, const std::string& what, const std::string& detail) const;
+
+ private:
+  int rank_;
+  int size_;
+  std::chrono::milliseconds timeout_;
+  uint64_t issued_ = 0;  // collectives issued so far; numbers them in messages
+};
+
+// "11 float32": a tensor's element count and dtype, for collective descriptions.
+std::string describe_tensor(const Tensor& t);
+
+}  // namespace mt::dist

@@ -1,0 +1,275 @@
+// ProcessGroupGloo: Gloo's rendezvous over our Store, and each collective as one task on the
+// CollectiveQueue (see process_group_gloo.h). Without Gloo (MT_HAVE_GLOO unset) only the stubs at the
+// end are compiled.
+#include "distributed/process_group_gloo.h"
+
+#if MT_HAVE_GLOO
+
+#include <gloo/allgather.h>
+#include <gloo/allreduce.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/store.h>
+#include <gloo/transport/tcp/device.h>
+
+#include <cstring>
+
+namespace mt::dist {
+
+namespace {
+
+// Gloo's rendezvous (connectFullMesh) publishes each rank's listening addresses under the keys "0",
+// "1", ... of a gloo::rendezvous::Store. This adapter forwards to our Store, so that exchange gets our
+// transport, job token, limits, timeouts and error messages.
+class GlooStoreAdapter : public ::gloo::rendezvous::Store {
+ public:
+  explicit GlooStoreAdapter(std::shared_ptr<dist::Store> store) : store_(std::move(store)) {}
+  void set(const std::string& key, const std::vector<char>& data) override {
+    store_->set(key, Bytes(data.begin(), data.end()));
+  }
+  std::vector<char> get(const std::string& key) override {
+    const Bytes value = store_->get(key);
+    return std::vector<char>(value.begin(), value.end());
+  }
+  void wait(const std::vector<std::string>& keys) override { store_->wait(keys); }
+  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override {
+    store_->wait(keys, timeout);
+  }
+
+ private:
+  std::shared_ptr<dist::Store> store_;
+};
+
+// The reductions, out[i] = a[i] (op) b[i]; Gloo calls them with out aliasing a or b.
+template <typename T>
+void sum_into(void* out, const void* a, const void* b, size_t n) {
+  auto* o = static_cast<T*>(out);
+  const auto* x = static_cast<const T*>(a);
+  const auto* y = static_cast<const T*>(b);
+  for (size_t i = 0; i < n; ++i) o[i] = x[i] + y[i];
+}
+
+template <typename T>
+void max_into(void* out, const void* a, const void* b, size_t n) {
+  auto* o = static_cast<T*>(out);
+  const auto* x = static_cast<const T*>(a);
+  const auto* y = static_cast<const T*>(b);
+  for (size_t i = 0; i < n; ++i) o[i] = x[i] < y[i] ? y[i] : x[i];
+}
+
+// Calls f(T{}) with T the C++ type of `dtype` (check_tensor has admitted only these three).
+template <typename F>
+void with_type(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::Float32: return f(float{});
+    case DType::Float64: return f(double{});
+    case DType::Int64: return f(int64_t{});
+    default: MT_FAIL("ProcessGroupGloo: dtype ", dtype, " is not supported");
+  }
+}
+
+// Gloo matches a collective's messages across ranks by tag; the collective's sequence number is the
+// same on every rank (Note [Collective order]), so it serves.
+uint32_t tag_of(uint64_t sequence) { return static_cast<uint32_t>(sequence); }
+
+}  // namespace
+
+struct ProcessGroupGloo::Gloo {
+  std::shared_ptr<::gloo::rendezvous::Context> context;
+};
+
+bool ProcessGroupGloo::is_available() { return true; }
+
+ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<Store> store, int rank, int size,
+                                   ProcessGroupGlooOptions opts)
+    : ProcessGroup(rank, size, opts.timeout), store_(std::move(store)), gloo_(std::make_unique<Gloo>()),
+      queue_(std::make_unique<CollectiveQueue>()) {
+  MT_CHECK(store_ != nullptr, "ProcessGroupGloo: no store to meet the other ranks through");
+  const std::string me = "rank " + std::to_string(rank) + " of " + std::to_string(size);
+
+  // A rank started with another WORLD_SIZE would wait for ranks that never come, or leave one out:
+  // compare with rank 0's before anything waits for all.
+  if (rank == 0) store_->set("world_size", std::to_string(size));
+  Bytes rank0_size;
+  try {
+    rank0_size = store_->get("world_size", timeout());
+  } catch (const TimeoutError& e) {
+    MT_FAIL_TIMEOUT("ProcessGroupGloo ", me, ": rank 0 never arrived within ", format_ms(timeout()), " (", e.what(),
+                    ")");
+  }
+  MT_CHECK(std::string(rank0_size.begin(), rank0_size.end()) == std::to_string(size), "ProcessGroupGloo ", me,
+           ": this rank was started with world size ", size, ", rank 0 with ",
+           std::string(rank0_size.begin(), rank0_size.end()));
+  // Names the ranks that never arrived, where Gloo's own rendezvous could only name a missing key.
+  store_->barrier("arrived", rank, size, timeout());
+
+  // Gloo's TCP device starts an event-loop thread, which must inherit the queue thread's blocked
+  // SIGPIPE (Note [SIGPIPE] in work.cpp): so the connection is made there, as the queue's first task.
+  auto work = std::make_shared<Work>("Gloo rendezvous of " + me, timeout());
+  enqueue(work, [this, opts] { connect(opts); });
+  // Connecting is bounded by Gloo's own timeouts (the address exchange, then the connections), one
+  // group timeout each.
+  work->wait(2 * timeout());
+}
+
+ProcessGroupGloo::~ProcessGroupGloo() = default;
+
+void ProcessGroupGloo::connect(const ProcessGroupGlooOptions& opts) {
+  ::gloo::transport::tcp::attr attr;
+  if (!opts.interface.empty())
+    attr.iface = opts.interface;
+  else
+    attr.hostname = opts.hostname;  // empty: Gloo resolves gethostname()
+  std::shared_ptr<::gloo::transport::Device> device;
+  try {
+    device = ::gloo::transport::tcp::CreateDevice(attr);
+  } catch (const std::exception& e) {
+    MT_FAIL("Gloo cannot listen on ", opts.interface.empty() ? "host '" + opts.hostname + "'" : "interface '" +
+            opts.interface + "'", " (", e.what(), "); set ProcessGroupGlooOptions::hostname or interface");
+  }
+  auto context = std::make_shared<::gloo::rendezvous::Context>(rank(), size());
+  context->setTimeout(timeout());
+  GlooStoreAdapter adapter(std::make_shared<PrefixStore>("gloo", store_));
+  context->connectFullMesh(adapter, device);
+  // Note [Leaving the rendezvous together]: a rank that has connected to all its peers may go on and,
+  // in a short program, exit, while a peer is still completing its side of their connection: that
+  // peer's rendezvous would then fail. A barrier over the new connections returns on each rank only
+  // once every rank has connected, so nobody leaves the rendezvous before all have arrived.
+  ::gloo::BarrierOptions barrier(context);
+  barrier.setTimeout(timeout());
+  ::gloo::barrier(barrier);
+  gloo_->context = std::move(context);
+}
+
+void ProcessGroupGloo::enqueue(const std::shared_ptr<Work>& work, std::function<void()> run) {
+  queue_->push(work, [description = work->description(), timeout = timeout(), run = std::move(run)] {
+    try {
+      run();
+    } catch (const Error&) {
+      throw;  // ours, already named
+    } catch (const std::exception& e) {
+      // Gloo's exceptions say what happened to which socket; ours add which collective, and why that
+      // usually happens.
+      const std::string gloo_message = e.what();
+      if (gloo_message.find("Timed out") != std::string::npos)
+        MT_FAIL_TIMEOUT(description, " timed out after ", format_ms(timeout), ": a peer is dead or hung, or did "
+                        "not issue the same collective (Note [Collective order]). Gloo: ", gloo_message);
+      MT_FAIL(description, " failed (timeout ", format_ms(timeout), "): a peer closed its connection or the "
+              "network failed; did another rank exit? Gloo: ", gloo_message);
+    }
+  });
+}
+
+std::shared_ptr<Work> ProcessGroupGloo::allreduce(Tensor& tensor, ReduceOp op) {
+  check_tensor(tensor, "allreduce");
+  check_reduce(tensor, op, "allreduce");
+  const uint64_t seq = next_sequence();
+  auto work = std::make_shared<Work>(
+      describe(seq, "allreduce", describe_tensor(tensor) + ", " + reduce_op_name(op)), timeout());
+  tensor.storage()->bump_version();
+  enqueue(work, [this, tensor, op, seq] {
+    const auto n = static_cast<size_t>(tensor.numel());
+    if (n == 0) return;
+    with_type(tensor.dtype(), [&](auto zero) {
+      using T = decltype(zero);
+      T* data = tensor.data_ptr<T>();
+      ::gloo::AllreduceOptions o(gloo_->context);
+      o.setOutput(data, n);  // no input: in place
+      o.setReduceFunction(op == ReduceOp::Max ? &max_into<T> : &sum_into<T>);
+      o.setTag(tag_of(seq));
+      o.setTimeout(timeout());
+      ::gloo::allreduce(o);
+      if (op == ReduceOp::Avg) {  // Sum, then divide: Gloo has no average
+        const T world = static_cast<T>(size());
+        for (size_t i = 0; i < n; ++i) data[i] /= world;
+      }
+    });
+  });
+  return work;
+}
+
+std::shared_ptr<Work> ProcessGroupGloo::broadcast(Tensor& tensor, int root) {
+  check_tensor(tensor, "broadcast");
+  check_root(root, "broadcast");
+  const uint64_t seq = next_sequence();
+  auto work = std::make_shared<Work>(
+      describe(seq, "broadcast", describe_tensor(tensor) + ", root " + std::to_string(root)), timeout());
+  tensor.storage()->bump_version();
+  enqueue(work, [this, tensor, root, seq] {
+    const auto n = static_cast<size_t>(tensor.numel());
+    if (n == 0) return;
+    with_type(tensor.dtype(), [&](auto zero) {
+      using T = decltype(zero);
+      ::gloo::BroadcastOptions o(gloo_->context);
+      o.setOutput(tensor.data_ptr<T>(), n);  // the root sends from it, the others receive into it
+      o.setRoot(root);
+      o.setTag(tag_of(seq));
+      o.setTimeout(timeout());
+      ::gloo::broadcast(o);
+    });
+  });
+  return work;
+}
+
+std::shared_ptr<Work> ProcessGroupGloo::allgather(std::vector<Tensor>& outputs, const Tensor& input) {
+  prepare_allgather(outputs, input, "allgather");
+  const uint64_t seq = next_sequence();
+  auto work = std::make_shared<Work>(describe(seq, "allgather", describe_tensor(input)), timeout());
+  for (auto& out : outputs) out.storage()->bump_version();
+  // Gloo gathers into one buffer, rank by rank; the outputs are filled from it afterwards.
+  const Tensor flat = empty({size() * input.numel()}, {.dtype = input.dtype()});
+  enqueue(work, [this, input, outputs, flat, seq] {
+    const auto n = static_cast<size_t>(input.numel());
+    if (n == 0) return;
+    with_type(input.dtype(), [&](auto zero) {
+      using T = decltype(zero);
+      ::gloo::AllgatherOptions o(gloo_->context);
+      o.setInput(input.data_ptr<T>(), n);
+      o.setOutput(flat.data_ptr<T>(), n * size());
+      o.setTag(tag_of(seq));
+      o.setTimeout(timeout());
+      ::gloo::allgather(o);
+      for (int r = 0; r < size(); ++r)
+        std::memcpy(outputs[r].data_ptr<T>(), flat.data_ptr<T>() + r * n, n * sizeof(T));
+    });
+  });
+  return work;
+}
+
+std::shared_ptr<Work> ProcessGroupGloo::barrier() {
+  const uint64_t seq = next_sequence();
+  auto work = std::make_shared<Work>(describe(seq, "barrier", ""), timeout());
+  enqueue(work, [this, seq] {
+    ::gloo::BarrierOptions o(gloo_->context);
+    o.setTag(tag_of(seq));
+    o.setTimeout(timeout());
+    ::gloo::barrier(o);
+  });
+  return work;
+}
+
+}  // namespace mt::dist
+
+#else  // no Gloo in this build
+
+namespace mt::dist {
+
+struct ProcessGroupGloo::Gloo {};
+
+bool ProcessGroupGloo::is_available() { return false; }
+
+ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<Store> store, int rank, int size, ProcessGroupGlooOptions opts)
+    : ProcessGroup(rank, size, opts.timeout) {
+  MT_FAIL("this build of minitrain has no Gloo backend: CMake did not find Gloo (Debian: apt install "
+          "libgloo-dev, then reconfigure)");
+}
+ProcessGroupGloo::~ProcessGroupGloo() = default;
+std::shared_ptr<Work> ProcessGroupGloo::allreduce(Tensor&, ReduceOp) { MT_FAIL("no Gloo backend"); }
+std::shared_ptr<Work> ProcessGroupGloo::broadcast(Tensor&, int) { MT_FAIL("no Gloo backend"); }
+std::shared_ptr<Work> ProcessGroupGloo::allgather(std::vector<Tensor>&, const Tensor&) { MT_FAIL("no Gloo backend"); }
+std::shared_ptr<Work> ProcessGroupGloo::barrier() { MT_FAIL("no Gloo backend"); }
+
+}  // namespace mt::dist
+
+#endif

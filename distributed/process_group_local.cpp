@@ -1,0 +1,44 @@
+// ProcessGroupLocal: collectives over a world of one (see process_group_local.h).
+#include "distributed/process_group_local.h"
+
+#include <cstring>
+
+namespace mt::dist {
+
+ProcessGroupLocal::ProcessGroupLocal(std::chrono::milliseconds timeout) : ProcessGroup(0, 1, timeout) {}
+
+std::shared_ptr<Work> ProcessGroupLocal::done(const std::string& description) {
+  auto work = std::make_shared<Work>(description, timeout());
+  work->finish();
+  return work;
+}
+
+std::shared_ptr<Work> ProcessGroupLocal::allreduce(Tensor& tensor, ReduceOp op) {
+  check_tensor(tensor, "allreduce");
+  check_reduce(tensor, op, "allreduce");
+  const std::string what =
+      describe(next_sequence(), "allreduce", describe_tensor(tensor) + ", " + reduce_op_name(op));
+  tensor.storage()->bump_version();  // as the real backends do: the tensor was (trivially) written
+  return done(what);  // Sum, Avg and Max over one rank leave the tensor as it is
+}
+
+std::shared_ptr<Work> ProcessGroupLocal::broadcast(Tensor& tensor, int root) {
+  check_tensor(tensor, "broadcast");
+  check_root(root, "broadcast");
+  const std::string what =
+      describe(next_sequence(), "broadcast", describe_tensor(tensor) + ", root " + std::to_string(root));
+  tensor.storage()->bump_version();
+  return done(what);
+}
+
+std::shared_ptr<Work> ProcessGroupLocal::allgather(std::vector<Tensor>& outputs, const Tensor& input) {
+  prepare_allgather(outputs, input, "allgather");
+  const std::string what = describe(next_sequence(), "allgather", describe_tensor(input));
+  std::memcpy(outputs[0].raw_data(), input.raw_data(), input.numel() * element_size(input.dtype()));
+  outputs[0].storage()->bump_version();
+  return done(what);
+}
+
+std::shared_ptr<Work> ProcessGroupLocal::barrier() { return done(describe(next_sequence(), "barrier", "")); }
+
+}  // namespace mt::dist

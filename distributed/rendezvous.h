@@ -1,0 +1,57 @@
+// Rendezvous: how a process learns who it is in a job (its rank, the world size, its place on its
+// machine) and where to meet the others (the store's address). Read from the environment, the way
+// launchers hand it over:
+//
+//   env:// (torchrun, mini_train's launcher)   RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT,
+//                                               LOCAL_RANK, LOCAL_WORLD_SIZE
+//   Slurm (srun), when RANK is not set          SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID,
+//                                               SLURM_TASKS_PER_NODE + SLURM_NODEID (tasks on this node),
+//                                               MASTER_ADDR or else the first host of SLURM_STEP_NODELIST
+//                                               (or SLURM_JOB_NODELIST), MASTER_PORT
+//
+// Note [Rendezvous defaults]: nothing is guessed that could silently join the wrong job.
+//   - MASTER_PORT is always required: there is no default port.
+//   - MASTER_ADDR defaults to 127.0.0.1 only when the job is known to fit on one machine
+//     (LOCAL_WORLD_SIZE == WORLD_SIZE, or neither LOCAL_* variable is set); a multi-node job must say
+//     where its store is. Under Slurm the first node of the step hosts it.
+//   - LOCAL_RANK and LOCAL_WORLD_SIZE go together: neither set means one machine
+//     (local_rank = rank, local_world_size = world_size); one without the other is an error.
+// Every missing or malformed variable is an error that names it and says what was expected.
+//
+// Not here: file:// or tcp:// URLs, elastic membership (ranks joining or leaving a running job).
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+
+namespace mt::dist {
+
+struct RendezvousInfo {
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;         // rank among the processes on this machine (picks the GPU)
+  int local_world_size = 1;   // processes on this machine
+  std::string master_addr = "127.0.0.1";  // where the TCPStore is hosted (Note [Rendezvous defaults])
+  int master_port = 0;  // its port; 0: none (a world of one, or ranks that meet through a given store)
+};
+
+// Looks up one environment variable; tests pass a map instead of the real environment.
+using EnvLookup = std::function<std::optional<std::string>(const std::string& name)>;
+std::optional<std::string> process_env(const std::string& name);
+
+// The rendezvous described by the environment: env:// when RANK or WORLD_SIZE is set, else Slurm's
+// variables when SLURM_PROCID is set. std::nullopt when neither is present (a plain single-process
+// run). Throws mt::Error naming the variable when what is present is incomplete or invalid.
+std::optional<RendezvousInfo> rendezvous_from_env(const EnvLookup& env = process_env);
+
+// Checks the fields' ranges (rank < world size, port in range, ...); `source` names where they came
+// from in the message. rendezvous_from_env calls it; init_process_group calls it on what it is given.
+void validate(const RendezvousInfo& info, const std::string& source = "RendezvousInfo");
+
+// The first host of a Slurm hostlist: "node[07-09,12],gpu3" -> "node07". Exposed for tests.
+std::string first_slurm_host(const std::string& hostlist);
+// This node's task count from SLURM_TASKS_PER_NODE ("2(x3),1") and SLURM_NODEID. Exposed for tests.
+int slurm_tasks_on_node(const std::string& tasks_per_node, int node_id);
+
+}  // namespace mt::dist

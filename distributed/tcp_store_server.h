@@ -1,0 +1,92 @@
+// The TCPStore server: one thread, one poll() loop, every client connection non-blocking. It keeps the
+// key-value map and answers the requests of store_protocol.h. TCPStore (tcp_store.h) starts one when
+// asked to host; users never touch this class.
+//
+// Note [Waiters]: a Get or Wait for keys that are not set yet parks its connection. The server
+// remembers, per missing key, which parked requests want it (waiters_), and counts down each request's
+// missing keys as they are set, so a barrier of n ranks costs O(n) per set instead of rescanning every
+// parked request. A request that timed out leaves stale entries behind; the request serial tells them
+// apart from a newer request of the same connection.
+//
+// Not here: persistence, key deletion, a cap on the number of connections, TLS. The job token
+// (Note [Job token] in tcp_store.h) keeps strangers out; it is not encryption.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "distributed/socket.h"
+#include "distributed/store.h"
+#include "distributed/store_protocol.h"
+
+namespace mt::dist::detail {
+
+class TCPStoreServer {
+ public:
+  // Listens on `port` (0: the kernel picks; read it with port()) and starts serving.
+  TCPStoreServer(int port, std::string token, std::chrono::milliseconds close_timeout);
+  // Keeps serving until every client has disconnected or close_timeout has passed, then stops: the
+  // hosting rank often finishes first, and its peers may still be reading their last keys.
+  ~TCPStoreServer();
+  TCPStoreServer(const TCPStoreServer&) = delete;
+  TCPStoreServer& operator=(const TCPStoreServer&) = delete;
+
+  int port() const { return port_; }
+
+ private:
+  struct Pending {        // a parked Get or Wait (Note [Waiters])
+    Op op;
+    std::vector<std::string> keys{};  // deduplicated, in the order asked
+    size_t missing = 0;             // how many of `keys` are not set yet
+    uint64_t serial = 0;
+    Clock::time_point deadline{};
+  };
+  struct Client {
+    Socket sock;
+    Bytes in;                 // bytes received, not yet handled
+    Bytes out;                // replies not yet sent
+    size_t out_sent = 0;
+    bool authenticated = false;  // has shown the job token
+    bool hang_up = false;        // close once `out` is sent
+    bool dead = false;           // closed; erased at the end of the loop turn
+    std::optional<Pending> pending;
+  };
+
+  void run();
+  void serve();
+  void accept_clients();
+  void read_from(Client& c);
+  void handle_frames(uint64_t id, Client& c);
+  void handle(uint64_t id, Client& c, FrameReader& r);
+  void park(uint64_t id, Client& c, Op op, std::vector<std::string> keys, int64_t timeout_ms);
+  void notify(const std::string& key);
+  void complete(Client& c);
+  void expire(Clock::time_point now);
+  void reply(Client& c, Bytes frame);
+  void flush(Client& c);
+
+  std::string token_;
+  std::chrono::milliseconds close_timeout_;
+  Socket listener_;
+  int port_ = 0;
+  int wake_[2] = {-1, -1};  // a pipe; the destructor writes to it to interrupt poll()
+  std::atomic<bool> stop_{false};
+
+  // Touched by the server thread only.
+  std::unordered_map<std::string, Bytes> data_;
+  std::unordered_map<std::string, std::vector<std::pair<uint64_t, uint64_t>>> waiters_;  // key -> (client, serial)
+  std::map<uint64_t, Client> clients_;
+  uint64_t next_client_ = 0;
+  uint64_t next_serial_ = 0;
+
+  std::thread thread_;
+};
+
+}  // namespace mt::dist::detail

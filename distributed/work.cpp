@@ -1,0 +1,109 @@
+// Work (completion + timed wait) and CollectiveQueue (one worker thread, FIFO). See work.h.
+#include "distributed/work.h"
+
+#include <signal.h>
+
+namespace mt::dist {
+
+Work::Work(std::string description, std::chrono::milliseconds timeout)
+    : description_(std::move(description)), timeout_(timeout) {}
+
+bool Work::is_completed() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return done_;
+}
+
+void Work::wait() { wait(timeout_); }
+
+void Work::wait(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (!done_cv_.wait_for(lock, timeout, [&] { return done_; }))
+    MT_FAIL_TIMEOUT(description_, " did not complete within ", format_ms(timeout),
+                    "; a peer may have died or not issued the same collective (Note [Collective order])");
+  if (error_) std::rethrow_exception(error_);
+}
+
+void Work::finish(std::exception_ptr error) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    done_ = true;
+    error_ = std::move(error);
+  }
+  done_cv_.notify_all();
+}
+
+CollectiveQueue::CollectiveQueue() : thread_([this] { loop(); }) {}
+
+CollectiveQueue::~CollectiveQueue() {
+  std::deque<Item> never_run;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+    never_run.swap(items_);
+  }
+  cv_.notify_all();
+  for (auto& item : never_run) {
+    try {
+      MT_FAIL(item.work->description(), " was not run: its process group was destroyed first");
+    } catch (...) {
+      item.work->finish(std::current_exception());
+    }
+  }
+  thread_.join();  // a running collective ends by itself, at the latest at its timeout
+}
+
+void CollectiveQueue::push(std::shared_ptr<Work> work, std::function<void()> run) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    MT_CHECK(!stopping_, work->description(), ": the process group is being destroyed");
+    items_.push_back(Item{std::move(work), std::move(run)});
+  }
+  cv_.notify_one();
+}
+
+void CollectiveQueue::loop() {
+  // Note [SIGPIPE]: a socket write to a peer that has died raises SIGPIPE, whose default action kills
+  // the process on the spot, with no message: the opposite of what a collective's error handling is
+  // for. SIGPIPE goes to the thread that wrote, so blocking it on this thread (and on the transport's
+  // threads, which inherit this thread's mask when created from it) turns it into an EPIPE error,
+  // without changing how the rest of the program handles signals.
+  sigset_t pipe_only;
+  sigemptyset(&pipe_only);
+  sigaddset(&pipe_only, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_only, nullptr);
+
+  while (true) {
+    Item item;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      cv_.wait(lock, [&] { return stopping_ || !items_.empty(); });
+      if (items_.empty()) return;  // stopping, nothing left
+      item = std::move(items_.front());
+      items_.pop_front();
+    }
+    std::exception_ptr error;
+    if (first_failure_) {  // Note [A failed collective poisons the queue]
+      try {
+        MT_FAIL(item.work->description(), " was not run: an earlier collective failed: ", first_failure_name_);
+      } catch (...) {
+        error = std::current_exception();
+      }
+    } else {
+      try {
+        item.run();
+      } catch (const std::exception& e) {
+        error = std::current_exception();
+        first_failure_ = error;
+        first_failure_name_ = e.what();
+      } catch (...) {
+        error = std::current_exception();
+        first_failure_ = error;
+        first_failure_name_ = item.work->description();
+      }
+    }
+    item.run = nullptr;  // release the tensors the task holds before anyone is told it is done
+    item.work->finish(error);
+  }
+}
+
+}  // namespace mt::dist

@@ -1,0 +1,201 @@
+// Stores: what ranks in separate processes see of each other's keys (TCPStore hosted by rank 0 or by
+// a launcher that starts late, FileStore), and what they are told when something goes wrong: a wrong
+// job token, a key nobody sets, ranks that never arrive, oversized and hostile messages.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "distributed/file_store.h"
+#include "distributed/socket.h"
+#include "distributed/store_protocol.h"
+#include "distributed/tcp_store.h"
+#include "multiprocess.h"
+
+using namespace mt;
+using namespace mt::dist;
+using namespace std::chrono_literals;
+
+namespace {
+
+// A directory under /tmp that removes itself.
+class TempDir {
+ public:
+  TempDir() {
+    static int counter = 0;
+    path_ = std::filesystem::temp_directory_path() /
+            ("mt-dist-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// What every rank of the cross-process tests does with its store: publish a key, count itself in,
+// wait for everyone's key, read them all, and check that add() handed out each count exactly once.
+void exchange(Store& store, int rank, int world) {
+  store.set("hello/" + std::to_string(rank), "from rank " + std::to_string(rank));
+  const int64_t arrival = store.add("arrivals", 1);
+  MT_CHECK(arrival >= 1 && arrival <= world, "add returned ", arrival);
+  store.set("arrival/" + std::to_string(rank), std::to_string(arrival));
+  std::vector<std::string> keys;
+  for (int r = 0; r < world; ++r) keys.push_back("hello/" + std::to_string(r));
+  store.wait(keys);
+  MT_CHECK(store.check(keys), "check after wait");
+  MT_CHECK(!store.check({"nobody/sets/this"}), "check of a missing key");
+  for (int r = 0; r < world; ++r)
+    MT_CHECK(store.get_string("hello/" + std::to_string(r)) == "from rank " + std::to_string(r), "rank ", r);
+  store.barrier("counted", rank, world);
+  MT_CHECK(store.get_string("arrivals") == std::to_string(world), "arrivals = ", store.get_string("arrivals"));
+  std::set<std::string> counts;
+  for (int r = 0; r < world; ++r) counts.insert(store.get_string("arrival/" + std::to_string(r)));
+  MT_CHECK(counts.size() == static_cast<size_t>(world), "two ranks got the same count from add()");
+}
+
+template <typename F>
+double seconds_of(F&& f) {
+  const auto t0 = std::chrono::steady_clock::now();
+  f();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+TEST_CASE("TCPStore hosted by rank 0: four processes set, get, add, wait and check") {
+  const int port = find_free_port();
+  test::run_ranks(4, [port](int rank) {
+    TCPStore store({.host = "127.0.0.1", .port = port, .is_server = rank == 0, .job_token = "job-1",
+                    .timeout = 10s});
+    exchange(store, rank, 4);
+  });
+}
+
+TEST_CASE("TCPStore hosted by a launcher that starts late: clients retry until it is up") {
+  const int port = find_free_port();
+  test::Ranks ranks(3, [port](int rank) {
+    TCPStore store({.host = "localhost", .port = port, .job_token = "job-2", .timeout = 10s});
+    exchange(store, rank, 3);
+  });
+  std::this_thread::sleep_for(300ms);  // the ranks are already knocking
+  TCPStore launcher({.host = "127.0.0.1", .port = port, .is_server = true, .job_token = "job-2"});
+  for (const auto& r : ranks.wait()) CHECK_MESSAGE(r.ok(), r.describe());
+  CHECK(launcher.get_string("arrivals") == "3");  // the launcher sees what the ranks wrote
+}
+
+TEST_CASE("TCPStore turns away a client with the wrong job token, saying so") {
+  TCPStore server({.host = "127.0.0.1", .port = 0, .is_server = true, .job_token = "right"});
+  CHECK_THROWS_WITH_AS(TCPStore({.host = "127.0.0.1", .port = server.port(), .job_token = "wrong"}),
+                       doctest::Contains("wrong job token"), Error);
+  TCPStore friendly({.host = "127.0.0.1", .port = server.port(), .job_token = "right"});
+  friendly.set("k", "v");
+  CHECK(server.get_string("k") == "v");
+}
+
+TEST_CASE("Store timeouts name the key, the timeout and the ranks that never arrived") {
+  TempDir dir;
+  TCPStore tcp({.host = "127.0.0.1", .port = 0, .is_server = true, .job_token = "t"});
+  FileStore file({.path = dir.file("store")});
+  for (Store* store : {static_cast<Store*>(&tcp), static_cast<Store*>(&file)}) {
+    CAPTURE(store->describe());
+    double took = seconds_of([&] {
+      CHECK_THROWS_WITH_AS(store->get("never/set", 200ms),
+                           doctest::Contains("get('never/set') timed out after 200 ms"), TimeoutError);
+    });
+    CHECK(took >= 0.19);
+    CHECK(took < 3.0);
+    store->set("a", "1");
+    CHECK_THROWS_WITH_AS(store->wait({"a", "b"}, 100ms),
+                         doctest::Contains("1 of 2 keys were never set: 'b'"), TimeoutError);
+    CHECK_THROWS_WITH_AS(store->barrier("init", 0, 4, 100ms),
+                         doctest::Contains("ranks 1, 2, 3 of 4 never arrived"), TimeoutError);
+    store->set_timeout(150ms);  // the default of get() and wait()
+    CHECK_THROWS_WITH_AS(store->get("nope"), doctest::Contains("150 ms"), TimeoutError);
+    store->set("text", "x");
+    CHECK_THROWS_WITH_AS(store->add("text", 1), doctest::Contains("not an integer"), Error);
+    CHECK(store->get_string("a") == "1");  // the store still answers after an error
+  }
+}
+
+TEST_CASE("Oversized keys and values are refused before they are sent, and hostile frames by the server") {
+  TCPStore store({.host = "127.0.0.1", .port = 0, .is_server = true, .job_token = "t"});
+  CHECK_THROWS_WITH_AS(store.set(std::string(kMaxKeyBytes + 1, 'k'), "v"), doctest::Contains("keys are limited"),
+                       Error);
+  CHECK_THROWS_WITH_AS(store.set("big", Bytes(kMaxValueBytes + 1)), doctest::Contains("values are limited"), Error);
+  CHECK_THROWS_WITH_AS(store.get(""), doctest::Contains("empty key"), Error);
+
+  // A stranger announces a 4 GiB message before saying hello: answered with an error, then hung up on.
+  const auto deadline = Clock::now() + 5s;
+  dist::detail::Socket raw = dist::detail::connect_tcp("127.0.0.1", store.port(), deadline, "test");
+  const uint8_t huge[4] = {0xf0, 0xff, 0xff, 0xff};
+  dist::detail::send_all(raw.fd(), huge, sizeof(huge), deadline, "test");
+  uint8_t header[4];
+  REQUIRE(dist::detail::recv_all(raw.fd(), header, 4, deadline, "test"));
+  Bytes body(dist::detail::read_u32_le(header));
+  REQUIRE(dist::detail::recv_all(raw.fd(), body.data(), body.size(), deadline, "test"));
+  dist::detail::FrameReader reply(body.data(), body.size());
+  CHECK(reply.u8() == static_cast<uint8_t>(dist::detail::Status::Error));
+  CHECK(reply.str(1 << 20).find("exceeds the store's limit") != std::string::npos);
+  uint8_t byte;
+  CHECK_FALSE(dist::detail::recv_all(raw.fd(), &byte, 1, deadline, "test"));  // closed
+
+  store.set("still", "serving");
+  CHECK(store.get_string("still") == "serving");
+}
+
+TEST_CASE("FileStore: four processes share one file") {
+  TempDir dir;
+  const std::string path = dir.file("job.store");
+  test::run_ranks(4, [path](int rank) {
+    FileStore store({.path = path, .timeout = 10s});
+    exchange(store, rank, 4);
+  });
+}
+
+TEST_CASE("FileStore survives a writer that died mid-record, and refuses a file that is not a store") {
+  TempDir dir;
+  const std::string path = dir.file("torn.store");
+  {
+    FileStore store({.path = path});
+    store.set("whole", "record");
+  }
+  {  // half a record: a key length of 5 and a value length of 9, then only "who"
+    std::ofstream torn(path, std::ios::binary | std::ios::app);
+    torn.write("\x05\0\0\0\x09\0\0\0who", 11);
+  }
+  FileStore reader({.path = path});
+  CHECK(reader.get_string("whole") == "record");
+  CHECK_FALSE(reader.check({"whole", "who"}));
+  reader.set("after", "the tear");  // truncates the torn bytes, then appends
+  FileStore fresh({.path = path});
+  CHECK(fresh.get_string("after") == "the tear");
+  CHECK(fresh.get_string("whole") == "record");
+
+  const std::string other = dir.file("notes.txt");
+  std::ofstream(other) << "shopping list: eggs, flour\n";
+  CHECK_THROWS_WITH_AS(FileStore({.path = other}), doctest::Contains("not a minitrain store"), Error);
+}
+
+TEST_CASE("PrefixStore keeps two users of one store apart") {
+  TempDir dir;
+  auto shared = std::make_shared<FileStore>(FileStoreOptions{.path = dir.file("shared.store")});
+  PrefixStore a("group_a", shared), b("group_b", shared);
+  a.set("rank/0", "A");
+  b.set("rank/0", "B");
+  CHECK(a.get_string("rank/0") == "A");
+  CHECK(b.get_string("rank/0") == "B");
+  CHECK(shared->get_string("group_a/rank/0") == "A");
+  CHECK(a.add("count", 2) == 2);
+  CHECK_FALSE(b.check({"count"}));
+  // Missing keys are reported as the PrefixStore's user wrote them.
+  CHECK_THROWS_WITH_AS(a.wait({"rank/0", "rank/1"}, 50ms), doctest::Contains("never set: 'rank/1'"), TimeoutError);
+}
