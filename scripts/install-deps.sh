@@ -15,6 +15,7 @@ packages=(
   libgloo-dev                        # CPU collectives
   dataset-fashion-mnist              # real data for the readers' tests and mini_train
   python3 python3-numpy              # tests that read our files from Python (json + numpy only)
+  clang libclang-rt-14-dev           # libFuzzer, for the short fuzz run in the tests (fuzz/run.sh)
 )
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(python3-torch libtorch-dev)
