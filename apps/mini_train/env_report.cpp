@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "data/fashion_mnist.h"
+#include "distributed/process_group_gloo.h"
 
 namespace mt::app {
 
@@ -57,12 +58,14 @@ void print_env_report() {
   }
   const std::string driver = proc_field("/proc/driver/nvidia/version", "NVRM version");
   row("NVIDIA driver", driver.empty() ? "not loaded" : driver);
-  row("GPUs", std::to_string(count) + (count == 0 ? " (no GPU: train on CPU with --nproc, see README)" : ""));
+  row("GPUs", std::to_string(count) + (count == 0 ? " (no GPU: mini_train trains on the CPU)" : ""));
   const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
   row("CUDA_VISIBLE_DEVICES", visible ? visible : "(unset)");
   row("CUDA backend", "not in this build (arrives with the CUDA issue; CPU training works everywhere)");
   row("NCCL", "not in this build (GPU collectives arrive with the CUDA issue)");
-  row("Gloo", "not in this build yet (CPU collectives arrive with the distributed issue)");
+  row("Gloo", dist::ProcessGroupGloo::is_available()
+                  ? "available (CPU collectives; mini_train's multi-process launch arrives with DDP)"
+                  : "not in this build (Debian: libgloo-dev, then rebuild)");
   const bool fashion = std::filesystem::is_directory(data::kFashionMnistDir, ec);
   row("Fashion-MNIST", fashion ? std::string(data::kFashionMnistDir)
                                : std::string("missing: install Debian's dataset-fashion-mnist (scripts/install-deps.sh)"));
