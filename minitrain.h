@@ -23,3 +23,4 @@
 #include "optim/optim.h"
 #include "tensor/generator.h"
 #include "tensor/tensor.h"
+#include "distributed/ddp.h"

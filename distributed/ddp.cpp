@@ -1,0 +1,345 @@
+// DistributedDataParallel and its Reducer, in the order they run: construct (fingerprint, broadcast,
+// buckets), hook (mark ready), launch (in bucket order, pre-divided), finalize (wait, check, reset).
+#include "distributed/ddp.h"
+
+#include <algorithm>
+#include <exception>
+#include <map>
+#include <sstream>
+
+#include "autograd/engine.h"
+#include "autograd/grad_mode.h"
+#include "tensor/raw_ops.h"
+
+namespace mt::dist {
+
+namespace {
+
+double seconds_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+// "fc1.weight [16, 6] float32": one line of the fingerprint.
+std::string describe_parameter(const std::string& name, const Tensor& t) {
+  std::ostringstream os;
+  os << name << " " << t.sizes() << " " << t.dtype();
+  return os.str();
+}
+
+std::vector<std::string> split_lines(const std::string& s) {
+  std::vector<std::string> lines;
+  std::istringstream is(s);
+  for (std::string line; std::getline(is, line);) lines.push_back(line);
+  return lines;
+}
+
+// Every rank's string, gathered on every rank. Strings of different lengths cannot be gathered
+// directly (allgather wants equal sizes), so: gather the lengths, then the strings padded to the
+// longest, one character per int64.
+std::vector<std::string> allgather_string(ProcessGroup& pg, const std::string& s) {
+  std::vector<Tensor> lengths;
+  pg.allgather(lengths, from_vector(std::vector<int64_t>{static_cast<int64_t>(s.size())}, {1}))->wait();
+  int64_t longest = 0;
+  for (const Tensor& l : lengths) longest = std::max(longest, l.to_vector<int64_t>()[0]);
+  std::vector<int64_t> padded(static_cast<size_t>(std::max<int64_t>(longest, 1)), 0);
+  std::copy(s.begin(), s.end(), padded.begin());
+  std::vector<Tensor> gathered;
+  pg.allgather(gathered, from_vector(padded, {static_cast<int64_t>(padded.size())}))->wait();
+  std::vector<std::string> out;
+  for (size_t r = 0; r < gathered.size(); ++r) {
+    const std::vector<int64_t> chars = gathered[r].to_vector<int64_t>();
+    const int64_t length = lengths[r].to_vector<int64_t>()[0];
+    out.emplace_back(chars.begin(), chars.begin() + length);
+  }
+  return out;
+}
+
+}  // namespace
+
+namespace detail {
+
+// Note [Gradients are bucket views]: each bucket is one flat, contiguous buffer, and every
+// parameter's .grad is a view of its slice of it (PyTorch's gradient_as_bucket_view). AccumulateGrad
+// adds into an existing .grad in place, so backward writes the gradients straight into the bucket and
+// the all-reduce needs no copy in or out. The price: .grad must stay that view. zero_grad must zero
+// in place (DDP::zero_grad, or Module::zero_grad(false)). If the view was dropped anyway
+// (zero_grad(set_to_none) or set_grad), the hook copies the new .grad into the bucket and re-attaches
+// the view: correct, one copy slower.
+class Reducer {
+ public:
+  struct Slot {
+    std::string name;
+    Tensor param;
+    Tensor view;          // the parameter's slice of its bucket, shaped like the parameter
+    size_t bucket = 0;
+    bool ready = false;   // its gradient for this backward has arrived
+  };
+  struct Bucket {
+    Tensor buffer;              // flat, contiguous, one dtype
+    std::vector<size_t> slots;  // indices into slots_
+    size_t pending = 0;         // slots not yet ready in this backward
+    std::shared_ptr<Work> work;
+  };
+
+  Reducer(std::shared_ptr<ProcessGroup> pg, const DDPOptions& options) : pg_(std::move(pg)), options_(options) {}
+
+  // ---- construct --------------------------------------------------------------------------------
+  // Note [Buckets]: parameters go into buckets in REVERSE registration order, because that is roughly
+  // the order in which backward produces their gradients (the last layer first): the first bucket
+  // fills, and can be all-reduced, while backward is still working on the early layers. A bucket
+  // closes when the next parameter would push it past the cap; the first bucket has a small cap
+  // (first_bucket_cap_mb) so that communication starts as early as possible. A bucket holds one
+  // dtype; each dtype fills its own open bucket. Every rank builds the same buckets: the parameters
+  // are the same (checked by the fingerprint) and the rule is deterministic.
+  void build_buckets(const NamedTensors& params) {
+    std::map<DType, size_t> open;                  // dtype -> index of its open bucket
+    std::vector<std::vector<size_t>> members;      // per bucket: slots, in reverse registration order
+    std::vector<int64_t> bytes;
+    for (auto it = params.rbegin(); it != params.rend(); ++it) {
+      const Tensor& p = it->second;
+      if (!p.requires_grad()) continue;
+      const int64_t size = p.numel() * static_cast<int64_t>(element_size(p.dtype()));
+      auto o = open.find(p.dtype());
+      if (o != open.end()) {
+        const double cap_mb = o->second == 0 ? options_.first_bucket_cap_mb : options_.bucket_cap_mb;
+        if (bytes[o->second] + size > static_cast<int64_t>(cap_mb * 1024 * 1024)) open.erase(o);
+      }
+      if (open.find(p.dtype()) == open.end()) {
+        open[p.dtype()] = members.size();
+        members.emplace_back();
+        bytes.push_back(0);
+      }
+      const size_t b = open[p.dtype()];
+      slots_.push_back(Slot{.name = it->first, .param = p, .view = Tensor(), .bucket = b, .ready = false});
+      members[b].push_back(slots_.size() - 1);
+      bytes[b] += size;
+    }
+    for (size_t b = 0; b < members.size(); ++b) {
+      int64_t numel = 0;
+      for (size_t s : members[b]) numel += slots_[s].param.numel();
+      Bucket bucket{.buffer = zeros({numel}, {.dtype = slots_[members[b].front()].param.dtype()}),
+                    .slots = members[b], .pending = members[b].size(), .work = nullptr};
+      int64_t offset = 0;
+      stats_.bucket_parameters.emplace_back();
+      for (size_t s : members[b]) {
+        Slot& slot = slots_[s];
+        slot.view = raw::view(raw::narrow(bucket.buffer, 0, offset, slot.param.numel()), slot.param.sizes());
+        offset += slot.param.numel();
+        const Tensor old = slot.param.grad();
+        if (old.defined()) slot.view.copy_(old);
+        slot.param.set_grad(slot.view);
+        stats_.bucket_parameters.back().push_back(slot.name);
+      }
+      bucket.pending = bucket.slots.size();
+      stats_.bucket_bytes.push_back(bytes[b]);
+      buckets_.push_back(std::move(bucket));
+    }
+  }
+
+  size_t slot_count() const { return slots_.size(); }
+  Slot& slot(size_t i) { return slots_[i]; }
+
+  void zero_grad() {
+    for (Bucket& b : buckets_) b.buffer.zero_();
+    for (Slot& s : slots_) s.param.set_grad(s.view);
+  }
+
+  // ---- hook -------------------------------------------------------------------------------------
+  // Note [Ready hooks]: AccumulateGrad runs a parameter's post-accumulate-grad hook once per backward,
+  // after its .grad holds the full gradient of this backward (every use of the parameter summed). So
+  // "hook ran" = "this slice of the bucket is final". The first hook of a backward also queues
+  // finalize on the engine, which runs it after the last node.
+  static void on_gradient(const std::weak_ptr<Reducer>& weak, size_t index) {
+    std::shared_ptr<Reducer> self = weak.lock();
+    if (!self) return;  // the DDP object is gone; the model trains on without it
+    self->mark_ready(index, weak);
+  }
+
+  void mark_ready(size_t index, const std::weak_ptr<Reducer>& weak) {
+    Slot& slot = slots_[index];
+    reattach_view(slot);
+    if (no_sync_) return;  // gradients accumulate in the buckets; the next synced backward reduces them
+    if (!backward_started_) {
+      backward_started_ = true;
+      backward_start_ = Clock::now();
+      Engine::queue_callback([weak] {
+        if (std::shared_ptr<Reducer> self = weak.lock()) self->finalize();
+      });
+    }
+    MT_CHECK(!slot.ready, "DDP: parameter '", slot.name, "' received its gradient twice in one backward");
+    slot.ready = true;
+    Bucket& bucket = buckets_[slot.bucket];
+    if (--bucket.pending == 0) launch_ready_buckets();
+  }
+
+  // Note [Gradients are bucket views]: put the gradient back into the bucket if .grad is elsewhere.
+  static void reattach_view(Slot& slot) {
+    const Tensor grad = slot.param.grad();
+    if (grad.defined() && grad.storage() == slot.view.storage() &&
+        grad.storage_offset() == slot.view.storage_offset())
+      return;
+    if (grad.defined()) slot.view.copy_(grad);
+    else slot.view.zero_();
+    slot.param.set_grad(slot.view);
+  }
+
+  // ---- launch -----------------------------------------------------------------------------------
+  // Note [Bucket launch order]: buckets are all-reduced strictly in index order on every rank, even
+  // when a later bucket is ready first. Collectives pair up across ranks by issue order (Note
+  // [Collective order] in work.h); gradients do not become ready in the same order on every rank
+  // (hooks follow the graph, and finalize launches what unused parameters left behind), so ranks
+  // that launched whichever bucket was ready first would sum the wrong buffers or hang. A ready
+  // bucket therefore waits until every lower-index bucket has been launched.
+  void launch_ready_buckets() {
+    while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) launch(next_launch_++);
+  }
+
+  // Note [Averaging]: DDP's gradient is the MEAN over ranks (each rank's loss is a mean over its own
+  // examples, so the mean over ranks is the mean over the whole batch). The bucket is divided by the
+  // world size in place before a SUM all-reduce: one pass over the data here, and the sum of the
+  // pre-divided values is the average. (NCCL has an AVG op that folds the division into the
+  // reduction; Gloo does not.)
+  void launch(size_t b) {
+    Bucket& bucket = buckets_[b];
+    if (pg_->size() > 1) bucket.buffer.mul_(1.0 / pg_->size());
+    bucket.work = pg_->allreduce(bucket.buffer, ReduceOp::Sum);
+    ++stats_.allreduces;
+  }
+
+  // ---- finalize ---------------------------------------------------------------------------------
+  // Note [Finalize]: runs once per backward, after the engine's last node (queued by the first hook).
+  // 1. Buckets still pending hold parameters that got no gradient in this backward. With
+  //    find_unused_parameters their slots count as ready: what the slot holds is used as it is (zero
+  //    after zero_grad, or what earlier no_sync backwards accumulated), so every rank still takes
+  //    part in every bucket's all-reduce. Without it, that is an error naming the parameters (the
+  //    bucket was never launched here; a peer whose parameter did get a gradient waits for it and
+  //    fails at the collective timeout instead of hanging).
+  // 2. Launch what is left, in order (Note [Bucket launch order]); wait for every Work.
+  // 3. Reset the counters for the next backward, also when this one failed.
+  void finalize() {
+    const Clock::time_point finalize_start = Clock::now();
+    stats_.backward_seconds += seconds_between(backward_start_, finalize_start);
+    std::vector<std::string> unused;
+    for (Slot& s : slots_) {
+      if (s.ready) continue;
+      unused.push_back(s.name);
+      if (!options_.find_unused_parameters) continue;
+      reattach_view(s);  // a dropped .grad (set_to_none) becomes a zero slot, not last step's values
+      s.ready = true;
+      --buckets_[s.bucket].pending;
+    }
+    const bool complete = unused.empty() || options_.find_unused_parameters;
+    if (complete) launch_ready_buckets();
+    std::exception_ptr error;
+    for (Bucket& b : buckets_) {  // launched ones must finish before anyone touches .grad
+      if (!b.work) continue;
+      try {
+        b.work->wait();
+      } catch (...) {
+        if (!error) error = std::current_exception();
+      }
+    }
+    stats_.finalize_wait_seconds += seconds_between(finalize_start, Clock::now());
+    ++stats_.backwards;
+    reset();
+    if (error) std::rethrow_exception(error);
+    if (!complete) {
+      std::ostringstream names;
+      for (size_t i = 0; i < unused.size(); ++i) names << (i ? ", " : "") << "'" << unused[i] << "'";
+      MT_FAIL("DDP on rank ", pg_->rank(), ": parameter", unused.size() > 1 ? "s " : " ", names.str(),
+              " received no gradient in this backward, so its bucket could not be reduced. Make every "
+              "parameter take part in the loss, or construct DDP with find_unused_parameters = true");
+    }
+  }
+
+  void reset() {
+    for (Slot& s : slots_) s.ready = false;
+    for (Bucket& b : buckets_) {
+      b.pending = b.slots.size();
+      b.work.reset();
+    }
+    next_launch_ = 0;
+    backward_started_ = false;
+  }
+
+  bool no_sync_ = false;
+  DDPStats stats_;
+
+ private:
+  std::shared_ptr<ProcessGroup> pg_;
+  DDPOptions options_;
+  std::vector<Slot> slots_;
+  std::vector<Bucket> buckets_;
+  size_t next_launch_ = 0;        // the lowest-index bucket not yet launched in this backward
+  bool backward_started_ = false;
+  Clock::time_point backward_start_;
+};
+
+}  // namespace detail
+
+// ---- construct ----------------------------------------------------------------------------------
+DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> module,
+                                                 std::shared_ptr<ProcessGroup> process_group, DDPOptions options)
+    : module_(std::move(module)), process_group_(std::move(process_group)) {
+  MT_CHECK(module_ != nullptr && process_group_ != nullptr, "DDP: module and process group must be given");
+  register_module("module", module_);
+  ProcessGroup& pg = *process_group_;
+  const NamedTensors params = module_->named_parameters();
+
+  // 1. Same parameters everywhere: gather every rank's fingerprint (name, shape, dtype per parameter)
+  //    and compare with rank 0's. Without this check a mismatch would show up later as buckets of
+  //    different sizes, i.e. a failed or hung all-reduce far away from its cause.
+  std::string fingerprint;
+  for (const auto& [name, p] : params) fingerprint += describe_parameter(name, p) + "\n";
+  const std::vector<std::string> all = allgather_string(pg, fingerprint);
+  const std::vector<std::string> reference = split_lines(all[0]);
+  for (size_t r = 1; r < all.size(); ++r) {
+    const std::vector<std::string> theirs = split_lines(all[r]);
+    for (size_t i = 0; i < std::max(reference.size(), theirs.size()); ++i) {
+      const std::string a = i < reference.size() ? reference[i] : "nothing";
+      const std::string b = i < theirs.size() ? theirs[i] : "nothing";
+      MT_CHECK(a == b, "DDP: the ranks' models differ at parameter #", i, ": rank 0 has ", a, ", rank ", r,
+               " has ", b, ". Every rank must build the same model");
+    }
+  }
+
+  // 2. Same values everywhere: rank 0's parameters (and buffers) are copied to every rank, so that
+  //    identical gradients keep identical replicas. All broadcasts are issued, then waited for.
+  {
+    NoGradGuard no_grad;
+    std::vector<Tensor> tensors;
+    for (const auto& [name, p] : params) tensors.push_back(p);
+    if (options.broadcast_buffers)
+      for (const auto& [name, b] : module_->named_buffers()) tensors.push_back(b);
+    std::vector<std::shared_ptr<Work>> works;
+    for (Tensor& t : tensors) works.push_back(pg.broadcast(t, 0));
+    for (auto& w : works) w->wait();
+  }
+
+  // 3. Buckets and hooks.
+  reducer_ = std::make_shared<detail::Reducer>(process_group_, options);
+  reducer_->build_buckets(params);
+  const std::weak_ptr<detail::Reducer> weak = reducer_;
+  for (size_t i = 0; i < reducer_->slot_count(); ++i)
+    reducer_->slot(i).param.register_post_accumulate_grad_hook(
+        [weak, i](const Tensor&) { detail::Reducer::on_gradient(weak, i); });
+}
+
+DistributedDataParallel::~DistributedDataParallel() = default;
+
+Tensor DistributedDataParallel::forward(const Tensor& input) { return module_->forward(input); }
+
+void DistributedDataParallel::zero_grad() { reducer_->zero_grad(); }
+
+DistributedDataParallel::NoSync::NoSync(std::shared_ptr<detail::Reducer> reducer)
+    : reducer_(std::move(reducer)), previous_(reducer_->no_sync_) {
+  reducer_->no_sync_ = true;
+}
+
+DistributedDataParallel::NoSync::~NoSync() { reducer_->no_sync_ = previous_; }
+
+DistributedDataParallel::NoSync DistributedDataParallel::no_sync() { return NoSync(reducer_); }
+
+const DDPStats& DistributedDataParallel::stats() const { return reducer_->stats_; }
+
+}  // namespace mt::dist

@@ -1,0 +1,98 @@
+// DistributedDataParallel: data-parallel training over a ProcessGroup. Every rank holds the whole
+// model and runs it on its own slice of the batch; during backward the gradients are averaged over
+// the ranks, so after backward every rank holds the gradient of the mean loss over the whole batch
+// and the same optimizer step keeps the replicas identical. It follows PyTorch's Reducer (Li et al.,
+// VLDB 2020), in the order things happen (ddp.cpp):
+//
+//   construct  check that all ranks have the same parameters, broadcast rank 0's values,
+//              pack the gradients into buckets (Note [Buckets])
+//   hook       each parameter's post-accumulate-grad hook marks it ready (Note [Ready hooks])
+//   launch     a bucket whose parameters are all ready is all-reduced asynchronously, strictly in
+//              bucket order (Note [Bucket launch order]), pre-divided by the world size (Note [Averaging])
+//   finalize   an engine callback after the last node waits for every all-reduce and checks that every
+//              parameter was reduced (Note [Finalize])
+//
+//   auto ddp = std::make_shared<dist::DistributedDataParallel>(model, pg, {.bucket_cap_mb = 25});
+//   optim::SGD opt(ddp->parameters(), {.lr = 0.1});
+//   loss_fn(ddp->forward(x_of_this_rank), y_of_this_rank).backward();  // gradients averaged here
+//   opt.step();
+//   ddp->zero_grad();  // or model->zero_grad(/*set_to_none=*/false): see Note [Gradients are bucket views]
+//
+// What it does not do: comm hooks (fp16/bf16 compression), rebuilding buckets in the order gradients
+// actually arrived, static-graph optimisations, several backwards per forward, CUDA streams.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "distributed/process_group.h"
+#include "nn/module.h"
+
+namespace mt::dist {
+
+struct DDPOptions {
+  double bucket_cap_mb = 25;         // a bucket holds at most this many MiB of gradients...
+  double first_bucket_cap_mb = 1;    // ...except the first (the last layer's): small, so it launches early
+  bool find_unused_parameters = false;  // a parameter without gradient counts as zero instead of an error
+  bool broadcast_buffers = true;     // also copy rank 0's buffers at construction
+};
+
+// What the reducer did, for logs and benchmarks. Times are summed over backwards.
+struct DDPStats {
+  std::vector<int64_t> bucket_bytes;           // one entry per bucket, in launch order
+  std::vector<std::vector<std::string>> bucket_parameters;  // the parameters of each bucket
+  int64_t backwards = 0;                       // backwards that were reduced (not under no_sync)
+  int64_t allreduces = 0;
+  double backward_seconds = 0;    // from the first hook to the start of finalize: overlapped with comm
+  double finalize_wait_seconds = 0;  // finalize waiting for all-reduces: communication not hidden
+};
+
+namespace detail {
+class Reducer;  // ddp.cpp; shared with the hooks, which may outlive the DDP object
+}
+
+class DistributedDataParallel : public nn::Module {
+ public:
+  DistributedDataParallel(std::shared_ptr<nn::Module> module, std::shared_ptr<ProcessGroup> process_group,
+                          DDPOptions options = {});
+  ~DistributedDataParallel() override;
+
+  // The wrapped module's forward: DDP does nothing before backward.
+  Tensor forward(const Tensor& input) override;
+
+  // Fills every bucket with zeros. The .grad tensors stay views into the buckets. Prefer it (or
+  // model->zero_grad(false)) to Module::zero_grad()'s default set_to_none, which drops the views and
+  // costs a copy per parameter on the next backward (Note [Gradients are bucket views]).
+  void zero_grad();
+
+  // RAII: while a NoSync is alive, backward does not communicate; gradients accumulate locally in the
+  // buckets. The first backward after it averages the accumulated sums. Gradient accumulation:
+  //   { auto guard = ddp.no_sync(); loss(micro_batch_0).backward(); }
+  //   loss(micro_batch_1).backward();   // reduces the sum of both micro-batches
+  class NoSync {
+   public:
+    explicit NoSync(std::shared_ptr<detail::Reducer> reducer);
+    ~NoSync();
+    NoSync(const NoSync&) = delete;
+    NoSync& operator=(const NoSync&) = delete;
+
+   private:
+    std::shared_ptr<detail::Reducer> reducer_;
+    bool previous_;
+  };
+  [[nodiscard]] NoSync no_sync();
+
+  const DDPStats& stats() const;
+  const std::shared_ptr<nn::Module>& module() const { return module_; }
+  const std::shared_ptr<ProcessGroup>& process_group() const { return process_group_; }
+
+ private:
+  std::shared_ptr<nn::Module> module_;
+  std::shared_ptr<ProcessGroup> process_group_;
+  std::shared_ptr<detail::Reducer> reducer_;
+};
+
+}  // namespace mt::dist

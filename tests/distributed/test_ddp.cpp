@@ -1,0 +1,265 @@
+// DistributedDataParallel: two real ranks over loopback train exactly like one process on the
+// combined batch; gradient accumulation under no_sync; parameters without gradient; models that
+// differ between ranks; and a world of one.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <cmath>
+
+#include "autograd/ops.h"
+#include "distributed/ddp.h"
+#include "distributed/init.h"
+#include "distributed/process_group_gloo.h"
+#include "distributed/process_group_local.h"
+#include "distributed/socket.h"
+#include "multiprocess.h"
+#include "nn/nn.h"
+#include "optim/sgd.h"
+#include "tensor/generator.h"
+
+using namespace mt;
+using namespace mt::dist;
+using namespace std::chrono_literals;
+
+namespace {
+
+const bool kNoGloo = !ProcessGroupGloo::is_available();
+
+std::shared_ptr<ProcessGroup> join(int rank, int world, int port) {
+  return init_process_group({.backend = "gloo",
+                             .rendezvous = {.rank = rank, .world_size = world, .local_rank = rank,
+                                            .local_world_size = world, .master_addr = "127.0.0.1",
+                                            .master_port = port},
+                             .timeout = 10s,
+                             .job_token = "test"});
+}
+
+// A 6-16-16-3 MLP, initialised from `seed`.
+std::shared_ptr<nn::Sequential> make_mlp(uint64_t seed) {
+  manual_seed(seed);
+  return std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(6, 16), std::make_shared<nn::ReLU>(),
+                                          std::make_shared<nn::Linear>(16, 16), std::make_shared<nn::ReLU>(),
+                                          std::make_shared<nn::Linear>(16, 3));
+}
+
+// About 300 bytes: the MLP's six parameters (12 to 1024 bytes of gradient) fall into 4 buckets.
+constexpr DDPOptions kSmallBuckets{.bucket_cap_mb = 300.0 / (1024 * 1024), .first_bucket_cap_mb = 300.0 / (1024 * 1024)};
+
+// The combined batch: 2b examples, the same on every rank. Rank r trains on rows [r·b, (r+1)·b).
+struct Batch {
+  Tensor x, y;  // x: (2b, 6)  y: (2b, 3)
+};
+Batch make_batch(int64_t b) {
+  Generator gen(42);
+  return {randn({2 * b, 6}, gen), randn({2 * b, 3}, gen)};
+}
+
+void check_close(const nn::Module& got, const nn::Module& want, double tol, const std::string& what) {
+  const NamedTensors a = got.named_parameters(), b = want.named_parameters();
+  MT_CHECK(a.size() == b.size(), what, ": parameter counts differ");
+  for (size_t i = 0; i < a.size(); ++i) {
+    const std::vector<float> u = a[i].second.to_vector<float>(), v = b[i].second.to_vector<float>();
+    for (size_t k = 0; k < u.size(); ++k)
+      MT_CHECK(std::abs(u[k] - v[k]) <= tol, what, ": ", b[i].first, "[", k, "] is ", u[k], ", expected ", v[k]);
+  }
+}
+
+// The single-process reference: rank 0's initial model (seed 1), `steps` SGD steps on the whole batch.
+std::shared_ptr<nn::Sequential> reference(const Batch& batch, int steps) {
+  auto model = make_mlp(1);
+  optim::SGD opt(model->parameters(), {.lr = 0.1});
+  for (int s = 0; s < steps; ++s) {
+    opt.zero_grad();
+    nn::F::mse_loss(model->forward(batch.x), batch.y).backward();
+    opt.step();
+  }
+  return model;
+}
+
+}  // namespace
+
+TEST_CASE("DDP: two ranks on half batches train exactly like one process on the whole batch" *
+          doctest::skip(kNoGloo)) {
+  const int port = find_free_port();
+  test::run_ranks(2, [&](int rank) {
+    const int64_t b = 4;
+    const Batch batch = make_batch(b);
+    auto model = make_mlp(rank + 1);  // different on each rank: DDP's broadcast must fix that
+    DistributedDataParallel ddp(model, join(rank, 2, port), kSmallBuckets);
+    MT_CHECK(ddp.stats().bucket_bytes.size() >= 3, "expected 3+ buckets, got ", ddp.stats().bucket_bytes.size());
+    MT_CHECK(ddp.stats().bucket_parameters[0][0] == "4.bias",
+             "the first bucket starts with the last parameter, got ", ddp.stats().bucket_parameters[0][0]);
+    optim::SGD opt(ddp.parameters(), {.lr = 0.1});
+    const Tensor x = batch.x.narrow(0, rank * b, b), y = batch.y.narrow(0, rank * b, b);
+    for (int step = 0; step < 3; ++step) {
+      ddp.zero_grad();
+      nn::F::mse_loss(ddp.forward(x), y).backward();
+      opt.step();
+    }
+    check_close(*model, *reference(batch, 3), 1e-5, "rank " + std::to_string(rank));
+    const int64_t buckets = static_cast<int64_t>(ddp.stats().bucket_bytes.size());
+    MT_CHECK(ddp.stats().allreduces == 3 * buckets, "one all-reduce per bucket per step, got ",
+             ddp.stats().allreduces);
+  });
+}
+
+TEST_CASE("DDP: no_sync accumulates micro-batches locally and the next backward reduces the sum" *
+          doctest::skip(kNoGloo)) {
+  const int port = find_free_port();
+  test::run_ranks(2, [&](int rank) {
+    const int64_t b = 4, half = b / 2;
+    const Batch batch = make_batch(b);
+    auto model = make_mlp(rank + 1);
+    DistributedDataParallel ddp(model, join(rank, 2, port), kSmallBuckets);
+    optim::SGD opt(ddp.parameters(), {.lr = 0.1});
+    for (int step = 0; step < 2; ++step) {
+      opt.zero_grad();  // set_to_none drops the bucket views; the hooks put them back (one copy slower)
+      // The mean over this rank's b examples = half the mean over each micro-batch of b/2, summed.
+      {
+        auto guard = ddp.no_sync();
+        const int64_t before = ddp.stats().allreduces;
+        const Tensor x = batch.x.narrow(0, rank * b, half), y = batch.y.narrow(0, rank * b, half);
+        (nn::F::mse_loss(ddp.forward(x), y) * 0.5).backward();
+        MT_CHECK(ddp.stats().allreduces == before, "no_sync must not communicate");
+      }
+      const Tensor x = batch.x.narrow(0, rank * b + half, half), y = batch.y.narrow(0, rank * b + half, half);
+      (nn::F::mse_loss(ddp.forward(x), y) * 0.5).backward();
+      opt.step();
+    }
+    check_close(*model, *reference(batch, 2), 1e-5, "rank " + std::to_string(rank));
+  });
+}
+
+namespace {
+
+// A Linear plus a parameter that forward never uses.
+struct WithUnused : nn::Module {
+  WithUnused() {
+    manual_seed(7);
+    fc = register_module("fc", std::make_shared<nn::Linear>(6, 3));
+    unused = register_parameter("unused", ones({5}));
+  }
+  Tensor forward(const Tensor& x) override { return fc->forward(x); }
+  std::shared_ptr<nn::Linear> fc;
+  Tensor unused;
+};
+
+}  // namespace
+
+TEST_CASE("DDP: a parameter without gradient is an error naming it, unless find_unused_parameters" *
+          doctest::skip(kNoGloo)) {
+  const int port = find_free_port();
+  test::run_ranks(2, [&](int rank) {
+    const Batch batch = make_batch(2);
+    const Tensor x = batch.x.narrow(0, rank * 2, 2), y = batch.y.narrow(0, rank * 2, 2);
+    auto pg = join(rank, 2, port);
+
+    auto strict_model = std::make_shared<WithUnused>();
+    DistributedDataParallel strict(strict_model, pg);
+    std::string message;
+    try {
+      nn::F::mse_loss(strict.forward(x), y).backward();
+    } catch (const Error& e) {
+      message = e.what();
+    }
+    MT_CHECK(message.find("'unused' received no gradient") != std::string::npos &&
+                 message.find("find_unused_parameters") != std::string::npos,
+             "expected an error naming 'unused', got: ", message);
+
+    // Allowed: fc's gradients are averaged as usual, and 'unused' gets a zero gradient.
+    auto model = std::make_shared<WithUnused>();
+    DistributedDataParallel ddp(model, pg, {.find_unused_parameters = true});
+    for (int step = 0; step < 2; ++step) {  // twice: the counters must reset after finalize
+      ddp.zero_grad();
+      nn::F::mse_loss(ddp.forward(x), y).backward();
+    }
+    auto single = std::make_shared<WithUnused>();
+    nn::F::mse_loss(single->forward(batch.x), batch.y).backward();
+    const std::vector<float> got = model->fc->weight.grad().to_vector<float>();
+    const std::vector<float> want = single->fc->weight.grad().to_vector<float>();
+    for (size_t k = 0; k < got.size(); ++k)
+      MT_CHECK(std::abs(got[k] - want[k]) <= 1e-5, "fc.weight grad [", k, "] is ", got[k], ", expected ", want[k]);
+    for (float g : model->unused.grad().to_vector<float>()) MT_CHECK(g == 0.0f, "unused grad should be 0");
+  });
+}
+
+TEST_CASE("DDP: models that differ between ranks are a clear error at construction, not a hang" *
+          doctest::skip(kNoGloo)) {
+  const int port = find_free_port();
+  test::run_ranks(2, [&](int rank) {
+    auto model = std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(6, rank == 0 ? 16 : 8));
+    std::string message;
+    try {
+      DistributedDataParallel ddp(model, join(rank, 2, port));
+    } catch (const Error& e) {
+      message = e.what();
+    }
+    MT_CHECK(message.find("models differ at parameter #0") != std::string::npos &&
+                 message.find("rank 0 has 0.weight [16, 6]") != std::string::npos &&
+                 message.find("rank 1 has 0.weight [8, 6]") != std::string::npos,
+             "expected an error naming 0.weight on ranks 0 and 1, got: ", message);
+  });
+}
+
+namespace {
+
+// y = a(x) + b(2x), computing a first or b first. The engine runs the branch computed last first, so
+// the two ranks' hooks fire in different orders, while the function (and its gradient) is the same.
+// (b gets 2x so that a's and b's gradients differ: swapped buckets must show.)
+struct TwoBranches : nn::Module {
+  explicit TwoBranches(bool a_first) : a_first(a_first) {
+    manual_seed(3);
+    a = register_module("a", std::make_shared<nn::Linear>(6, 3));
+    b = register_module("b", std::make_shared<nn::Linear>(6, 3));
+  }
+  Tensor forward(const Tensor& x) override {
+    if (a_first) {
+      const Tensor ya = a->forward(x);
+      return ya + b->forward(x * 2.0);
+    }
+    const Tensor yb = b->forward(x * 2.0);
+    return a->forward(x) + yb;
+  }
+  bool a_first;
+  std::shared_ptr<nn::Linear> a, b;
+};
+
+}  // namespace
+
+TEST_CASE("DDP: buckets are reduced in index order even when the ranks' gradients arrive in different orders" *
+          doctest::skip(kNoGloo)) {
+  const int port = find_free_port();
+  test::run_ranks(2, [&](int rank) {
+    const Batch batch = make_batch(2);
+    const Tensor x = batch.x.narrow(0, rank * 2, 2), y = batch.y.narrow(0, rank * 2, 2);
+    auto model = std::make_shared<TwoBranches>(/*a_first=*/rank == 0);
+    // 84 bytes per branch, a cap of 90: bucket 0 = b's parameters, bucket 1 = a's, equal sizes. Were
+    // they launched as they became ready, the ranks would sum a's bucket with b's without noticing.
+    const double cap = 90.0 / (1024 * 1024);
+    DistributedDataParallel ddp(model, join(rank, 2, port), {.bucket_cap_mb = cap, .first_bucket_cap_mb = cap});
+    MT_CHECK(ddp.stats().bucket_bytes == (std::vector<int64_t>{84, 84}), "expected 2 buckets of 84 bytes");
+    nn::F::mse_loss(ddp.forward(x), y).backward();
+    auto single = std::make_shared<TwoBranches>(true);
+    nn::F::mse_loss(single->forward(batch.x), batch.y).backward();
+    const NamedTensors got = model->named_parameters(), want = single->named_parameters();
+    for (size_t i = 0; i < got.size(); ++i) {
+      const std::vector<float> u = got[i].second.grad().to_vector<float>(), v = want[i].second.grad().to_vector<float>();
+      for (size_t k = 0; k < u.size(); ++k)
+        MT_CHECK(std::abs(u[k] - v[k]) <= 1e-5, got[i].first, " grad [", k, "] is ", u[k], ", expected ", v[k]);
+    }
+  });
+}
+
+TEST_CASE("DDP: a world of one (ProcessGroupLocal) trains like the plain model") {
+  const Batch batch = make_batch(4);
+  auto model = make_mlp(1);
+  DistributedDataParallel ddp(model, std::make_shared<ProcessGroupLocal>(), kSmallBuckets);
+  optim::SGD opt(ddp.parameters(), {.lr = 0.1});
+  for (int step = 0; step < 3; ++step) {
+    ddp.zero_grad();
+    nn::F::mse_loss(ddp.forward(batch.x), batch.y).backward();
+    opt.step();
+  }
+  check_close(*model, *reference(batch, 3), 0.0, "world of one");
+  CHECK(ddp.stats().backwards == 3);
+}
