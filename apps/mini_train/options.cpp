@@ -25,7 +25,8 @@ const char* kDescription =
     "  mini_train --dataset fashion-mnist --model mlp --eval   # Fashion-MNIST, ~0.89 test accuracy\n"
     "  mini_train --inputs x.npy --targets y.npy               # your own data (NPY or CSV)\n"
     "  mini_train --checkpoint-dir ckpt --resume auto           # checkpoint each epoch, resume\n"
-    "  mini_train --env                                         # what this machine offers\n";
+    "  mini_train --nproc 2                                     # data-parallel on 2 CPU processes\n"
+  "  mini_train --env                                         # what this machine offers\n";
 
 }  // namespace
 
@@ -81,6 +82,15 @@ bool parse_options(int argc, char** argv, Options& o, int* exit_code) {
                  "--checkpoint-dir (none there: start fresh)")->group(files);
   app.add_option("--log-json", o.log_json, "append one JSON object per epoch to this file")->group(files);
 
+  auto* dist = "Distributed";
+  app.add_option("--nproc", o.nproc, "train data-parallel on this many CPU processes (Gloo); "
+                 "--batch-size is per process")->group(dist);
+  app.add_option("--master-addr", o.master_addr, "address of rank 0's store")->group(dist);
+  app.add_option("--master-port", o.master_port, "port of rank 0's store (default: a free one)")->group(dist);
+  app.add_option("--gpus", o.gpus, "GPUs to train on, comma-separated (needs a CUDA build)")->group(dist);
+  app.add_flag("--ddp-stats", o.ddp_stats, "after training, print the gradient all-reduce statistics")
+      ->group(dist);
+
   auto* out = "Output";
   app.add_flag("--eval", o.eval, "after training, report accuracy (or loss) on the test split")->group(out);
   app.add_flag("--quiet,-q", o.quiet, "print only errors and the final result")->group(out);
@@ -123,6 +133,7 @@ bool parse_options(int argc, char** argv, Options& o, int* exit_code) {
 }
 
 void validate(const Options& o) {
+  MT_CHECK(o.gpus.empty(), "--gpus ", o.gpus, ": this build has no CUDA backend");
   MT_CHECK(o.epochs >= 1, "--epochs must be at least 1, got ", o.epochs);
   MT_CHECK(o.stop_after >= 0, "--stop-after must be >= 0, got ", o.stop_after);
   MT_CHECK(o.stop_after == 0 || !o.checkpoint_dir.empty(), "--stop-after without --checkpoint-dir would lose "
@@ -134,6 +145,8 @@ void validate(const Options& o) {
   MT_CHECK(o.samples >= 1, "--samples must be at least 1, got ", o.samples);
   MT_CHECK(o.features >= 1 && o.features <= 1 << 20, "--features must be in 1..1048576, got ", o.features);
   MT_CHECK(o.num_workers >= 0 && o.num_workers <= 64, "--num-workers must be in 0..64, got ", o.num_workers);
+  MT_CHECK(o.nproc >= 1 && o.nproc <= 256, "--nproc must be in 1..256, got ", o.nproc);
+  MT_CHECK(o.master_port >= 0 && o.master_port <= 65535, "--master-port must be in 0..65535, got ", o.master_port);
   MT_CHECK(o.keep >= 1, "--keep must be at least 1, got ", o.keep);
   for (int64_t h : o.hidden) MT_CHECK(h >= 1 && h <= 1 << 20, "--hidden widths must be in 1..1048576, got ", h);
   MT_CHECK(o.inputs.empty() == o.targets.empty(), "--inputs and --targets go together: give both files");

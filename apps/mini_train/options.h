@@ -44,6 +44,12 @@ struct Options {
   int keep = 3;                       // checkpoints kept
   std::string resume;                 // PATH or "auto"
   std::string log_json;
+  // ---- distributed (launcher.h) ----
+  int nproc = 1;                      // >= 2: launch this many worker processes (Gloo, CPU)
+  std::string master_addr = "127.0.0.1";  // where rank 0 hosts the store
+  int master_port = 0;                // 0: a free port
+  std::string gpus;                   // not supported yet: no CUDA backend in this build
+  bool ddp_stats = false;             // rank 0 prints DistributedDataParallel's statistics
   // ---- output ----
   bool eval = false;
   bool quiet = false;

@@ -1,20 +1,32 @@
 // mini_train's training loop. Order of a run: build the job, resume if asked, print the config,
 // then per epoch: shuffle (seeded by seed + epoch), steps, the epoch line, a checkpoint; finally
 // evaluation and the final save. See trainer.h.
+//
+// Distributed (RANK and WORLD_SIZE in the environment: mini_train's launcher, torchrun or srun): this
+// process is one rank. It meets the others through init_process_group (Gloo), wraps the model in
+// DistributedDataParallel and reads its share of each epoch through a DistributedSampler; the batch
+// size is per rank. Every rank loads --init/--resume; only rank 0 prints, logs, checkpoints and
+// saves. The epoch line's loss is rank 0's own mean over its share (not all-reduced); samples/s
+// counts every rank's samples.
 #include "apps/mini_train/trainer.h"
 
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "apps/mini_train/job.h"
 #include "apps/mini_train/progress.h"
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 #include "data/dataloader.h"
+#include "data/sampler.h"
+#include "distributed/ddp.h"
+#include "distributed/init.h"
 #include "nn/checkpoint.h"
 #include "tensor/generator.h"
 #include "tensor/raw_ops.h"
@@ -34,14 +46,14 @@ int64_t count_parameters(const nn::Module& m) {
 }
 
 void print_config(const Options& o, const Data& d, const std::string& signature, int64_t params, int64_t steps,
-                  const std::string& resumed_from) {
+                  const std::string& resumed_from, int world) {
   const auto row = [](const char* key, const std::string& value) { std::printf("  %-12s %s\n", key, value.c_str()); };
   std::printf("mini_train\n");
   row("model", signature + " (" + std::to_string(params) + " parameters)");
   row("data", d.description);
   row("task", d.classification ? "classification, cross-entropy" : "regression, mean squared error");
-  row("device", "cpu, 1 process");
-  row("batch", std::to_string(o.batch_size) + " per device, " + std::to_string(o.batch_size) + " global, " +
+  row("device", world > 1 ? "cpu, " + std::to_string(world) + " processes (gloo)" : "cpu, 1 process");
+  row("batch", std::to_string(o.batch_size) + " per device, " + std::to_string(o.batch_size * world) + " global, " +
                    std::to_string(steps) + " steps per epoch");
   row("optimizer", optimizer_description(o));
   row("epochs", std::to_string(o.epochs) + (resumed_from.empty() ? "" : ", resuming from " + resumed_from));
@@ -77,10 +89,46 @@ std::string resume_path(const Options& o) {
   return latest_checkpoint(o.checkpoint_dir);
 }
 
+// DistributedDataParallel's statistics. Overlap: the share of the reducer's time during which
+// communication was hidden behind backward, 1 - finalize_wait / (backward + finalize_wait), where
+// backward runs from the first gradient hook to finalize (all-reduces run alongside it) and
+// finalize_wait is how long the step then waited for all-reduces still in flight.
+void print_ddp_stats(const dist::DDPStats& s) {
+  int64_t bytes = 0;
+  for (int64_t b : s.bucket_bytes) bytes += b;
+  const double total = s.backward_seconds + s.finalize_wait_seconds;
+  const double overlap = total > 0 ? 1.0 - s.finalize_wait_seconds / total : 0.0;
+  std::printf("DDP: %zu buckets, %lld bytes of gradients, %lld all-reduces over %lld backwards\n",
+              s.bucket_bytes.size(), static_cast<long long>(bytes), static_cast<long long>(s.allreduces),
+              static_cast<long long>(s.backwards));
+  std::printf("DDP: backward %.3f s, finalize wait %.3f s, overlap %.1f%%\n", s.backward_seconds,
+              s.finalize_wait_seconds, 100.0 * overlap);
+}
+
+// Test hook (tests/apps/mini_train_test.sh, case nproc_failure): with MT_TEST_FAIL_RANK=r and
+// MT_TEST_FAIL_EPOCH=e in the environment, rank r exits with code 3 at the start of epoch e, as a
+// crashed worker would. Not an option: nothing but the tests should set these.
+void test_fail_hook(int rank, int64_t epoch) {
+  const char* r = std::getenv("MT_TEST_FAIL_RANK");
+  const char* e = std::getenv("MT_TEST_FAIL_EPOCH");
+  if (r && e && std::atoi(r) == rank && std::atoll(e) == epoch) {
+    std::fprintf(stderr, "mini_train: rank %d: MT_TEST_FAIL_RANK: failing at epoch %lld\n", rank,
+                 static_cast<long long>(epoch));
+    std::exit(3);
+  }
+}
+
 }  // namespace
 
 int train(const Options& o) {
   validate(o);
+  // One rank of a distributed job when the environment says so (launcher, torchrun, srun).
+  const std::optional<dist::RendezvousInfo> rdv = dist::rendezvous_from_env();
+  std::shared_ptr<dist::ProcessGroup> pg;
+  if (rdv && rdv->world_size > 1) pg = dist::init_process_group({.backend = "gloo", .rendezvous = *rdv});
+  const int world = pg ? rdv->world_size : 1, rank = pg ? rdv->rank : 0;
+  const bool lead = rank == 0;       // prints, logs, checkpoints, saves
+  const bool talk = lead && !o.quiet;
   const Data d = load_data(o);
   const std::string signature = model_signature(o, d);
   std::shared_ptr<nn::Module> model = build_model(o, d);
@@ -90,8 +138,15 @@ int train(const Options& o) {
   }
   std::shared_ptr<nn::Loss> loss_fn = build_loss(d);
   std::unique_ptr<optim::Optimizer> opt = build_optimizer(o, *model);
-  data::DataLoader loader(d.train, {.batch_size = o.batch_size, .shuffle = o.shuffle,
-                                    .num_workers = o.num_workers, .seed = o.seed});
+  // The sampler is what splits the epoch between ranks; one rank: the loader shuffles itself.
+  data::DataLoader loader =
+      pg ? data::DataLoader(d.train,
+                            std::make_shared<data::DistributedSampler>(d.train->size(), world, rank,
+                                                                       data::DistributedSamplerOptions{
+                                                                           .shuffle = o.shuffle, .seed = o.seed}),
+                            {.batch_size = o.batch_size, .num_workers = o.num_workers, .seed = o.seed})
+         : data::DataLoader(d.train, {.batch_size = o.batch_size, .shuffle = o.shuffle,
+                                      .num_workers = o.num_workers, .seed = o.seed});
   const int64_t steps_per_epoch = loader.size();
   std::unique_ptr<optim::LRScheduler> scheduler = build_scheduler(o, *opt, o.epochs * steps_per_epoch);
 
@@ -116,27 +171,34 @@ int train(const Options& o) {
     step = c.step;
   }
 
-  if (!o.quiet) print_config(o, d, signature, count_parameters(*model), steps_per_epoch, from);
+  // After --init/--resume (every rank loaded the same state; DDP checks and broadcasts rank 0's).
+  std::shared_ptr<dist::DistributedDataParallel> ddp;
+  if (pg) ddp = std::make_shared<dist::DistributedDataParallel>(model, pg);
+  nn::Module& net = ddp ? static_cast<nn::Module&>(*ddp) : *model;
+
+  if (talk) print_config(o, d, signature, count_parameters(*model), steps_per_epoch, from, world);
   std::ofstream json_log;
-  if (!o.log_json.empty()) {
+  if (lead && !o.log_json.empty()) {
     json_log.open(o.log_json, from.empty() ? std::ios::trunc : std::ios::app);
     MT_CHECK(json_log.good(), "--log-json ", o.log_json, ": cannot open for writing");
   }
-  if (!o.checkpoint_dir.empty()) std::filesystem::create_directories(o.checkpoint_dir);
+  if (lead && !o.checkpoint_dir.empty()) std::filesystem::create_directories(o.checkpoint_dir);
 
   double last_loss = std::nan("");
   // The schedule always spans --epochs; --stop-after only ends this invocation early.
   const int64_t last_epoch = o.stop_after > 0 ? std::min(o.epochs, first_epoch + o.stop_after - 1) : o.epochs;
   for (int64_t epoch = first_epoch; epoch <= last_epoch; ++epoch) {
     const auto start = Clock::now();
+    if (pg) test_fail_hook(rank, epoch);
     loader.set_epoch(epoch);
-    ProgressBar bar(!o.quiet, epoch, o.epochs, steps_per_epoch);
+    ProgressBar bar(talk, epoch, o.epochs, steps_per_epoch);
     double loss_sum = 0;
     int64_t seen = 0, done = 0;
     for (const data::Batch& batch : loader) {
       // forward, backward, update: the whole of training
-      const Tensor loss = (*loss_fn)(model->forward(batch.input), batch.target);
-      opt->zero_grad();
+      const Tensor loss = (*loss_fn)(net.forward(batch.input), batch.target);
+      if (ddp) ddp->zero_grad();  // keeps the gradients views into DDP's buckets
+      else opt->zero_grad();
       loss.backward();
       opt->step();
       if (scheduler) scheduler->step();
@@ -149,8 +211,8 @@ int train(const Options& o) {
     bar.clear();
     const double secs = seconds_since(start);
     last_loss = loss_sum / static_cast<double>(std::max<int64_t>(seen, 1));
-    const double rate = static_cast<double>(seen) / std::max(secs, 1e-9);
-    if (!o.quiet) {
+    const double rate = static_cast<double>(seen * world) / std::max(secs, 1e-9);  // every rank's samples
+    if (talk) {
       std::printf("Epoch [%lld/%lld], Loss: %.4f, %.0f samples/s\n", static_cast<long long>(epoch),
                   static_cast<long long>(o.epochs), last_loss, rate);
       std::fflush(stdout);
@@ -160,7 +222,7 @@ int train(const Options& o) {
                              {"seconds", secs},          {"steps", step},     {"lr", opt->lr(0)}};
       json_log << line.dump() << '\n' << std::flush;
     }
-    if (!o.checkpoint_dir.empty()) {
+    if (lead && !o.checkpoint_dir.empty()) {
       Checkpoint c;
       c.model = model->state_dict();
       c.optimizer = opt->state_dict();
@@ -172,16 +234,18 @@ int train(const Options& o) {
       prune_checkpoints(o.checkpoint_dir, o.keep);
     }
   }
-  if (first_epoch > o.epochs && !o.quiet)
+  if (first_epoch > o.epochs && talk)
     std::printf("nothing to train: the checkpoint already has %lld of %lld epochs\n",
                 static_cast<long long>(first_epoch - 1), static_cast<long long>(o.epochs));
 
   if (last_epoch < o.epochs) {
-    if (!o.quiet)
+    if (talk)
       std::printf("stopped after epoch %lld of %lld (--stop-after); resume with --resume auto\n",
                   static_cast<long long>(last_epoch), static_cast<long long>(o.epochs));
     return 0;
   }
+  if (ddp && o.ddp_stats && lead) print_ddp_stats(ddp->stats());
+  if (!lead) return 0;
   if (o.eval) {
     const data::TensorDataset& set = d.test ? *d.test : *d.train;
     const char* split = d.test ? "Test" : "Train (no test split)";

@@ -136,6 +136,7 @@ bad_input)
   expect_error "x.npy" --inputs x.npy --targets y.npy
   expect_error "dataset-fashion-mnist" --dataset fashion-mnist --data-dir nowhere
   expect_error "--resume auto looks in --checkpoint-dir" --resume auto
+  expect_error "this build has no CUDA backend" --gpus 0,1 --nproc 2
   expect_error "not-there.safetensors" --resume not-there.safetensors
   printf 'garbage' >bad.safetensors
   expect_error "bad.safetensors" --init bad.safetensors
@@ -145,6 +146,52 @@ bad_input)
   # Option errors come from CLI11 with its own exit code.
   "$bin" --model transformer >/dev/null 2>err.txt && fail "unknown model accepted"
   grep -q "model" err.txt || fail "unknown model: no message"
+  ;;
+nproc2_seed)
+  # The seed job data-parallel on 2 processes (Gloo): rank 0 alone prints and saves; nothing is left
+  # running afterwards (the --save path, unique to this temp folder, marks our processes).
+  "$bin" --nproc 2 --epochs 2 --ddp-stats --save "$work/m2.safetensors" >out.txt 2>err.txt ||
+    { cat out.txt err.txt; fail "--nproc 2 failed"; }
+  [[ $(grep -c '^Epoch \[[1-2]/2\], Loss: [0-9.]*, [0-9]* samples/s$' out.txt) -eq 2 ]] || { cat out.txt; fail "expected 2 epoch lines"; }
+  [[ $(grep -c '^mini_train$' out.txt) -eq 1 ]] || { cat out.txt; fail "expected one config table (rank 0's)"; }
+  grep -q "cpu, 2 processes (gloo)" out.txt && grep -q "32 per device, 64 global" out.txt || { cat out.txt; fail "config table"; }
+  grep -q '^DDP: 1 buckets, 44 bytes' out.txt && grep -q '^DDP: .*overlap' out.txt || { cat out.txt; fail "--ddp-stats"; }
+  [[ -s m2.safetensors ]] || fail "m2.safetensors missing"
+  sleep 0.2
+  ! pgrep -f -- "$work/m2.safetensors" >/dev/null || fail "mini_train processes left running"
+  ;;
+nproc_failure)
+  # Rank 1 exits with code 3 at the start of epoch 2 (the MT_TEST_FAIL_* test hook in trainer.cpp):
+  # the launcher stops rank 0 and reports rank 1 in one line, quickly, and nothing is left running.
+  start=$SECONDS
+  MT_TEST_FAIL_RANK=1 MT_TEST_FAIL_EPOCH=2 timeout 60 "$bin" --nproc 2 --epochs 5 --save "$work/f.safetensors" \
+    >out.txt 2>err.txt && fail "a failing rank did not fail the job"
+  (( SECONDS - start < 20 )) || fail "the job took $((SECONDS - start)) s to end after a rank failed"
+  grep -qx "mini_train: rank 1 exited with code 3" err.txt || { cat err.txt; fail "no line naming rank 1"; }
+  [[ $(grep -c "^mini_train: rank" err.txt) -eq 2 ]] || { cat err.txt; fail "expected the hook's line and the launcher's"; }
+  sleep 0.2
+  ! pgrep -f -- "$work/f.safetensors" >/dev/null || fail "processes left running after a failure"
+  [[ ! -e f.safetensors ]] || fail "a failed job saved a model"
+  # Ctrl-C (SIGINT to the launcher) stops every worker.
+  "$bin" --nproc 2 --epochs 100000 --save "$work/i.safetensors" >out.txt 2>err.txt &
+  pid=$!
+  for _ in $(seq 100); do grep -q '^Epoch' out.txt && break; sleep 0.1; done
+  kill -INT "$pid"
+  wait "$pid"
+  rc=$?
+  [[ $rc -eq 130 ]] || { cat err.txt; fail "SIGINT: launcher exit code $rc, expected 130"; }
+  sleep 0.2
+  ! pgrep -f -- "$work/i.safetensors" >/dev/null || fail "processes left running after SIGINT"
+  ;;
+nproc_resume)
+  # Checkpoint with --nproc 2, stop, resume with --nproc 2 --resume auto: same bytes as an
+  # uninterrupted --nproc 2 run (every rank loads the checkpoint; rank 0 wrote it).
+  flags=(--nproc 2 --model mlp --hidden 16,8 --optimizer adam --samples 500 --quiet)
+  "$bin" "${flags[@]}" --epochs 4 --checkpoint-dir a --save full.safetensors || fail "full run failed"
+  "$bin" "${flags[@]}" --epochs 4 --stop-after 2 --checkpoint-dir b --save half.safetensors || fail "first half failed"
+  [[ -e b/checkpoint-epoch-000002.safetensors && ! -e half.safetensors ]] || { ls b; fail "first half: files"; }
+  "$bin" "${flags[@]}" --epochs 4 --checkpoint-dir b --resume auto --save resumed.safetensors || fail "resume failed"
+  cmp full.safetensors resumed.safetensors || fail "resumed weights differ from the uninterrupted run"
   ;;
 env)
   "$bin" --env >out.txt 2>err.txt || fail "--env failed"

@@ -1,0 +1,23 @@
+// mini_train's launcher: `mini_train --nproc N` runs the same job data-parallel on N CPU processes.
+// The launcher process trains nothing itself; it
+//   1. picks the store's port (a free one unless --master-port), a random MT_JOB_TOKEN, and sets
+//      RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT for each child
+//      (and OPENBLAS_NUM_THREADS=1 unless the user set it: N ranks share the cores);
+//   2. fork+execs N workers of this binary (/proc/self/exe) with the same arguments minus --nproc;
+//      each child gets PR_SET_PDEATHSIG(SIGKILL), so none outlives the launcher;
+//   3. supervises them: the first worker to exit non-zero or by a signal ends the job (the others
+//      get SIGTERM, then SIGKILL after kKillGraceSeconds) and the launcher prints ONE line naming
+//      the rank ("mini_train: rank 1 exited with code 3", "... was killed by signal 9") and exits 1.
+//      SIGINT/SIGTERM to the launcher stop every worker the same way (exit 128 + signal).
+// A worker sees RANK/WORLD_SIZE in its environment and trains as that rank (trainer.cpp), exactly as
+// it would under torchrun or srun.
+#pragma once
+
+#include "apps/mini_train/options.h"
+
+namespace mt::app {
+
+// Runs opts.nproc workers and supervises them; returns the launcher's exit code.
+int launch(int argc, char** argv, const Options& opts);
+
+}  // namespace mt::app
