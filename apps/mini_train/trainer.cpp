@@ -6,8 +6,8 @@
 // process is one rank. It meets the others through init_process_group (Gloo), wraps the model in
 // DistributedDataParallel and reads its share of each epoch through a DistributedSampler; the batch
 // size is per rank. Every rank loads --init/--resume; only rank 0 prints, logs, checkpoints and
-// saves. The epoch line's loss is rank 0's own mean over its share (not all-reduced); samples/s
-// counts every rank's samples.
+// saves. The epoch line's loss is the mean over every rank's samples (one small all-reduce per
+// epoch), and samples/s counts every rank's samples.
 #include "apps/mini_train/trainer.h"
 
 #include <chrono>
@@ -210,8 +210,15 @@ int train(const Options& o) {
     }
     bar.clear();
     const double secs = seconds_since(start);
-    last_loss = loss_sum / static_cast<double>(std::max<int64_t>(seen, 1));
-    const double rate = static_cast<double>(seen * world) / std::max(secs, 1e-9);  // every rank's samples
+    double total_seen = static_cast<double>(seen);
+    if (pg) {
+      // The epoch's loss over every rank's samples: one small all-reduce of (Σ loss·n, Σ n).
+      Tensor sums = from_vector(std::vector<double>{loss_sum, total_seen}, {2});
+      pg->allreduce(sums, dist::ReduceOp::Sum)->wait();
+      loss_sum = sums.to_vector<double>()[0], total_seen = sums.to_vector<double>()[1];
+    }
+    last_loss = loss_sum / std::max(total_seen, 1.0);
+    const double rate = total_seen / std::max(secs, 1e-9);  // every rank's samples
     if (talk) {
       std::printf("Epoch [%lld/%lld], Loss: %.4f, %.0f samples/s\n", static_cast<long long>(epoch),
                   static_cast<long long>(o.epochs), last_loss, rate);
