@@ -93,15 +93,6 @@ Tensor dropout(const Tensor& x, DropoutFuncOptions o) {
 
 namespace {
 
-Tensor reduce(const Tensor& losses, Reduction reduction) {
-  switch (reduction) {
-    case Reduction::None: return losses;
-    case Reduction::Mean: return mt::mean(losses);
-    case Reduction::Sum: return mt::sum(losses);
-  }
-  return losses;
-}
-
 // Checks (N, C) scores against (N) int64 class indices in [0, C), naming the op and the first bad
 // sample. Indices are checked here on the CPU (one pass over N integers); device backends check
 // in their gather kernel.
