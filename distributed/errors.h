@@ -5,7 +5,6 @@
 #pragma once
 
 #include <chrono>
-#include <sstream>
 #include <string>
 
 #include "tensor/check.h"
@@ -27,17 +26,8 @@ using Clock = std::chrono::steady_clock;
 // "3000 ms": how every message in this layer writes a duration.
 inline std::string format_ms(std::chrono::milliseconds d) { return std::to_string(d.count()) + " ms"; }
 
-namespace detail {
-template <typename... Parts>
-[[noreturn]] void fail_timeout(const char* file, int line, const Parts&... parts) {
-  std::ostringstream os;
-  (os << ... << parts);
-  os << " (" << file << ":" << line << ")";
-  throw TimeoutError(os.str());
-}
-}  // namespace detail
-
 }  // namespace mt::dist
 
 // Like MT_FAIL, but throws mt::dist::TimeoutError.
-#define MT_FAIL_TIMEOUT(...) ::mt::dist::detail::fail_timeout(__FILE__, __LINE__, __VA_ARGS__)
+#define MT_FAIL_TIMEOUT(...) \
+  ::mt::detail::fail_with<::mt::dist::TimeoutError>(__FILE__, __LINE__, __VA_ARGS__)

@@ -15,12 +15,18 @@ class Error : public std::runtime_error {
 };
 
 namespace detail {
-template <typename... Parts>
-[[noreturn]] void fail(const char* file, int line, const Parts&... parts) {
+// Builds "<parts> (file:line)" and throws it as E (mt::Error or a subclass such as
+// mt::dist::TimeoutError), so every error message in the project has one format.
+template <typename E, typename... Parts>
+[[noreturn]] void fail_with(const char* file, int line, const Parts&... parts) {
   std::ostringstream os;
   (os << ... << parts);
   os << " (" << file << ":" << line << ")";
-  throw Error(os.str());
+  throw E(os.str());
+}
+template <typename... Parts>
+[[noreturn]] void fail(const char* file, int line, const Parts&... parts) {
+  fail_with<Error>(file, line, parts...);
 }
 }  // namespace detail
 
