@@ -25,7 +25,9 @@ struct Device {
 };
 
 constexpr Device kCPU{DeviceType::CPU, 0};
-inline Device cuda(int index = 0) { return Device(DeviceType::CUDA, index); }
+// cuda_device(1) is Device("cuda:1"). (Not named cuda(): namespace mt::cuda holds the CUDA backend's
+// API, and a function may not share a name with a namespace.)
+inline Device cuda_device(int index = 0) { return Device(DeviceType::CUDA, index); }
 
 inline std::ostream& operator<<(std::ostream& os, const Device& d) { return os << d.str(); }
 

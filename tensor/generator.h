@@ -8,6 +8,8 @@
 #include <array>
 #include <cstdint>
 
+#include "tensor/host_device.h"
+
 namespace mt {
 
 class Generator {
@@ -41,9 +43,10 @@ class Generator {
 Generator& default_generator();
 void manual_seed(uint64_t seed);
 
-// u32 -> U[0,1) with 24 (float) or 53 (double, from two u32) random bits.
-inline float uniform_float(uint32_t x) { return static_cast<float>(x >> 8) * (1.0f / 16777216.0f); }
-inline double uniform_double(uint32_t hi, uint32_t lo) {
+// u32 -> U[0,1) with 24 (float) or 53 (double, from two u32) random bits. Shared with the CUDA
+// random kernels, so both backends map words to numbers identically.
+MT_HOST_DEVICE inline float uniform_float(uint32_t x) { return static_cast<float>(x >> 8) * (1.0f / 16777216.0f); }
+MT_HOST_DEVICE inline double uniform_double(uint32_t hi, uint32_t lo) {
   return static_cast<double>(((static_cast<uint64_t>(hi) << 32) | lo) >> 11) * (1.0 / 9007199254740992.0);
 }
 

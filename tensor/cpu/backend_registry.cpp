@@ -1,9 +1,19 @@
 // The table from device type to Backend, and the names of the ops for error messages.
-// The CPU backend is in the table from the start (constant-initialised: no static-order surprises);
-// the CUDA backend, when this build has one, registers itself from its own translation unit.
+// The CPU backend is in the table from the start (constant-initialised: no static-order surprises).
+// CUDA has one backend object per device (tensor/cuda/cuda_backend.h), so in a CUDA build backend()
+// asks tensor/cuda/ for the device's object. Calling it from here, rather than registering from a
+// static constructor in the CUDA files, also guarantees that the linker keeps the CUDA backend when
+// libminitrain is a static library (an object file nothing references is dropped, constructor and all).
+// register_backend stays for backends that are one object per device type.
 #include <array>
 
 #include "tensor/cpu/cpu_backend.h"
+
+#if defined(MT_HAVE_CUDA) && MT_HAVE_CUDA
+namespace mt::cuda::detail {
+Backend& backend_for_device(int index);  // tensor/cuda/cuda_backend.cpp
+}
+#endif
 
 namespace mt {
 namespace {
@@ -25,6 +35,9 @@ size_t slot(DeviceType type) {
 Backend& backend(Device device) {
   Backend* b = backends[slot(device.type)];
   if (b == nullptr) [[unlikely]] {
+#if defined(MT_HAVE_CUDA) && MT_HAVE_CUDA
+    if (device.type == DeviceType::CUDA) return cuda::detail::backend_for_device(device.index);
+#endif
     MT_CHECK(device.type != DeviceType::CUDA,
              "CUDA device requested but this build has no CUDA backend (configure with -DMT_CUDA=ON "
              "on a machine with nvcc)");

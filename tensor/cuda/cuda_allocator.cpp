@@ -1,0 +1,134 @@
+// The CUDA caching allocator and the pinned host allocator: BlockCache (tensor/caching_allocator.cpp)
+// for the bookkeeping, plus the raw calls that get memory from the driver. This file only adapts
+// BlockCache to mt::Allocator; the rules are in Note [Caching allocator].
+//
+// The allocators are made on first use and never destroyed: a tensor at namespace scope may be freed
+// during exit after this file's statics would be gone, and cudaFree after the runtime has shut down
+// fails. The driver reclaims everything at process exit anyway.
+#include "tensor/cuda/cuda_allocator.h"
+
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "tensor/cuda/cuda_check.h"
+#include "tensor/cuda/cuda_device.h"
+
+namespace mt::cuda {
+namespace {
+
+class DeviceAllocator final : public Allocator {
+ public:
+  explicit DeviceAllocator(int device)
+      : device_(device),
+        cache_(
+            [device](size_t bytes) -> void* {
+              DeviceGuard guard(device);
+              void* ptr = nullptr;
+              const cudaError_t status = cudaMalloc(&ptr, bytes);
+              if (status == cudaErrorMemoryAllocation) {
+                (void)cudaGetLastError();  // out of memory is recoverable: BlockCache frees and retries
+                return nullptr;
+              }
+              MT_CUDA_CHECK(status);
+              return ptr;
+            },
+            [device](void* ptr, size_t) {
+              DeviceGuard guard(device);
+              MT_CUDA_CHECK(cudaFree(ptr));
+            },
+            "cuda:" + std::to_string(device)) {}
+
+  // Every block belongs to the compute stream: see the header.
+  void* allocate(size_t nbytes) override {
+    return cache_.allocate(nbytes, reinterpret_cast<BlockCache::StreamId>(current_stream(device_)));
+  }
+  void deallocate(void* ptr, size_t) override { cache_.deallocate(ptr); }
+  BlockCache& cache() { return cache_; }
+
+ private:
+  int device_;
+  BlockCache cache_;
+};
+
+DeviceAllocator& allocator_of(int device) {
+  static std::once_flag once;
+  static DeviceAllocator** allocators = nullptr;
+  static int count = 0;
+  std::call_once(once, [] {
+    count = device_count();
+    allocators = new DeviceAllocator*[count > 0 ? count : 1]();
+    for (int d = 0; d < count; ++d) allocators[d] = new DeviceAllocator(d);
+  });
+  MT_CHECK(device >= 0 && device < count, "cuda:", device, " does not exist: this process sees ", count,
+           " CUDA device(s)");
+  return *allocators[device];
+}
+
+class PinnedAllocator final : public Allocator {
+ public:
+  PinnedAllocator()
+      : cache_(
+            [](size_t bytes) -> void* {
+              void* ptr = nullptr;
+              // Portable: usable for copies to and from every device, not just the current one.
+              const cudaError_t status = cudaHostAlloc(&ptr, bytes, cudaHostAllocPortable);
+              if (status == cudaErrorMemoryAllocation) {
+                (void)cudaGetLastError();
+                return nullptr;
+              }
+              MT_CUDA_CHECK(status);
+              return ptr;
+            },
+            [](void* ptr, size_t) { MT_CUDA_CHECK(cudaFreeHost(ptr)); }, "pinned host memory") {}
+
+  // Host memory has no stream; copies from it complete before Backend::copy returns, so a freed
+  // block may be reused at once.
+  void* allocate(size_t nbytes) override { return cache_.allocate(nbytes, 0); }
+  void deallocate(void* ptr, size_t) override { cache_.deallocate(ptr); }
+  BlockCache& cache() { return cache_; }
+
+ private:
+  BlockCache cache_;
+};
+
+PinnedAllocator& pinned() {
+  static PinnedAllocator* allocator = new PinnedAllocator;
+  return *allocator;
+}
+
+}  // namespace
+
+Allocator& device_allocator(int device) { return allocator_of(device); }
+CacheStats memory_stats(int device) { return allocator_of(device).cache().stats(); }
+void empty_cache(int device) {
+  // cudaFree waits for the device anyway; syncing first also surfaces kernel errors here, at the
+  // call that caused the wait, rather than inside the allocator.
+  synchronize(device);
+  allocator_of(device).cache().empty_cache();
+}
+
+Allocator& pinned_allocator() { return pinned(); }
+CacheStats pinned_memory_stats() { return pinned().cache().stats(); }
+
+bool is_pinned(const void* ptr) {
+  cudaPointerAttributes attributes{};
+  if (cudaPointerGetAttributes(&attributes, ptr) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return attributes.type == cudaMemoryTypeHost;
+}
+
+Tensor empty_pinned(const Shape& shape, DType dtype) {
+  for (int64_t s : shape) MT_CHECK(s >= 0, "empty_pinned: negative size in shape ", shape);
+  auto impl = std::make_shared<TensorImpl>();
+  const size_t nbytes = static_cast<size_t>(shape.numel()) * element_size(dtype);
+  impl->storage = std::make_shared<Storage>(nbytes, kCPU, pinned_allocator());
+  impl->sizes = shape;
+  impl->strides = contiguous_strides(shape);
+  impl->dtype = dtype;
+  return Tensor(std::move(impl));
+}
+
+}  // namespace mt::cuda

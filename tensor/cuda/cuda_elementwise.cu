@@ -1,0 +1,182 @@
+// CudaBackend::unary, ::binary and ::where: the elementwise math as functor structs handed to the
+// loops in cuda_loops.cuh. Each functor computes what the CPU backend's lambda of the same op does
+// (tensor/cpu/cpu_elementwise.cpp), including NaN handling: relu(NaN) = NaN, maximum/minimum
+// propagate NaN. Math functions are CUDA's (exp, log, tanh, erf, pow), accurate to a few ulps, so
+// results match the CPU's within rounding, not bit for bit.
+#include <cmath>
+#include <type_traits>
+
+#include "tensor/cuda/cuda_device.h"
+#include "tensor/cuda/cuda_error.h"
+#include "tensor/cuda/cuda_loops.cuh"
+
+namespace mt::cuda {
+namespace {
+
+// ---- unary ----------------------------------------------------------------------------------------
+// With a scalar where the op has one. T is float, double or int64_t (the float-only ops are only
+// instantiated for float and double).
+#define MT_UNARY_FUNCTOR(NAME, EXPR)                        \
+  template <typename T>                                     \
+  struct NAME {                                             \
+    T s;                                                    \
+    __device__ T operator()(T x) const { return EXPR; }    \
+  };
+MT_UNARY_FUNCTOR(Exp, exp(x))
+MT_UNARY_FUNCTOR(Log, log(x))
+MT_UNARY_FUNCTOR(Sqrt, sqrt(x))
+MT_UNARY_FUNCTOR(Tanh, tanh(x))
+MT_UNARY_FUNCTOR(Sigmoid, T(1) / (T(1) + exp(-x)))
+MT_UNARY_FUNCTOR(Erf, erf(x))
+MT_UNARY_FUNCTOR(Square, x * x)  // pow(x, 2): exact, and what MSE calls every step
+MT_UNARY_FUNCTOR(PowFloat, pow(x, s))
+MT_UNARY_FUNCTOR(Neg, T(-x))
+MT_UNARY_FUNCTOR(Relu, x < T(0) ? T(0) : x)  // not max(x, 0): NaN stays NaN
+MT_UNARY_FUNCTOR(Abs, x < T(0) ? T(-x) : x)
+MT_UNARY_FUNCTOR(Sign, T((T(0) < x) - (x < T(0))))
+MT_UNARY_FUNCTOR(AddScalar, T(x + s))
+MT_UNARY_FUNCTOR(MulScalar, T(x * s))
+#undef MT_UNARY_FUNCTOR
+
+// Integer powers take the exponent as a double (pow(int, 0.5) is not an integer op).
+template <typename T>
+struct PowIntExact {
+  double s;
+  __device__ T operator()(T x) const { return static_cast<T>(pow(static_cast<double>(x), s)); }
+};
+
+// ---- binary ---------------------------------------------------------------------------------------
+#define MT_BINARY_FUNCTOR(NAME, EXPR)                          \
+  template <typename T>                                        \
+  struct NAME {                                                \
+    __device__ T operator()(T x, T y) const { return EXPR; }  \
+  };
+MT_BINARY_FUNCTOR(Add, T(x + y))
+MT_BINARY_FUNCTOR(Sub, T(x - y))
+MT_BINARY_FUNCTOR(Mul, T(x * y))
+MT_BINARY_FUNCTOR(Maximum, (x > y || x != x) ? x : y)  // NaN wins, as in PyTorch
+MT_BINARY_FUNCTOR(Minimum, (x < y || x != x) ? x : y)
+MT_BINARY_FUNCTOR(Eq, T(x == y))
+MT_BINARY_FUNCTOR(Ne, T(x != y))
+MT_BINARY_FUNCTOR(Lt, T(x < y))
+MT_BINARY_FUNCTOR(Le, T(x <= y))
+MT_BINARY_FUNCTOR(Gt, T(x > y))
+MT_BINARY_FUNCTOR(Ge, T(x >= y))
+#undef MT_BINARY_FUNCTOR
+
+template <typename T>
+struct Div {
+  __device__ T operator()(T x, T y) const { return x / y; }
+};
+// Integer division truncates like C++; a zero divisor cannot throw in a kernel, so it is reported
+// through the device error slot (raised at the next synchronisation) and the quotient is 0.
+template <>
+struct Div<int64_t> {
+  detail::DeviceErrorSlot* errors;
+  __device__ int64_t operator()(int64_t x, int64_t y) const {
+    if (y == 0) {
+      detail::report_index_error(errors, detail::IndexOp::IntegerDivision, x, 0, 0);
+      return 0;
+    }
+    return x / y;
+  }
+};
+
+// ---- where ----------------------------------------------------------------------------------------
+template <typename T, typename C>
+__global__ void where_kernel(T* out, const C* cond, const T* a, const T* b, int64_t n, StridedIndexer<4> ix) {
+  for (int64_t i = global_thread(); i < n; i += grid_threads()) {
+    int64_t off[4];
+    ix.offsets(i, off);
+    out[off[0]] = cond[off[1]] != C(0) ? a[off[2]] : b[off[3]];
+  }
+}
+
+}  // namespace
+
+void CudaBackend::unary(UnaryOp op, const Tensor& out, const Tensor& in, double scalar) {
+  if (out.numel() == 0) return;
+  DeviceGuard guard(device_);
+  MT_DISPATCH_ALL(out.dtype(), op_name(op), [&]<typename T>() {
+    auto map = [&](auto f) { map_unary<T, T>(*this, out, in, f); };
+    const T s = static_cast<T>(scalar);
+    if constexpr (std::is_floating_point_v<T>) {
+      switch (op) {
+        case UnaryOp::Exp: return map(Exp<T>{s});
+        case UnaryOp::Log: return map(Log<T>{s});
+        case UnaryOp::Sqrt: return map(Sqrt<T>{s});
+        case UnaryOp::Tanh: return map(Tanh<T>{s});
+        case UnaryOp::Sigmoid: return map(Sigmoid<T>{s});
+        case UnaryOp::Erf: return map(Erf<T>{s});
+        case UnaryOp::Pow:
+          if (scalar == 2.0) return map(Square<T>{s});
+          if (scalar == 0.5) return map(Sqrt<T>{s});
+          return map(PowFloat<T>{s});
+        default: break;
+      }
+    } else {
+      switch (op) {
+        case UnaryOp::Exp: case UnaryOp::Log: case UnaryOp::Sqrt:
+        case UnaryOp::Tanh: case UnaryOp::Sigmoid: case UnaryOp::Erf:
+          MT_FAIL(op_name(op), ": needs a floating dtype, got ", out.dtype());
+        case UnaryOp::Pow: return map(PowIntExact<T>{scalar});
+        default: break;
+      }
+    }
+    switch (op) {
+      case UnaryOp::Neg: return map(Neg<T>{s});
+      case UnaryOp::Relu: return map(Relu<T>{s});
+      case UnaryOp::Abs: return map(Abs<T>{s});
+      case UnaryOp::Sign: return map(Sign<T>{s});
+      case UnaryOp::AddScalar: return map(AddScalar<T>{s});
+      case UnaryOp::MulScalar: return map(MulScalar<T>{s});
+      default: MT_FAIL(op_name(op), ": not implemented on CUDA for ", out.dtype());
+    }
+  });
+}
+
+void CudaBackend::binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
+  if (out.numel() == 0) return;
+  DeviceGuard guard(device_);
+  MT_DISPATCH_ALL(out.dtype(), op_name(op), [&]<typename T>() {
+    auto map = [&](auto f) { map_binary<T>(*this, out, a, b, f); };
+    switch (op) {
+      case BinaryOp::Add: return map(Add<T>{});
+      case BinaryOp::Sub: return map(Sub<T>{});
+      case BinaryOp::Mul: return map(Mul<T>{});
+      case BinaryOp::Div:
+        if constexpr (std::is_same_v<T, int64_t>) return map(Div<T>{detail::device_error_slot()});
+        else return map(Div<T>{});
+      case BinaryOp::Maximum: return map(Maximum<T>{});
+      case BinaryOp::Minimum: return map(Minimum<T>{});
+      case BinaryOp::Eq: return map(Eq<T>{});
+      case BinaryOp::Ne: return map(Ne<T>{});
+      case BinaryOp::Lt: return map(Lt<T>{});
+      case BinaryOp::Le: return map(Le<T>{});
+      case BinaryOp::Gt: return map(Gt<T>{});
+      case BinaryOp::Ge: return map(Ge<T>{});
+    }
+    MT_FAIL(op_name(op), ": not implemented on CUDA");
+  });
+}
+
+// out = cond != 0 ? a : b; cond may have any dtype. One strided kernel: where is not on a hot path
+// (masks in losses), and the indexer's one-run case costs no division.
+void CudaBackend::where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) {
+  const int64_t n = out.numel();
+  if (n == 0) return;
+  DeviceGuard guard(device_);
+  MT_DISPATCH_ALL(out.dtype(), "where", [&]<typename T>() {
+    MT_DISPATCH_ALL(cond.dtype(), "where", [&]<typename C>() {
+      const auto ix = make_indexer<4>(out.sizes(), {out.strides().begin(), cond.strides().begin(),
+                                                    a.strides().begin(), b.strides().begin()});
+      const auto g = elementwise_geometry(n, multiprocessors_);
+      where_kernel<T, C><<<g.blocks, g.threads, 0, stream_>>>(
+          static_cast<T*>(out.raw_data()), static_cast<const C*>(cond.raw_data()),
+          static_cast<const T*>(a.raw_data()), static_cast<const T*>(b.raw_data()), n, ix);
+      MT_CUDA_CHECK_LAUNCH();
+    });
+  });
+}
+
+}  // namespace mt::cuda

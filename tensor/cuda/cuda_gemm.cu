@@ -1,0 +1,157 @@
+// CudaBackend::gemm: batched out = a·b (+ out) through cuBLAS (float32, float64), and a plain kernel
+// for int64 (cuBLAS has no integer GEMM; int64 matmuls are rare and small).
+// Contract (tensor/backend.h): out (B, M, N) contiguous; a (B, M, K) and b (B, K, N) each row- or
+// column-major (unit stride in one of the last two dims); batch strides may be 0 (a shared matrix).
+//
+// Row-major vs column-major: cuBLAS works on column-major matrices, and a row-major (M, N) matrix is
+// exactly a column-major (N, M) one, its transpose. So out = a·b is computed as outᵀ = bᵀ·aᵀ with the
+// operands swapped and no data moved:
+//   cublasGemmStridedBatchedEx(opB, opA, m = N, n = M, k = K, b, ldb, strideB, a, lda, strideA, out, N, M*N)
+// where an operand stored row-major is passed as-is (op N: its memory already is the transpose cuBLAS
+// wants), and one stored column-major (a transposed view, e.g. linear's wᵀ) is passed with op T.
+// An operand neither row- nor column-major (e.g. expanded with stride 0 inside a matrix) is first
+// copied to a contiguous temporary.
+#include <algorithm>
+#include <atomic>
+#include <climits>
+#include <mutex>
+
+#include "tensor/cuda/cuda_allocator.h"
+#include "tensor/cuda/cuda_device.h"
+#include "tensor/cuda/cuda_gemm.h"
+#include "tensor/cuda/cuda_loops.cuh"
+
+namespace mt::cuda {
+namespace {
+
+std::atomic<bool> tf32_allowed{false};
+
+// cuBLAS's recommended workspace on Hopper; also ample for Ampere.
+constexpr size_t kCublasWorkspace = size_t{32} << 20;
+
+// How a (rows, cols) matrix with strides (s_row, s_col) is stored: row-major with leading dimension
+// ld, or column-major. A single row or column gets a valid ld whatever its strides (cuBLAS checks ld
+// even where it never uses it). False for layouts cuBLAS cannot express. (The CPU backend's
+// blas_layout in tensor/cpu/cpu_gemm.cpp makes the same decision for OpenBLAS.)
+struct MatrixLayout {
+  bool col_major;
+  int64_t ld;
+};
+bool blas_layout(int64_t rows, int64_t cols, int64_t s_row, int64_t s_col, MatrixLayout& layout) {
+  if ((s_col == 1 || cols == 1) && (rows == 1 || s_row >= std::max<int64_t>(cols, 1))) {
+    layout = {false, rows == 1 ? std::max<int64_t>(cols, 1) : s_row};
+    return true;
+  }
+  if ((s_row == 1 || rows == 1) && (cols == 1 || s_col >= std::max<int64_t>(rows, 1))) {
+    layout = {true, cols == 1 ? std::max<int64_t>(rows, 1) : s_col};
+    return true;
+  }
+  return false;
+}
+
+// out[bi, i, j] (+)= sum_p a[bi, i, p] * b[bi, p, j], one thread per output element; any strides.
+template <typename T>
+__global__ void gemm_loops_kernel(T* out, const T* a, const T* b, int64_t batch, int64_t m, int64_t n, int64_t k,
+                                  int64_t sa0, int64_t sa1, int64_t sa2, int64_t sb0, int64_t sb1, int64_t sb2,
+                                  bool accumulate) {
+  const int64_t total = batch * m * n;
+  for (int64_t e = global_thread(); e < total; e += grid_threads()) {
+    const int64_t j = e % n, i = (e / n) % m, bi = e / (m * n);
+    T acc = accumulate ? out[e] : T(0);
+    for (int64_t p = 0; p < k; ++p) acc += a[bi * sa0 + i * sa1 + p * sa2] * b[bi * sb0 + p * sb1 + j * sb2];
+    out[e] = acc;
+  }
+}
+
+int as_int(int64_t v, const char* what) {
+  MT_CHECK(v >= 0 && v <= INT_MAX, "gemm: ", what, " = ", v, " is too large for cuBLAS (int)");
+  return static_cast<int>(v);
+}
+
+}  // namespace
+
+void set_allow_tf32(bool allow) { tf32_allowed.store(allow); }
+bool allow_tf32() { return tf32_allowed.load(); }
+
+cublasHandle_t cublas_handle(int device) {
+  struct Slot {
+    std::once_flag once;
+    cublasHandle_t handle = nullptr;
+  };
+  static const int count = device_count();
+  static Slot* slots = new Slot[count > 0 ? count : 1];  // never destroyed: see cuda_allocator.cpp
+  MT_CHECK(device >= 0 && device < count, "cuda:", device, " does not exist: this process sees ", count,
+           " CUDA device(s)");
+  Slot& slot = slots[device];
+  std::call_once(slot.once, [&] {
+    DeviceGuard guard(device);
+    MT_CUBLAS_CHECK(cublasCreate(&slot.handle));
+    MT_CUBLAS_CHECK(cublasSetStream(slot.handle, current_stream(device)));
+    void* workspace = device_allocator(device).allocate(kCublasWorkspace);  // held for the process
+    MT_CUBLAS_CHECK(cublasSetWorkspace(slot.handle, workspace, kCublasWorkspace));
+  });
+  return slot.handle;
+}
+
+void CudaBackend::gemm(const Tensor& out, const Tensor& a, const Tensor& b, bool accumulate) {
+  MT_CHECK(out.dim() == 3 && a.dim() == 3 && b.dim() == 3 && is_dense(out),
+           "gemm: CUDA kernel needs 3-D (B, M, K)·(B, K, N) -> contiguous (B, M, N), got ", a.sizes(), "·",
+           b.sizes(), " -> ", out.sizes());
+  const int64_t batch = out.sizes()[0], m = out.sizes()[1], n = out.sizes()[2], k = a.sizes()[2];
+  MT_CHECK(a.sizes() == Shape({batch, m, k}) && b.sizes() == Shape({batch, k, n}), "gemm: shapes do not match: ",
+           a.sizes(), "·", b.sizes(), " -> ", out.sizes());
+  if (out.numel() == 0) return;
+  DeviceGuard guard(device_);
+  if (k == 0) {  // an empty sum: out = 0, or out unchanged when accumulating
+    if (!accumulate) fill(out, 0.0);
+    return;
+  }
+  if (out.dtype() == kInt64) {
+    const auto g = elementwise_geometry(out.numel(), multiprocessors_);
+    gemm_loops_kernel<int64_t><<<g.blocks, g.threads, 0, stream_>>>(
+        static_cast<int64_t*>(out.raw_data()), static_cast<const int64_t*>(a.raw_data()),
+        static_cast<const int64_t*>(b.raw_data()), batch, m, n, k, a.strides()[0], a.strides()[1], a.strides()[2],
+        b.strides()[0], b.strides()[1], b.strides()[2], accumulate);
+    MT_CUDA_CHECK_LAUNCH();
+    return;
+  }
+  MT_CHECK(out.dtype() == kFloat32 || out.dtype() == kFloat64, "gemm: dtype ", out.dtype(),
+           " is not supported on CUDA");
+
+  // Operands cuBLAS cannot read in place become contiguous temporaries (same stream: ordered).
+  auto as_blas = [&](const Tensor& t, int64_t rows, int64_t cols, MatrixLayout& layout) {
+    if (blas_layout(rows, cols, t.strides()[1], t.strides()[2], layout)) return t;
+    Tensor dense = empty(t.sizes(), {.dtype = t.dtype(), .device = t.device()});
+    copy_on_device(dense, t);
+    layout = {false, std::max<int64_t>(cols, 1)};
+    return dense;
+  };
+  MatrixLayout la, lb;
+  const Tensor A = as_blas(a, m, k, la);
+  const Tensor B = as_blas(b, k, n, lb);
+  // A batch of one has no batch stride to speak of; cuBLAS still wants a valid number.
+  const int64_t stride_a = batch == 1 ? 0 : A.strides()[0];
+  const int64_t stride_b = batch == 1 ? 0 : B.strides()[0];
+
+  cublasHandle_t handle = cublas_handle(device_);
+  const cublasOperation_t op_b = lb.col_major ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_a = la.col_major ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const int M = as_int(m, "M"), N = as_int(n, "N"), K = as_int(k, "K"), batches = as_int(batch, "batch");
+  const int ld_a = as_int(la.ld, "lda"), ld_b = as_int(lb.ld, "ldb");
+  if (out.dtype() == kFloat32) {
+    const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+    const cublasComputeType_t compute = allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    MT_CUBLAS_CHECK(cublasGemmStridedBatchedEx(handle, op_b, op_a, N, M, K, &alpha, B.raw_data(), CUDA_R_32F, ld_b,
+                                               stride_b, A.raw_data(), CUDA_R_32F, ld_a, stride_a, &beta,
+                                               out.raw_data(), CUDA_R_32F, N, m * n, batches, compute,
+                                               CUBLAS_GEMM_DEFAULT));
+  } else {
+    const double alpha = 1.0, beta = accumulate ? 1.0 : 0.0;
+    MT_CUBLAS_CHECK(cublasGemmStridedBatchedEx(handle, op_b, op_a, N, M, K, &alpha, B.raw_data(), CUDA_R_64F, ld_b,
+                                               stride_b, A.raw_data(), CUDA_R_64F, ld_a, stride_a, &beta,
+                                               out.raw_data(), CUDA_R_64F, N, m * n, batches, CUBLAS_COMPUTE_64F,
+                                               CUBLAS_GEMM_DEFAULT));
+  }
+}
+
+}  // namespace mt::cuda

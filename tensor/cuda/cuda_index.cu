@@ -1,0 +1,184 @@
+// CudaBackend index kernels: index_select / index_add (one index list for a whole dim: embedding
+// lookups and their backward) and gather / scatter_add (one index per element: cross-entropy's
+// target logit and its backward). raw_ops hands every operand over as a contiguous 3-D
+// (outer, n, inner) view around the indexed dim, as for the CPU (tensor/cpu/cpu_index.cpp).
+//
+// Bounds: the CPU checks every index before writing. Here the indices live on the GPU, so each
+// thread checks its own; a bad one is reported through the device error slot and its element is
+// skipped (a read yields 0, an accumulation is dropped): nothing outside the tensors is touched, and
+// the error is raised at the next synchronisation (Note [Device errors] in cuda_error.h).
+// index_add and scatter_add accumulate with atomicAdd, so repeated indices add up; the order of the
+// additions is not fixed, so float results may differ from the CPU's in the last bits.
+#include "tensor/cuda/cuda_device.h"
+#include "tensor/cuda/cuda_error.h"
+#include "tensor/cuda/cuda_loops.cuh"
+
+namespace mt::cuda {
+namespace {
+
+using detail::DeviceErrorSlot;
+using detail::IndexOp;
+using detail::report_index_error;
+
+// atomicAdd for the three dtypes: float and double natively (double since sm_60), int64 through the
+// unsigned 64-bit overload (two's complement addition is the same operation).
+__device__ inline void atomic_add(float* p, float v) { atomicAdd(p, v); }
+__device__ inline void atomic_add(double* p, double v) { atomicAdd(p, v); }
+__device__ inline void atomic_add(int64_t* p, int64_t v) {
+  atomicAdd(reinterpret_cast<unsigned long long*>(p), static_cast<unsigned long long>(v));
+}
+
+// out(outer, k, inner)[a, j, i] = in(outer, n, inner)[a, index[j], i]
+template <typename T>
+__global__ void index_select_kernel(T* out, const T* in, const int64_t* index, int64_t count, int64_t k,
+                                    int64_t n, int64_t inner, DeviceErrorSlot* errors) {
+  for (int64_t e = global_thread(); e < count; e += grid_threads()) {
+    const int64_t i = e % inner, j = (e / inner) % k, a = e / (inner * k);
+    const int64_t idx = index[j];
+    if (idx < 0 || idx >= n) {
+      report_index_error(errors, IndexOp::IndexSelect, idx, j, n);
+      out[e] = T(0);
+      continue;
+    }
+    out[e] = in[(a * n + idx) * inner + i];
+  }
+}
+
+// out(outer, n, inner)[a, index[j], i] += src(outer, k, inner)[a, j, i]
+template <typename T>
+__global__ void index_add_kernel(T* out, const T* src, const int64_t* index, int64_t count, int64_t k,
+                                 int64_t n, int64_t inner, DeviceErrorSlot* errors) {
+  for (int64_t e = global_thread(); e < count; e += grid_threads()) {
+    const int64_t i = e % inner, j = (e / inner) % k, a = e / (inner * k);
+    const int64_t idx = index[j];
+    if (idx < 0 || idx >= n) {
+      report_index_error(errors, IndexOp::IndexAdd, idx, j, n);
+      continue;
+    }
+    atomic_add(out + (a * n + idx) * inner + i, src[e]);
+  }
+}
+
+// out[a, j, i] = in[a, index[a, j, i], i]; index, out: (outer, k, inner), in: (outer, n, inner)
+template <typename T>
+__global__ void gather_kernel(T* out, const T* in, const int64_t* index, int64_t count, int64_t k, int64_t n,
+                              int64_t inner, DeviceErrorSlot* errors) {
+  for (int64_t e = global_thread(); e < count; e += grid_threads()) {
+    const int64_t i = e % inner, a = e / (inner * k);
+    const int64_t idx = index[e];
+    if (idx < 0 || idx >= n) {
+      report_index_error(errors, IndexOp::Gather, idx, e, n);
+      out[e] = T(0);
+      continue;
+    }
+    out[e] = in[(a * n + idx) * inner + i];
+  }
+}
+
+// out[a, index[a, j, i], i] += src[a, j, i]; index, src: (outer, k, inner), out: (outer, n, inner)
+template <typename T>
+__global__ void scatter_add_kernel(T* out, const T* src, const int64_t* index, int64_t count, int64_t k,
+                                   int64_t n, int64_t inner, DeviceErrorSlot* errors) {
+  for (int64_t e = global_thread(); e < count; e += grid_threads()) {
+    const int64_t i = e % inner, a = e / (inner * k);
+    const int64_t idx = index[e];
+    if (idx < 0 || idx >= n) {
+      report_index_error(errors, IndexOp::ScatterAdd, idx, e, n);
+      continue;
+    }
+    atomic_add(out + (a * n + idx) * inner + i, src[e]);
+  }
+}
+
+struct Dims3 {
+  int64_t outer, n, inner;
+};
+
+Dims3 dims3(const char* op, const char* what, const Tensor& t) {
+  MT_CHECK(t.dim() == 3 && is_dense(t), op, ": CUDA kernel needs ", what,
+           " as a contiguous 3-D (outer, n, inner) view, got shape ", t.sizes());
+  return {t.sizes()[0], t.sizes()[1], t.sizes()[2]};
+}
+
+void check_index(const char* op, const Tensor& index) {
+  MT_CHECK(index.dtype() == kInt64 && is_dense(index), op, ": index must be a contiguous int64 tensor, got ",
+           index.dtype());
+}
+
+}  // namespace
+
+void CudaBackend::index_select(const Tensor& out, const Tensor& in, const Tensor& index) {
+  const Dims3 d = dims3("index_select", "in", in);
+  const Dims3 o = dims3("index_select", "out", out);
+  check_index("index_select", index);
+  const int64_t k = index.numel();
+  MT_CHECK(o.outer == d.outer && o.n == k && o.inner == d.inner, "index_select: out ", out.sizes(),
+           " does not match in ", in.sizes(), " and ", k, " indices");
+  const int64_t count = out.numel();
+  if (count == 0) return;
+  DeviceGuard guard(device_);
+  MT_DISPATCH_ALL(in.dtype(), "index_select", [&]<typename T>() {
+    const auto g = elementwise_geometry(count, multiprocessors_);
+    index_select_kernel<T><<<g.blocks, g.threads, 0, stream_>>>(
+        static_cast<T*>(out.raw_data()), static_cast<const T*>(in.raw_data()),
+        static_cast<const int64_t*>(index.raw_data()), count, k, d.n, d.inner, detail::device_error_slot());
+    MT_CUDA_CHECK_LAUNCH();
+  });
+}
+
+void CudaBackend::index_add(const Tensor& out, const Tensor& index, const Tensor& src) {
+  const Dims3 d = dims3("index_add", "out", out);
+  const Dims3 s = dims3("index_add", "src", src);
+  check_index("index_add", index);
+  const int64_t k = index.numel();
+  MT_CHECK(s.outer == d.outer && s.n == k && s.inner == d.inner, "index_add: src ", src.sizes(),
+           " does not match out ", out.sizes(), " and ", k, " indices");
+  const int64_t count = src.numel();
+  if (count == 0) return;
+  DeviceGuard guard(device_);
+  MT_DISPATCH_ALL(out.dtype(), "index_add", [&]<typename T>() {
+    const auto g = elementwise_geometry(count, multiprocessors_);
+    index_add_kernel<T><<<g.blocks, g.threads, 0, stream_>>>(
+        static_cast<T*>(out.raw_data()), static_cast<const T*>(src.raw_data()),
+        static_cast<const int64_t*>(index.raw_data()), count, k, d.n, d.inner, detail::device_error_slot());
+    MT_CUDA_CHECK_LAUNCH();
+  });
+}
+
+void CudaBackend::gather(const Tensor& out, const Tensor& in, const Tensor& index) {
+  const Dims3 d = dims3("gather", "in", in);
+  const Dims3 o = dims3("gather", "out", out);
+  check_index("gather", index);
+  MT_CHECK(index.sizes() == out.sizes() && o.outer == d.outer && o.inner == d.inner, "gather: index ",
+           index.sizes(), " and out ", out.sizes(), " do not match in ", in.sizes());
+  const int64_t count = out.numel();
+  if (count == 0) return;
+  DeviceGuard guard(device_);
+  MT_DISPATCH_ALL(in.dtype(), "gather", [&]<typename T>() {
+    const auto g = elementwise_geometry(count, multiprocessors_);
+    gather_kernel<T><<<g.blocks, g.threads, 0, stream_>>>(
+        static_cast<T*>(out.raw_data()), static_cast<const T*>(in.raw_data()),
+        static_cast<const int64_t*>(index.raw_data()), count, o.n, d.n, d.inner, detail::device_error_slot());
+    MT_CUDA_CHECK_LAUNCH();
+  });
+}
+
+void CudaBackend::scatter_add(const Tensor& out, const Tensor& index, const Tensor& src) {
+  const Dims3 d = dims3("scatter_add", "out", out);
+  const Dims3 s = dims3("scatter_add", "src", src);
+  check_index("scatter_add", index);
+  MT_CHECK(index.sizes() == src.sizes() && s.outer == d.outer && s.inner == d.inner, "scatter_add: index ",
+           index.sizes(), " and src ", src.sizes(), " do not match out ", out.sizes());
+  const int64_t count = src.numel();
+  if (count == 0) return;
+  DeviceGuard guard(device_);
+  MT_DISPATCH_ALL(out.dtype(), "scatter_add", [&]<typename T>() {
+    const auto g = elementwise_geometry(count, multiprocessors_);
+    scatter_add_kernel<T><<<g.blocks, g.threads, 0, stream_>>>(
+        static_cast<T*>(out.raw_data()), static_cast<const T*>(src.raw_data()),
+        static_cast<const int64_t*>(index.raw_data()), count, s.n, d.n, d.inner, detail::device_error_slot());
+    MT_CUDA_CHECK_LAUNCH();
+  });
+}
+
+}  // namespace mt::cuda

@@ -1,0 +1,20 @@
+// The main of test_cuda: runs the GPU tests when this process sees a CUDA GPU, and otherwise exits
+// with 77, which CTest reports as "Skipped" (SKIP_RETURN_CODE in tests/CMakeLists.txt): a machine
+// without a GPU must never count these tests as passed.
+#define DOCTEST_CONFIG_IMPLEMENT
+#include <doctest/doctest.h>
+
+#include <cstdio>
+
+#include "tensor/cuda_info.h"
+
+int main(int argc, char** argv) {
+  if (mt::cuda_device_count() == 0) {
+    std::printf("SKIPPED: no CUDA GPU (cuda_device_count() == 0; this build %s the CUDA backend)\n",
+                mt::cuda_is_built() ? "has" : "lacks");
+    return 77;
+  }
+  std::printf("running on cuda:0: %s\n", mt::cuda_device_description(0).c_str());
+  doctest::Context context(argc, argv);
+  return context.run();
+}
