@@ -20,8 +20,14 @@ class Allocator {
   virtual void deallocate(void* ptr, size_t nbytes) = 0;
 };
 
-// 64-byte aligned (one cache line, one AVX-512 register) so vector loads never split lines.
+// 64-byte aligned (one cache line, one AVX-512 register) so vector loads never split lines. Blocks
+// of 128 KiB and more are cached (Note [Large CPU blocks are cached] in tensor/cpu/cpu_allocator.cpp).
 Allocator& cpu_allocator();
+struct CacheStats;  // tensor/caching_allocator.h
+// The CPU cache of large blocks: its statistics, and giving its free memory back to the system
+// (returns the bytes released).
+CacheStats cpu_cache_stats();
+size_t cpu_empty_cache();
 
 class Storage {
  public:

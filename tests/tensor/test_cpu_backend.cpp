@@ -9,7 +9,9 @@
 #include <cstdint>
 #include <limits>
 
+#include "tensor/caching_allocator.h"
 #include "tensor/cpu/cpu_backend.h"
+#include "tensor/cuda_info.h"
 #include "tensor/generator.h"
 #include "tensor/raw_ops.h"
 
@@ -425,9 +427,10 @@ TEST_CASE("index kernels reject out-of-range indices, naming the index and the r
 TEST_CASE("the backend table, op names and the allocator") {
   CHECK(&backend(kCPU) == &backend(Device("cpu")));
   try {
-    backend(cuda(0));  // succeeds only in a build with the CUDA backend
+    backend(cuda_device(0));  // succeeds only in a build with the CUDA backend and a GPU
   } catch (const Error& e) {
-    CHECK(std::string(e.what()).starts_with("CUDA device requested but this build has no CUDA backend"));
+    CHECK(std::string(e.what()).starts_with(cuda_is_built() ? "cuda:0 requested but no CUDA GPU is visible"
+                                                            : "CUDA device requested but this build has no CUDA backend"));
   }
   CHECK(std::string(op_name(BinaryOp::Add)) == "add");
   CHECK(std::string(op_name(UnaryOp::Exp)) == "exp");
@@ -440,4 +443,27 @@ TEST_CASE("the backend table, op names and the allocator") {
     CHECK(reinterpret_cast<uintptr_t>(p) % 64 == 0);
     alloc.deallocate(p, nbytes);
   }
+}
+
+TEST_CASE("the CPU allocator caches large blocks: a steady training loop maps no new memory") {
+  // Note [Large CPU blocks are cached]: the sizes of the 784-256-10 MLP's weight, its gradient and a
+  // batch of activations, allocated and freed as a training step does.
+  auto step = [] {
+    const Tensor w = empty({256, 784}), g = empty({256, 784}), act = empty({128, 784});
+    CHECK(reinterpret_cast<uintptr_t>(w.raw_data()) % 64 == 0);
+    CHECK(reinterpret_cast<uintptr_t>(act.raw_data()) % 64 == 0);
+  };
+  for (int i = 0; i < 3; ++i) step();  // warm-up: the cache takes what it needs
+  const CacheStats before = cpu_cache_stats();
+  for (int i = 0; i < 20; ++i) step();
+  const CacheStats after = cpu_cache_stats();
+  CHECK(after.raw_allocations == before.raw_allocations);
+  CHECK(after.allocations == before.allocations + 60);
+  CHECK(after.cache_hits == before.cache_hits + 60);
+  CHECK(after.bytes_in_use == before.bytes_in_use);
+  // Small tensors do not go through the cache.
+  { const Tensor small = empty({100}); }
+  CHECK(cpu_cache_stats().allocations == after.allocations);
+  CHECK(cpu_empty_cache() > 0);  // the free segments go back to the system
+  CHECK(cpu_cache_stats().bytes_reserved < after.bytes_reserved);
 }
