@@ -1,7 +1,8 @@
 // DType: the element types a tensor can hold, their sizes and names, and MT_DISPATCH_* to turn a
 // runtime dtype into a compile-time C++ type inside kernels.
 // float32 is the training type everywhere; float64 exists for gradcheck; int64 for labels and indices.
-// bfloat16/float16 have enum slots so that the CUDA backend can add them without changing this file's users.
+// float16 is a storage format on the CPU (cast to and from float32 only; DDP's fp16 compression);
+// bfloat16 has an enum slot so that the CUDA backend can add it without changing this file's users.
 #pragma once
 
 #include <cstddef>
@@ -39,6 +40,8 @@ template <typename T> struct dtype_of;
 template <> struct dtype_of<float> { static constexpr DType value = DType::Float32; };
 template <> struct dtype_of<double> { static constexpr DType value = DType::Float64; };
 template <> struct dtype_of<int64_t> { static constexpr DType value = DType::Int64; };
+// float16 elements are read and written as their raw bits (tensor/half.h converts them).
+template <> struct dtype_of<uint16_t> { static constexpr DType value = DType::Float16; };
 
 // Result type of a binary op on two dtypes (float64 > float32 > int64), like PyTorch's promotion
 // for tensors of equal rank category.

@@ -1,10 +1,12 @@
 // CpuBackend::copy and ::fill: moving and casting elements between (possibly strided) tensors.
 // copy is what contiguous(), .to(dtype), clone() and copy_ end in; it does not broadcast (raw_ops
-// expands src to dst's shape first) and does not cross devices (to_device does that).
+// expands src to dst's shape first) and does not cross devices (to_device does that). float16 only
+// casts to and from float32 here (DDP's fp16 compression); the CPU has no float16 arithmetic.
 #include <algorithm>
 #include <cstring>
 
 #include "tensor/cpu/elementwise.h"
+#include "tensor/half.h"
 
 namespace mt {
 
@@ -12,6 +14,17 @@ void CpuBackend::copy(const Tensor& dst, const Tensor& src) {
   if (dst.numel() == 0) return;
   if (dst.dtype() == src.dtype() && cpu::is_contiguous(dst) && cpu::is_contiguous(src)) {
     std::memcpy(dst.raw_data(), src.raw_data(), dst.numel() * element_size(dst.dtype()));
+    return;
+  }
+  // float16 is a storage format only (tensor/half.h): it can be cast to and from float32.
+  if (dst.dtype() == DType::Float16 || src.dtype() == DType::Float16) {
+    MT_CHECK((dst.dtype() == DType::Float16 && src.dtype() == DType::Float32) ||
+                 (dst.dtype() == DType::Float32 && src.dtype() == DType::Float16),
+             "copy: on the CPU float16 only casts to and from float32, not ", src.dtype(), " to ", dst.dtype());
+    if (dst.dtype() == DType::Float16)
+      cpu::map_unary<uint16_t, float>(dst, src, [](float x) { return float_to_half(x); });
+    else
+      cpu::map_unary<float, uint16_t>(dst, src, [](uint16_t h) { return half_to_float(h); });
     return;
   }
   MT_DISPATCH_ALL(dst.dtype(), "copy", [&]<typename TO>() {
