@@ -5,17 +5,31 @@
 
 namespace mt::dist {
 
+namespace {
+
+// How long a thread polls before it sleeps (Note [Spin, then sleep]): a few small collectives' worth.
+constexpr auto kSpinFor = std::chrono::microseconds(100);
+
+// Polls `ready` until it returns true or kSpinFor has passed; returns what it last returned.
+template <typename Ready>
+bool spin_until(Ready&& ready) {
+  const auto deadline = Clock::now() + kSpinFor;
+  while (!ready()) {
+    if (Clock::now() >= deadline) return false;
+    std::this_thread::yield();  // lets a thread that shares this core (the peer rank's, under load) run
+  }
+  return true;
+}
+
+}  // namespace
+
 Work::Work(std::string description, std::chrono::milliseconds timeout)
     : description_(std::move(description)), timeout_(timeout) {}
 
-bool Work::is_completed() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return done_;
-}
-
-void Work::wait() { wait(timeout_); }
+bool Work::is_completed() const { return done_flag_.load(std::memory_order_acquire); }
 
 void Work::wait(std::chrono::milliseconds timeout) {
+  spin_until([&] { return done_flag_.load(std::memory_order_acquire); });
   std::unique_lock<std::mutex> lock(mutex_);
   if (!done_cv_.wait_for(lock, timeout, [&] { return done_; }))
     MT_FAIL_TIMEOUT(description_, " did not complete within ", format_ms(timeout),
@@ -28,6 +42,7 @@ void Work::finish(std::exception_ptr error) {
     std::lock_guard<std::mutex> lock(mutex_);
     done_ = true;
     error_ = std::move(error);
+    done_flag_.store(true, std::memory_order_release);
   }
   done_cv_.notify_all();
 }
@@ -57,6 +72,8 @@ void CollectiveQueue::push(std::shared_ptr<Work> work, std::function<void()> run
     std::lock_guard<std::mutex> lock(mutex_);
     MT_CHECK(!stopping_, work->description(), ": the process group is being destroyed");
     items_.push_back(Item{std::move(work), std::move(run)});
+    queued_.store(items_.size(), std::memory_order_release);
+    if (!sleeping_) return;  // the worker is polling (Note [Spin, then sleep]) and will see it
   }
   cv_.notify_one();
 }
@@ -74,12 +91,16 @@ void CollectiveQueue::loop() {
 
   while (true) {
     Item item;
+    spin_until([&] { return queued_.load(std::memory_order_acquire) > 0; });
     {
       std::unique_lock<std::mutex> lock(mutex_);
+      sleeping_ = true;
       cv_.wait(lock, [&] { return stopping_ || !items_.empty(); });
+      sleeping_ = false;
       if (items_.empty()) return;  // stopping, nothing left
       item = std::move(items_.front());
       items_.pop_front();
+      queued_.store(items_.size(), std::memory_order_release);
     }
     std::exception_ptr error;
     if (first_failure_) {  // Note [A failed collective poisons the queue]

@@ -13,6 +13,7 @@
 // to become asynchronous; DDP relies on that to overlap communication with the rest of backward.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -32,13 +33,16 @@ class Work {
   // `description` names the collective in errors ("allreduce #3 (11 float32, Sum) on rank 0 of 2");
   // `timeout` is what wait() waits by default.
   Work(std::string description, std::chrono::milliseconds timeout);
+  virtual ~Work() = default;
 
   // Finished, successfully or not. Never blocks.
-  bool is_completed() const;
+  virtual bool is_completed() const;
   // Blocks until finished; throws the collective's error, or TimeoutError when it has not finished
-  // within `timeout` (by default the process group's).
-  void wait();
-  void wait(std::chrono::milliseconds timeout);
+  // within `timeout` (by default the process group's). Backends whose collectives complete somewhere
+  // other than a CollectiveQueue (MPI requests, CUDA events) override these two.
+  void wait() { wait(timeout_); }
+  virtual void wait(std::chrono::milliseconds timeout);
+  std::chrono::milliseconds timeout() const { return timeout_; }
   const std::string& description() const { return description_; }
 
   // For backends: mark the work finished, with the error it failed with (or none).
@@ -50,12 +54,21 @@ class Work {
   mutable std::mutex mutex_;
   std::condition_variable done_cv_;
   bool done_ = false;
+  std::atomic<bool> done_flag_{false};  // done_, readable without the lock (Note [Spin, then sleep])
   std::exception_ptr error_;
 };
 
 // Note [Collective order]: collectives pair up across ranks by the order in which they are issued, so
 // every rank must issue the same collectives in the same order (DDP's buckets, Note [Bucket launch
 // order], exist to guarantee it). The queue keeps the caller's order: one thread, first in, first out.
+//
+// Note [Spin, then sleep]: a small collective takes tens of microseconds, about what it costs to wake
+// a sleeping thread. So the two hand-offs around it (caller -> worker when it is issued, worker ->
+// caller when it completes) would double its latency if each went through a condition variable.
+// Instead the worker, having finished a collective, polls for the next one for a short while before
+// it sleeps (collectives come in bursts: one backward's buckets), and Work::wait() polls for
+// completion for a short while before it sleeps. The polls are short (kSpinFor in work.cpp), so an
+// idle process group costs no CPU.
 //
 // Note [A failed collective poisons the queue]: when a collective fails (a peer died, or timed out),
 // the ranks no longer agree on what was exchanged and the transport may be half-broken. Every later
@@ -85,8 +98,18 @@ class CollectiveQueue {
   std::mutex mutex_;
   std::condition_variable cv_;
   std::deque<Item> items_;
+  std::atomic<size_t> queued_{0};  // items_.size(), readable without the lock
+  bool sleeping_ = false;          // the worker waits on cv_: push must wake it
   bool stopping_ = false;
-  std::exception_ptr first_failure_;  // Note [A failed collective poisons the queue]
+  std::exception_ptr first_failure_;  // Note [Spin, then sleep]: a small collective takes tens of microseconds, about what it costs to wake
+// a sleeping thread. So the two hand-offs around it (caller -> worker when it is issued, worker ->
+// caller when it completes) would double its latency if each went through a condition variable.
+// Instead the worker, having finished a collective, polls for the next one for a short while before
+// it sleeps (collectives come in bursts: one backward's buckets), and Work::wait() polls for
+// completion for a short while before it sleeps. The polls are short (kSpinFor in work.cpp), so an
+// idle process group costs no CPU.
+//
+// Note [A failed collective poisons the queue]
   std::string first_failure_name_;
   std::thread thread_;
 };
