@@ -16,6 +16,7 @@
 #include "distributed/init.h"
 #include "distributed/process_group_gloo.h"
 #include "distributed/process_group_local.h"
+#include "distributed/process_group_mpi.h"
 #include "distributed/tcp_store.h"
 #include "nn/checkpoint.h"
 #include "nn/nn.h"

@@ -3,6 +3,8 @@
 
 #include "distributed/process_group_gloo.h"
 #include "distributed/process_group_local.h"
+#include "distributed/process_group_mpi.h"
+#include "distributed/process_group_nccl.h"
 #include "distributed/tcp_store.h"
 
 namespace mt::dist {
@@ -19,7 +21,18 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& opts) {
              info.world_size, "; use the gloo backend");
     return std::make_shared<ProcessGroupLocal>(opts.timeout);
   }
-  MT_CHECK(opts.backend == "gloo", "init_process_group: unknown backend '", opts.backend, "' (gloo, local)");
+  if (opts.backend == "mpi") {
+    // The launcher (mpirun, srun) told MPI who is who: no store. A rendezvous that names a world
+    // larger than one must agree with MPI's.
+    auto pg = std::make_shared<ProcessGroupMPI>(ProcessGroupMPIOptions{.timeout = opts.timeout});
+    MT_CHECK(info.world_size == 1 || (pg->rank() == info.rank && pg->size() == info.world_size),
+             "init_process_group: MPI says this process is rank ", pg->rank(), " of ", pg->size(),
+             ", the rendezvous says rank ", info.rank, " of ", info.world_size,
+             "; start the job with mpirun/srun alone, or pass no rendezvous");
+    return pg;
+  }
+  MT_CHECK(opts.backend == "gloo" || opts.backend == "nccl", "init_process_group: unknown backend '", opts.backend,
+           "' (gloo, mpi, nccl, local)");
 
   std::shared_ptr<Store> store = opts.store;
   if (!store) {
@@ -32,6 +45,15 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& opts) {
                                                        .job_token = opts.job_token,
                                                        .timeout = opts.timeout});
   }
+  // NCCL: one GPU per rank: cuda_device, or by default GPU local_rank (the launcher, torchrun and
+  // srun number a machine's ranks 0..LOCAL_WORLD_SIZE-1).
+  if (opts.backend == "nccl")
+    return std::make_shared<ProcessGroupNCCL>(std::make_shared<PrefixStore>("default_pg", store), info.rank,
+                                              info.world_size,
+                                              ProcessGroupNCCLOptions{.timeout = opts.timeout,
+                                                                      .device = opts.cuda_device >= 0
+                                                                                    ? opts.cuda_device
+                                                                                    : info.local_rank});
   ProcessGroupGlooOptions gloo{.timeout = opts.timeout, .hostname = opts.gloo_hostname,
                                .interface = opts.gloo_interface};
   if (gloo.interface.empty()) gloo.interface = process_env("GLOO_SOCKET_IFNAME").value_or("");

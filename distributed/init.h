@@ -8,6 +8,9 @@
 //   "local"  a world of one (ProcessGroupLocal); needs no store
 //   "gloo"   rank 0 hosts a TCPStore at master_addr:master_port, every rank connects to it, and the
 //            ranks meet there to build a ProcessGroupGloo
+//   "mpi"    a ProcessGroupMPI over the processes mpirun/srun started; no store (rank and size come
+//            from MPI; a rendezvous with world_size > 1, e.g. rendezvous_from_mpi_launcher(), must match)
+//   "nccl"   the same store, then a ProcessGroupNCCL on GPU local_rank (CUDA tensors)
 //
 // A launcher that hosts the store itself (so that it outlives any one rank) passes that store in
 // `store`, or sets rank0_hosts_store = false so that rank 0 connects like everyone else. A FileStore
@@ -28,7 +31,7 @@
 namespace mt::dist {
 
 struct InitOptions {
-  std::string backend = "gloo";    // "gloo" or "local"
+  std::string backend = "gloo";    // "gloo", "mpi", "nccl" or "local"
   RendezvousInfo rendezvous{};     // default: a world of one
   std::chrono::milliseconds timeout = kDefaultTimeout;  // the store's and every collective's
   std::optional<std::string> job_token{};  // for the TCPStore (Note [Job token]); default $MT_JOB_TOKEN
@@ -38,6 +41,7 @@ struct InitOptions {
   // when master_addr is a loopback address (everyone is on this machine), else the machine's host name.
   std::string gloo_hostname{};
   std::string gloo_interface{};    // empty: $GLOO_SOCKET_IFNAME, if set
+  int cuda_device = -1;            // nccl: this rank's GPU; -1: rendezvous.local_rank
 };
 
 std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& opts = {});

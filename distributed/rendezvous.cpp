@@ -115,7 +115,53 @@ RendezvousInfo from_slurm(const EnvLookup& env) {
   return info;
 }
 
+constexpr FieldNames kOmpiNames{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+                                "OMPI_COMM_WORLD_LOCAL_SIZE", "MASTER_ADDR", "MASTER_PORT"};
+constexpr FieldNames kPmiNames{"PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS", "MASTER_ADDR",
+                               "MASTER_PORT"};
+
+RendezvousInfo from_mpi_launcher(const EnvLookup& env) {
+  RendezvousInfo info;
+  const FieldNames* names = &kOmpiNames;
+  if (env("OMPI_COMM_WORLD_RANK")) {
+    const char* hint = "is this process running under OpenMPI's mpirun?";
+    info.rank = require_int(env, "OMPI_COMM_WORLD_RANK", hint);
+    info.world_size = require_int(env, "OMPI_COMM_WORLD_SIZE", hint);
+    info.local_rank = require_int(env, "OMPI_COMM_WORLD_LOCAL_RANK", hint);
+    info.local_world_size = require_int(env, "OMPI_COMM_WORLD_LOCAL_SIZE", hint);
+  } else {
+    names = &kPmiNames;
+    const char* hint = "is this process running under mpiexec (Hydra)?";
+    info.rank = require_int(env, "PMI_RANK", hint);
+    info.world_size = require_int(env, "PMI_SIZE", hint);
+    const auto local_rank = env("MPI_LOCALRANKID"), local_size = env("MPI_LOCALNRANKS");
+    info.local_rank = local_rank ? parse_int("MPI_LOCALRANKID", *local_rank) : info.rank;
+    info.local_world_size = local_size ? parse_int("MPI_LOCALNRANKS", *local_size) : info.world_size;
+  }
+  if (const auto port = env("MASTER_PORT")) info.master_port = parse_int("MASTER_PORT", *port);
+  if (const auto addr = env("MASTER_ADDR")) info.master_addr = *addr;
+  validate_with(info, "MPI launcher", *names);
+  return info;
+}
+
 }  // namespace
+
+std::optional<RendezvousInfo> rendezvous_from_mpi_launcher(const EnvLookup& env) {
+  if (env("OMPI_COMM_WORLD_RANK") || env("PMI_RANK")) return from_mpi_launcher(env);
+  if (!env("SLURM_PROCID")) return std::nullopt;
+  // srun: Slurm's variables, without the store address from_slurm insists on.
+  RendezvousInfo info;
+  const char* hint = "is this process running under srun?";
+  info.rank = require_int(env, "SLURM_PROCID", hint);
+  info.world_size = require_int(env, "SLURM_NTASKS", hint);
+  info.local_rank = require_int(env, "SLURM_LOCALID", hint);
+  const auto tasks_per_node = env("SLURM_TASKS_PER_NODE");
+  MT_CHECK(tasks_per_node.has_value(), "SLURM_TASKS_PER_NODE is not set; ", hint);
+  info.local_world_size = slurm_tasks_on_node(*tasks_per_node, require_int(env, "SLURM_NODEID", hint));
+  if (const auto port = env("MASTER_PORT")) info.master_port = parse_int("MASTER_PORT", *port);
+  validate_with(info, "Slurm", kSlurmNames);
+  return info;
+}
 
 std::optional<std::string> process_env(const std::string& name) {
   const char* value = std::getenv(name.c_str());
@@ -126,6 +172,7 @@ void validate(const RendezvousInfo& info, const std::string& source) { validate_
 
 std::optional<RendezvousInfo> rendezvous_from_env(const EnvLookup& env) {
   if (env("RANK") || env("WORLD_SIZE")) return from_torchrun(env);
+  if (env("OMPI_COMM_WORLD_RANK") || env("PMI_RANK")) return from_mpi_launcher(env);
   if (env("SLURM_PROCID")) return from_slurm(env);
   return std::nullopt;
 }

@@ -4,6 +4,9 @@
 //
 //   env:// (torchrun, mini_train's launcher)   RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT,
 //                                               LOCAL_RANK, LOCAL_WORLD_SIZE
+//   mpirun/mpiexec, when RANK is not set        see rendezvous_from_mpi_launcher below; MASTER_PORT is
+//                                               optional (master_port 0 = no store: fine for the mpi
+//                                               backend, an error naming it for gloo)
 //   Slurm (srun), when RANK is not set          SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID,
 //                                               SLURM_TASKS_PER_NODE + SLURM_NODEID (tasks on this node),
 //                                               MASTER_ADDR or else the first host of SLURM_STEP_NODELIST
@@ -40,10 +43,20 @@ struct RendezvousInfo {
 using EnvLookup = std::function<std::optional<std::string>(const std::string& name)>;
 std::optional<std::string> process_env(const std::string& name);
 
-// The rendezvous described by the environment: env:// when RANK or WORLD_SIZE is set, else Slurm's
-// variables when SLURM_PROCID is set. std::nullopt when neither is present (a plain single-process
-// run). Throws mt::Error naming the variable when what is present is incomplete or invalid.
+// The rendezvous described by the environment: env:// when RANK or WORLD_SIZE is set, else an MPI
+// launcher's variables (mpirun, mpiexec), else Slurm's when SLURM_PROCID is set. std::nullopt when
+// none is present (a plain single-process run). Throws mt::Error naming the variable when what is present is incomplete or invalid.
 std::optional<RendezvousInfo> rendezvous_from_env(const EnvLookup& env = process_env);
+
+// The rendezvous an MPI launcher handed over, for ProcessGroupMPI (which needs no store, so no
+// MASTER_PORT is required here; master_port stays 0 unless MASTER_PORT is set):
+//   OpenMPI's mpirun/mpiexec    OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE,
+//                               OMPI_COMM_WORLD_LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_SIZE
+//   MPICH/Hydra, Intel MPI      PMI_RANK, PMI_SIZE (MPI_LOCALRANKID, MPI_LOCALNRANKS when set)
+//   Slurm's srun (--mpi=pmix)   SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_TASKS_PER_NODE
+// std::nullopt when none is set (not started by an MPI launcher). It only reads the environment; MPI
+// itself, once initialised, is the authority (ProcessGroupMPI::world()).
+std::optional<RendezvousInfo> rendezvous_from_mpi_launcher(const EnvLookup& env = process_env);
 
 // Checks the fields' ranges (rank < world size, port in range, ...); `source` names where they came
 // from in the message. rendezvous_from_env calls it; init_process_group calls it on what it is given.

@@ -13,6 +13,7 @@ packages=(
   libcli11-dev nlohmann-json3-dev    # command line, JSON (safetensors headers)
   zlib1g-dev                         # gzip'd IDX files
   libgloo-dev                        # CPU collectives
+  libopenmpi-dev openmpi-bin         # CPU collectives through MPI (ProcessGroupMPI), mpirun for its tests
   dataset-fashion-mnist              # real data for the readers' tests and mini_train
   python3 python3-numpy              # tests that read our files from Python (json + numpy only)
   clang libclang-rt-14-dev           # libFuzzer, for the short fuzz run in the tests (fuzz/run.sh)

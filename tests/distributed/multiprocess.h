@@ -11,6 +11,7 @@
 // wait() times out and when the Ranks object is destroyed (also when a REQUIRE throws); each child
 // also asks the kernel to SIGKILL it should the test process die (PR_SET_PDEATHSIG).
 // Children leave with _exit(): no atexit handlers, no static destructors, no doctest report.
+// Under mpirun (MT_TEST_BACKEND=mpi) there is no fork: see Note [Tests under mpirun].
 #pragma once
 
 #include <doctest/doctest.h>
@@ -22,11 +23,17 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <functional>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "distributed/init.h"
+#include "distributed/process_group_gloo.h"
+#include "distributed/process_group_mpi.h"
+#include "distributed/rendezvous.h"
 
 namespace mt::test {
 
@@ -152,9 +159,54 @@ class Ranks {
   std::vector<Child> children_;
 };
 
+// Note [Tests under mpirun]: the multi-process tests also run on ProcessGroupMPI. Then the test
+// binary is itself one rank of a job started by `mpirun -np N` with MT_TEST_BACKEND=mpi
+// (tests/CMakeLists.txt): the processes exist already, so run_ranks runs the body right here, as
+// this process's rank, when n is the job's size, and skips (saying so) the worlds of other sizes.
+// The test's join() helpers make an MPI group instead of a Gloo one in that mode.
+inline bool mpi_mode() {
+  const char* backend = std::getenv("MT_TEST_BACKEND");
+  return backend && std::string(backend) == "mpi";
+}
+
+inline void run_as_mpi_rank(int n, const std::function<void(int rank)>& body) {
+  const auto job = dist::rendezvous_from_mpi_launcher();
+  REQUIRE_MESSAGE(job.has_value(), "MT_TEST_BACKEND=mpi, but this process was not started by mpirun");
+  if (job->world_size != n) {
+    MESSAGE("skipped under mpirun -np ", job->world_size, ": this part needs ", n, " ranks");
+    return;
+  }
+  try {
+    body(job->rank);
+  } catch (const std::exception& e) {
+    FAIL_CHECK("rank ", job->rank, ": ", std::string(e.what()));
+  }
+}
+
+// The process group of one rank in a test: Gloo at 127.0.0.1:port between fork()ed ranks, or MPI
+// when the binary runs under mpirun (Note [Tests under mpirun]); a 10 s timeout.
+inline std::shared_ptr<dist::ProcessGroup> join_group(int rank, int world, int port) {
+  using namespace std::chrono_literals;
+  if (mpi_mode())
+    return dist::init_process_group({.backend = "mpi", .rendezvous = {.rank = rank, .world_size = world},
+                                     .timeout = 10s});
+  return dist::init_process_group({.backend = "gloo",
+                                   .rendezvous = {.rank = rank, .world_size = world, .local_rank = rank,
+                                                  .local_world_size = world, .master_addr = "127.0.0.1",
+                                                  .master_port = port},
+                                   .timeout = 10s,
+                                   .job_token = "test"});
+}
+
+// Whether join_group can work in this build: tests skip (visibly) when it cannot.
+inline bool group_backend_available() {
+  return mpi_mode() ? dist::ProcessGroupMPI::is_available() : dist::ProcessGroupGloo::is_available();
+}
+
 // Runs `body` as n ranks and checks that every one of them succeeded.
 inline void run_ranks(int n, const std::function<void(int rank)>& body,
                       std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
+  if (mpi_mode()) return run_as_mpi_rank(n, body);  // Note [Tests under mpirun]
   Ranks ranks(n, body);
   for (const RankResult& r : ranks.wait(timeout)) CHECK_MESSAGE(r.ok(), r.describe());
 }

@@ -1,6 +1,7 @@
-// DistributedDataParallel: two real ranks over loopback train exactly like one process on the
-// combined batch; gradient accumulation under no_sync; parameters without gradient; models that
-// differ between ranks; and a world of one.
+// DistributedDataParallel: two or four real ranks (Gloo over loopback, or MPI under mpirun: Note
+// [Tests under mpirun] in multiprocess.h) train exactly like one process on the combined batch;
+// gradient accumulation under no_sync; parameters without gradient; models that differ between
+// ranks; and a world of one.
 #include <doctest/doctest.h>
 
 #include <chrono>
@@ -8,8 +9,6 @@
 
 #include "autograd/ops.h"
 #include "distributed/ddp.h"
-#include "distributed/init.h"
-#include "distributed/process_group_gloo.h"
 #include "distributed/process_group_local.h"
 #include "distributed/socket.h"
 #include "multiprocess.h"
@@ -23,16 +22,11 @@ using namespace std::chrono_literals;
 
 namespace {
 
-const bool kNoGloo = !ProcessGroupGloo::is_available();
+// Gloo between fork()ed ranks, or MPI when the binary was started by mpirun (Note [Tests under
+// mpirun] in multiprocess.h).
+const bool kNoBackend = !test::group_backend_available();
 
-std::shared_ptr<ProcessGroup> join(int rank, int world, int port) {
-  return init_process_group({.backend = "gloo",
-                             .rendezvous = {.rank = rank, .world_size = world, .local_rank = rank,
-                                            .local_world_size = world, .master_addr = "127.0.0.1",
-                                            .master_port = port},
-                             .timeout = 10s,
-                             .job_token = "test"});
-}
+std::shared_ptr<ProcessGroup> join(int rank, int world, int port) { return test::join_group(rank, world, port); }
 
 // A 6-16-16-3 MLP, initialised from `seed`.
 std::shared_ptr<nn::Sequential> make_mlp(uint64_t seed) {
@@ -45,13 +39,14 @@ std::shared_ptr<nn::Sequential> make_mlp(uint64_t seed) {
 // About 300 bytes: the MLP's six parameters (12 to 1024 bytes of gradient) fall into 4 buckets.
 constexpr DDPOptions kSmallBuckets{.bucket_cap_mb = 300.0 / (1024 * 1024), .first_bucket_cap_mb = 300.0 / (1024 * 1024)};
 
-// The combined batch: 2b examples, the same on every rank. Rank r trains on rows [r·b, (r+1)·b).
+// The combined batch: world·b examples (two ranks unless said), the same on every rank. Rank r trains
+// on rows [r·b, (r+1)·b).
 struct Batch {
-  Tensor x, y;  // x: (2b, 6)  y: (2b, 3)
+  Tensor x, y;  // x: (world·b, 6)  y: (world·b, 3)
 };
-Batch make_batch(int64_t b) {
+Batch make_batch(int64_t b, int64_t world = 2) {
   Generator gen(42);
-  return {randn({2 * b, 6}, gen), randn({2 * b, 3}, gen)};
+  return {randn({world * b, 6}, gen), randn({world * b, 3}, gen)};
 }
 
 void check_close(const nn::Module& got, const nn::Module& want, double tol, const std::string& what) {
@@ -78,33 +73,36 @@ std::shared_ptr<nn::Sequential> reference(const Batch& batch, int steps) {
 
 }  // namespace
 
-TEST_CASE("DDP: two ranks on half batches train exactly like one process on the whole batch" *
-          doctest::skip(kNoGloo)) {
-  const int port = find_free_port();
-  test::run_ranks(2, [&](int rank) {
-    const int64_t b = 4;
-    const Batch batch = make_batch(b);
-    auto model = make_mlp(rank + 1);  // different on each rank: DDP's broadcast must fix that
-    DistributedDataParallel ddp(model, join(rank, 2, port), kSmallBuckets);
-    MT_CHECK(ddp.stats().bucket_bytes.size() >= 3, "expected 3+ buckets, got ", ddp.stats().bucket_bytes.size());
-    MT_CHECK(ddp.stats().bucket_parameters[0][0] == "4.bias",
-             "the first bucket starts with the last parameter, got ", ddp.stats().bucket_parameters[0][0]);
-    optim::SGD opt(ddp.parameters(), {.lr = 0.1});
-    const Tensor x = batch.x.narrow(0, rank * b, b), y = batch.y.narrow(0, rank * b, b);
-    for (int step = 0; step < 3; ++step) {
-      ddp.zero_grad();
-      nn::F::mse_loss(ddp.forward(x), y).backward();
-      opt.step();
-    }
-    check_close(*model, *reference(batch, 3), 1e-5, "rank " + std::to_string(rank));
-    const int64_t buckets = static_cast<int64_t>(ddp.stats().bucket_bytes.size());
-    MT_CHECK(ddp.stats().allreduces == 3 * buckets, "one all-reduce per bucket per step, got ",
-             ddp.stats().allreduces);
-  });
+TEST_CASE("DDP: 2 or 4 ranks on slices of a batch train exactly like one process on the whole batch" *
+          doctest::skip(kNoBackend)) {
+  for (const int world : {2, 4}) {
+    CAPTURE(world);
+    const int port = find_free_port();
+    test::run_ranks(world, [&](int rank) {
+      const int64_t b = 4;
+      const Batch batch = make_batch(b, world);
+      auto model = make_mlp(rank + 1);  // different on each rank: DDP's broadcast must fix that
+      DistributedDataParallel ddp(model, join(rank, world, port), kSmallBuckets);
+      MT_CHECK(ddp.stats().bucket_bytes.size() >= 3, "expected 3+ buckets, got ", ddp.stats().bucket_bytes.size());
+      MT_CHECK(ddp.stats().bucket_parameters[0][0] == "4.bias",
+               "the first bucket starts with the last parameter, got ", ddp.stats().bucket_parameters[0][0]);
+      optim::SGD opt(ddp.parameters(), {.lr = 0.1});
+      const Tensor x = batch.x.narrow(0, rank * b, b), y = batch.y.narrow(0, rank * b, b);
+      for (int step = 0; step < 3; ++step) {
+        ddp.zero_grad();
+        nn::F::mse_loss(ddp.forward(x), y).backward();
+        opt.step();
+      }
+      check_close(*model, *reference(batch, 3), 1e-5, "rank " + std::to_string(rank));
+      const int64_t buckets = static_cast<int64_t>(ddp.stats().bucket_bytes.size());
+      MT_CHECK(ddp.stats().allreduces == 3 * buckets, "one all-reduce per bucket per step, got ",
+               ddp.stats().allreduces);
+    });
+  }
 }
 
 TEST_CASE("DDP: no_sync accumulates micro-batches locally and the next backward reduces the sum" *
-          doctest::skip(kNoGloo)) {
+          doctest::skip(kNoBackend)) {
   const int port = find_free_port();
   test::run_ranks(2, [&](int rank) {
     const int64_t b = 4, half = b / 2;
@@ -147,7 +145,7 @@ struct WithUnused : nn::Module {
 }  // namespace
 
 TEST_CASE("DDP: a parameter without gradient is an error naming it, unless find_unused_parameters" *
-          doctest::skip(kNoGloo)) {
+          doctest::skip(kNoBackend)) {
   const int port = find_free_port();
   test::run_ranks(2, [&](int rank) {
     const Batch batch = make_batch(2);
@@ -184,7 +182,7 @@ TEST_CASE("DDP: a parameter without gradient is an error naming it, unless find_
 }
 
 TEST_CASE("DDP: models that differ between ranks are a clear error at construction, not a hang" *
-          doctest::skip(kNoGloo)) {
+          doctest::skip(kNoBackend)) {
   const int port = find_free_port();
   test::run_ranks(2, [&](int rank) {
     auto model = std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(6, rank == 0 ? 16 : 8));
@@ -227,7 +225,7 @@ struct TwoBranches : nn::Module {
 }  // namespace
 
 TEST_CASE("DDP: buckets are reduced in index order even when the ranks' gradients arrive in different orders" *
-          doctest::skip(kNoGloo)) {
+          doctest::skip(kNoBackend)) {
   const int port = find_free_port();
   test::run_ranks(2, [&](int rank) {
     const Batch batch = make_batch(2);

@@ -12,6 +12,7 @@
 #include "distributed/process_group_gloo.h"
 #include "distributed/process_group_local.h"
 #include "distributed/socket.h"
+#include "collectives.h"
 #include "multiprocess.h"
 #include "tensor/tensor.h"
 
@@ -37,50 +38,11 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// Every collective once, each with a result known in closed form. Runs on every rank; throws on a
-// wrong result. The same code runs on ProcessGroupLocal and on ProcessGroupGloo.
-void check_collectives(ProcessGroup& pg) {
-  const int rank = pg.rank(), n = pg.size();
-
-  // allreduce Sum of rank+1 over n ranks = n(n+1)/2, on a gradient-sized tensor (203530 floats, as
-  // the Fashion-MNIST MLP's) and on a small one.
-  for (const int64_t numel : {int64_t{11}, int64_t{203530}}) {
-    Tensor t = full({numel}, rank + 1.0);
-    pg.allreduce(t)->wait();
-    const std::vector<float> v = t.to_vector<float>();
-    for (float x : v) MT_CHECK(x == n * (n + 1) / 2.0f, "allreduce Sum of ", numel, " floats gave ", x);
-  }
-  Tensor avg = full({3}, rank + 1.0, {.dtype = kFloat64});
-  pg.allreduce(avg, ReduceOp::Avg)->wait();
-  for (double x : avg.to_vector<double>()) MT_CHECK(x == (n + 1) / 2.0, "allreduce Avg gave ", x);
-  Tensor mx = from_vector(std::vector<int64_t>{10 * rank, -rank}, {2});
-  pg.allreduce(mx, ReduceOp::Max)->wait();
-  MT_CHECK(mx.to_vector<int64_t>() == (std::vector<int64_t>{10 * (n - 1), 0}), "allreduce Max gave ", mx);
-
-  // broadcast from the last rank (non-zero whenever n > 1): everyone ends with its values.
-  const int root = n - 1;
-  Tensor b = arange(0.0, 5.0, 1.0, {.dtype = kFloat64});
-  b.mul_(rank + 1.0);  // rank r holds (r+1)·[0..4]
-  pg.broadcast(b, root)->wait();
-  for (int64_t i = 0; i < 5; ++i)
-    MT_CHECK(b.to_vector<double>()[i] == (root + 1.0) * i, "broadcast from ", root, " gave ", b);
-
-  // allgather: outputs[r] is rank r's tensor, in rank order.
-  std::vector<Tensor> gathered;
-  pg.allgather(gathered, from_vector(std::vector<int64_t>{rank, 100 + rank}, {2}))->wait();
-  MT_CHECK(static_cast<int>(gathered.size()) == n, "allgather gave ", gathered.size(), " tensors");
-  for (int r = 0; r < n; ++r)
-    MT_CHECK(gathered[r].to_vector<int64_t>() == (std::vector<int64_t>{r, 100 + r}), "allgather slot ", r, ": ",
-             gathered[r]);
-
-  pg.barrier()->wait();
-}
-
 }  // namespace
 
 TEST_CASE("ProcessGroupLocal: a world of one runs the same collectives and checks the same arguments") {
   ProcessGroupLocal pg;
-  check_collectives(pg);
+  test::check_collectives(pg);
 
   Tensor matrix = zeros({3, 2});
   Tensor transposed = matrix.t();
@@ -106,7 +68,7 @@ TEST_CASE("ProcessGroupGloo: closed-form results for world sizes 1 to 4" * docte
     test::run_ranks(world, [&](int rank) {
       auto pg = join(rank, world, port);
       MT_CHECK(pg->rank() == rank && pg->size() == world && pg->backend() == "gloo", "group identity");
-      check_collectives(*pg);
+      test::check_collectives(*pg);
     });
   }
 }
@@ -122,7 +84,7 @@ TEST_CASE("ProcessGroupGloo: ranks can also meet through a FileStore instead of 
     who.world_size = who.local_world_size = 3;
     auto pg = init_process_group({.backend = "gloo", .rendezvous = who, .timeout = 10s,
                                   .store = std::make_shared<FileStore>(FileStoreOptions{.path = path})});
-    check_collectives(*pg);
+    test::check_collectives(*pg);
   });
   std::filesystem::remove(path);
 }

@@ -1,4 +1,4 @@
-// Rendezvous from the environment: what torchrun and srun set becomes a RendezvousInfo, and every
+// Rendezvous from the environment: what torchrun, srun and mpirun set becomes a RendezvousInfo, and every
 // missing or malformed variable is an error that names it (Note [Rendezvous defaults]).
 #include <doctest/doctest.h>
 
@@ -116,4 +116,31 @@ TEST_CASE("Slurm host lists and task counts") {
   CHECK_THROWS_WITH_AS(slurm_tasks_on_node("2(x3),1", 4), doctest::Contains("beyond the 4 nodes"), Error);
   CHECK_THROWS_WITH_AS(slurm_tasks_on_node("2(x3", 0), doctest::Contains("SLURM_TASKS_PER_NODE='2(x3' is not valid"),
                        Error);
+}
+
+TEST_CASE("a process started by mpirun, mpiexec or srun learns its rank without any store variable") {
+  const std::map<std::string, std::string> ompi = {{"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_SIZE", "4"},
+                                                   {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+                                                   {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}};
+  const RendezvousInfo info = rendezvous_from_mpi_launcher(env_of(ompi)).value();
+  CHECK(info.rank == 3);
+  CHECK(info.world_size == 4);
+  CHECK(info.local_rank == 1);
+  CHECK(info.local_world_size == 2);
+  CHECK(info.master_port == 0);  // ProcessGroupMPI needs no store
+  // rendezvous_from_env knows mpirun too; a Gloo job under mpirun still names its store's port.
+  CHECK(rendezvous_from_env(env_of(with(ompi, "MASTER_PORT", "29500"))).value().master_port == 29500);
+  CHECK_THROWS_WITH_AS(rendezvous_from_mpi_launcher(env_of(with(ompi, "OMPI_COMM_WORLD_RANK", "4"))),
+                       doctest::Contains("OMPI_COMM_WORLD_RANK=4 must be in [0, OMPI_COMM_WORLD_SIZE=4)"), Error);
+
+  const RendezvousInfo hydra = rendezvous_from_mpi_launcher(env_of({{"PMI_RANK", "1"}, {"PMI_SIZE", "2"}})).value();
+  CHECK(hydra.rank == 1);
+  CHECK(hydra.local_world_size == 2);  // no MPI_LOCALNRANKS: one machine
+
+  const RendezvousInfo srun = rendezvous_from_mpi_launcher(env_of({{"SLURM_PROCID", "2"}, {"SLURM_NTASKS", "4"},
+                                                                   {"SLURM_LOCALID", "0"}, {"SLURM_NODEID", "1"},
+                                                                   {"SLURM_TASKS_PER_NODE", "2(x2)"}})).value();
+  CHECK(srun.rank == 2);
+  CHECK(srun.local_world_size == 2);
+  CHECK_FALSE(rendezvous_from_mpi_launcher(env_of({{"RANK", "0"}})).has_value());
 }
