@@ -16,8 +16,8 @@ std::string describe_tensor(const Tensor& t) {
   return std::to_string(t.numel()) + " " + dtype_name(t.dtype());
 }
 
-ProcessGroup::ProcessGroup(int rank, int size, std::chrono::milliseconds timeout)
-    : rank_(rank), size_(size), timeout_(timeout) {
+ProcessGroup::ProcessGroup(int rank, int size, std::chrono::milliseconds timeout, Device device)
+    : rank_(rank), size_(size), timeout_(timeout), device_(device) {
   MT_CHECK(size >= 1 && rank >= 0 && rank < size, "process group: rank ", rank, " is not in [0, ", size, ")");
   MT_CHECK(timeout.count() > 0, "process group: timeout must be positive, got ", format_ms(timeout));
 }
@@ -29,13 +29,14 @@ std::string ProcessGroup::describe(uint64_t sequence, const std::string& what, c
 
 void ProcessGroup::check_tensor(const Tensor& t, const std::string& what) const {
   MT_CHECK(t.defined(), what, ": the tensor is undefined");
-  MT_CHECK(t.device().is_cpu(), what, ": the tensor is on ", t.device().is_cuda() ? "CUDA" : "another device",
-           "; the ", backend(), " backend takes CPU tensors");
+  MT_CHECK(t.device() == device_, what, ": the tensor is on ", t.device(), "; the ", backend(), " backend of rank ",
+           rank_, " takes tensors on ", device_, device_.is_cuda() ? " (this rank's GPU)" : "", ": move it with "
+           "t.to(mt::Device(\"", device_, "\"))");
   MT_CHECK(t.is_contiguous(), what, ": the tensor is not contiguous; pass t.contiguous() and copy the "
            "result back");
   const DType d = t.dtype();
-  MT_CHECK(d == kFloat32 || d == kFloat64 || d == kInt64, what, ": dtype ", d,
-           " is not supported (float32, float64, int64)");
+  MT_CHECK(d == kFloat32 || d == kFloat64 || d == kInt64 || d == DType::Float16, what, ": dtype ", d,
+           " is not supported (float32, float64, int64, float16)");
 }
 
 void ProcessGroup::check_reduce(const Tensor& t, ReduceOp op, const std::string& what) const {
@@ -51,7 +52,8 @@ void ProcessGroup::prepare_allgather(std::vector<Tensor>& outputs, const Tensor&
                                      const std::string& what) const {
   check_tensor(input, what + " input");
   if (outputs.empty()) {
-    for (int r = 0; r < size_; ++r) outputs.push_back(empty(input.sizes(), {.dtype = input.dtype()}));
+    for (int r = 0; r < size_; ++r)
+      outputs.push_back(empty(input.sizes(), {.dtype = input.dtype(), .device = device_}));
     return;
   }
   MT_CHECK(static_cast<int>(outputs.size()) == size_, what, ": ", outputs.size(), " output tensors for a group "

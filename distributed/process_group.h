@@ -7,12 +7,14 @@
 //   barrier()                completes once every rank has called it
 //
 // Backends: ProcessGroupLocal (process_group_local.h; a world of one, so that single-process code
-// takes the same path) and ProcessGroupGloo (process_group_gloo.h; CPU tensors over TCP).
+// takes the same path), ProcessGroupGloo (process_group_gloo.h; CPU tensors over TCP) and
+// ProcessGroupNCCL (process_group_nccl.h; CUDA tensors on this rank's GPU).
 // init_process_group (init.h) picks one from a RendezvousInfo.
 //
-// Tensors: contiguous CPU tensors of float32, float64 or int64. Collectives write raw memory, outside
-// autograd, so they bump the tensor's version counter when issued: autograd then refuses a backward
-// that saved the tensor's old value.
+// Tensors: contiguous tensors of float32, float64 or int64 on the group's device() (CPU for Local and
+// Gloo, this rank's GPU for NCCL). Collectives write raw memory, outside autograd, so they bump the
+// tensor's version counter when issued: autograd then refuses a backward that saved the tensor's old
+// value.
 //
 // Every rank must issue the same collectives, with the same sizes, in the same order
 // (Note [Collective order] in work.h). Issue them from one thread: the order must be one order.
@@ -41,20 +43,23 @@ class ProcessGroup {
   int size() const { return size_; }
   // Every collective's timeout, and what Work::wait() waits by default.
   std::chrono::milliseconds timeout() const { return timeout_; }
-  virtual std::string backend() const = 0;  // "local", "gloo"
+  virtual std::string backend() const = 0;  // "local", "gloo", "nccl"
+  // Where the tensors of this group's collectives live: kCPU, or cuda(i) for NCCL. Code that makes
+  // tensors for a collective (DDP's fingerprint, an epoch's loss) makes them here.
+  Device device() const { return device_; }
 
   // Avg is Sum followed by a division by size() on each rank; it needs a floating dtype.
   virtual std::shared_ptr<Work> allreduce(Tensor& tensor, ReduceOp op = ReduceOp::Sum) = 0;
   virtual std::shared_ptr<Work> broadcast(Tensor& tensor, int root = 0) = 0;
   // `outputs` is either empty (it is filled with size() new tensors shaped like `input`) or holds
-  // size() contiguous CPU tensors of input's dtype and element count.
+  // size() contiguous tensors on device() of input's dtype and element count.
   virtual std::shared_ptr<Work> allgather(std::vector<Tensor>& outputs, const Tensor& input) = 0;
   virtual std::shared_ptr<Work> barrier() = 0;
 
  protected:
-  ProcessGroup(int rank, int size, std::chrono::milliseconds timeout);
+  ProcessGroup(int rank, int size, std::chrono::milliseconds timeout, Device device = kCPU);
 
-  // Checks a collective's tensor (defined, CPU, contiguous, supported dtype); `what` names the call.
+  // Checks a collective's tensor (defined, on device(), contiguous, supported dtype); `what` names the call.
   void check_tensor(const Tensor& t, const std::string& what) const;
   // Checks the op against the dtype (Avg needs floating point).
   void check_reduce(const Tensor& t, ReduceOp op, const std::string& what) const;
@@ -71,6 +76,7 @@ class ProcessGroup {
   int rank_;
   int size_;
   std::chrono::milliseconds timeout_;
+  Device device_;
   uint64_t issued_ = 0;  // collectives issued so far; numbers them in messages
 };
 

@@ -11,6 +11,7 @@
 
 #include "data/fashion_mnist.h"
 #include "distributed/process_group_gloo.h"
+#include "tensor/cuda_info.h"
 
 namespace mt::app {
 
@@ -61,8 +62,17 @@ void print_env_report() {
   row("GPUs", std::to_string(count) + (count == 0 ? " (no GPU: mini_train trains on the CPU)" : ""));
   const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
   row("CUDA_VISIBLE_DEVICES", visible ? visible : "(unset)");
-  row("CUDA backend", "not in this build (arrives with the CUDA issue; CPU training works everywhere)");
-  row("NCCL", "not in this build (GPU collectives arrive with the CUDA issue)");
+  // What this build can do with them (tensor/cuda_info.h asks the CUDA runtime, in CUDA builds only).
+  if (cuda_is_built()) {
+    const int usable = cuda_device_count();
+    row("CUDA backend", "built; " + std::to_string(usable) + " usable GPU" + (usable == 1 ? "" : "s") +
+                            (usable == 0 ? " (mini_train --gpus needs one)" : ""));
+    for (int d = 0; d < usable; ++d) row(("cuda:" + std::to_string(d)).c_str(), cuda_device_description(d));
+  } else {
+    row("CUDA backend", "not in this build (needs nvcc at configure time; CPU training works everywhere)");
+  }
+  row("NCCL", nccl_is_built() ? "built (ProcessGroupNCCL: mini_train --gpus 0,1,...)"
+                              : "not in this build (needs the CUDA backend and NCCL; multi-GPU training needs it)");
   row("Gloo", dist::ProcessGroupGloo::is_available()
                   ? "available (CPU collectives; mini_train's multi-process launch arrives with DDP)"
                   : "not in this build (Debian: libgloo-dev, then rebuild)");
