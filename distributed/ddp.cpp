@@ -35,16 +35,20 @@ std::vector<std::string> split_lines(const std::string& s) {
 
 // Every rank's string, gathered on every rank. Strings of different lengths cannot be gathered
 // directly (allgather wants equal sizes), so: gather the lengths, then the strings padded to the
-// longest, one character per int64.
+// longest, one character per int64. The tensors live on the group's device (NCCL takes GPU tensors
+// only) and come back to the host to be read.
 std::vector<std::string> allgather_string(ProcessGroup& pg, const std::string& s) {
   std::vector<Tensor> lengths;
-  pg.allgather(lengths, from_vector(std::vector<int64_t>{static_cast<int64_t>(s.size())}, {1}))->wait();
+  pg.allgather(lengths, from_vector(std::vector<int64_t>{static_cast<int64_t>(s.size())}, {1}).to(pg.device()))
+      ->wait();
+  for (Tensor& l : lengths) l = l.to(kCPU);
   int64_t longest = 0;
   for (const Tensor& l : lengths) longest = std::max(longest, l.to_vector<int64_t>()[0]);
   std::vector<int64_t> padded(static_cast<size_t>(std::max<int64_t>(longest, 1)), 0);
   std::copy(s.begin(), s.end(), padded.begin());
   std::vector<Tensor> gathered;
-  pg.allgather(gathered, from_vector(padded, {static_cast<int64_t>(padded.size())}))->wait();
+  pg.allgather(gathered, from_vector(padded, {static_cast<int64_t>(padded.size())}).to(pg.device()))->wait();
+  for (Tensor& g : gathered) g = g.to(kCPU);
   std::vector<std::string> out;
   for (size_t r = 0; r < gathered.size(); ++r) {
     const std::vector<int64_t> chars = gathered[r].to_vector<int64_t>();
@@ -81,7 +85,10 @@ class Reducer {
     std::shared_ptr<Work> work;
   };
 
-  Reducer(std::shared_ptr<ProcessGroup> pg, const DDPOptions& options) : pg_(std::move(pg)), options_(options) {}
+  Reducer(std::shared_ptr<ProcessGroup> pg, const DDPOptions& options)
+      : pg_(std::move(pg)), options_(options), hook_(std::make_shared<AllreduceHook>()) {
+    stats_.comm_hook = hook_->name();
+  }
 
   // ---- construct --------------------------------------------------------------------------------
   // Note [Buckets]: parameters go into buckets in REVERSE registration order, because that is roughly
@@ -117,7 +124,8 @@ class Reducer {
     for (size_t b = 0; b < members.size(); ++b) {
       int64_t numel = 0;
       for (size_t s : members[b]) numel += slots_[s].param.numel();
-      Bucket bucket{.buffer = zeros({numel}, {.dtype = slots_[members[b].front()].param.dtype()}),
+      const Tensor& first = slots_[members[b].front()].param;
+      Bucket bucket{.buffer = zeros({numel}, {.dtype = first.dtype(), .device = first.device()}),
                     .slots = members[b], .pending = members[b].size(), .work = nullptr};
       int64_t offset = 0;
       stats_.bucket_parameters.emplace_back();
@@ -195,15 +203,29 @@ class Reducer {
   }
 
   // Note [Averaging]: DDP's gradient is the MEAN over ranks (each rank's loss is a mean over its own
-  // examples, so the mean over ranks is the mean over the whole batch). The bucket is divided by the
-  // world size in place before a SUM all-reduce: one pass over the data here, and the sum of the
-  // pre-divided values is the average. (NCCL has an AVG op that folds the division into the
-  // reduction; Gloo does not.)
+  // examples, so the mean over ranks is the mean over the whole batch). The default comm hook
+  // (AllreduceHook in comm_hook.cpp) divides the bucket by the world size in place before a SUM
+  // all-reduce: one pass over the data, and the sum of the pre-divided values is the average. (NCCL
+  // has an AVG op that folds the division into the reduction; Gloo does not.) A registered comm hook
+  // replaces this step; it must leave the same average (comm_hook.h).
   void launch(size_t b) {
     Bucket& bucket = buckets_[b];
-    if (pg_->size() > 1) bucket.buffer.mul_(1.0 / pg_->size());
-    bucket.work = pg_->allreduce(bucket.buffer, ReduceOp::Sum);
+    if (b == 0) first_launch_ = Clock::now();
+    GradBucket view = grad_bucket(b);
+    bucket.work = hook_->launch(*pg_, view);
     ++stats_.allreduces;
+  }
+
+  GradBucket grad_bucket(size_t b) {
+    return GradBucket{.index = b, .buffer = buckets_[b].buffer, .parameter_names = &stats_.bucket_parameters[b]};
+  }
+
+  void set_comm_hook(std::shared_ptr<CommHook> hook) {
+    MT_CHECK(hook != nullptr, "DDP::register_comm_hook: the hook is null");
+    MT_CHECK(stats_.backwards == 0 && !backward_started_, "DDP::register_comm_hook: register the hook before "
+             "the first backward, so that every backward's buckets are treated alike");
+    hook_ = std::move(hook);
+    stats_.comm_hook = hook_->name();
   }
 
   // ---- finalize ---------------------------------------------------------------------------------
@@ -214,7 +236,8 @@ class Reducer {
   //    part in every bucket's all-reduce. Without it, that is an error naming the parameters (the
   //    bucket was never launched here; a peer whose parameter did get a gradient waits for it and
   //    fails at the collective timeout instead of hanging).
-  // 2. Launch what is left, in order (Note [Bucket launch order]); wait for every Work.
+  // 2. Launch what is left, in order (Note [Bucket launch order]); wait for every Work, then let the
+  //    comm hook finish each bucket (for the default hook there is nothing left to do).
   // 3. Reset the counters for the next backward, also when this one failed.
   void finalize() {
     const Clock::time_point finalize_start = Clock::now();
@@ -231,15 +254,24 @@ class Reducer {
     const bool complete = unused.empty() || options_.find_unused_parameters;
     if (complete) launch_ready_buckets();
     std::exception_ptr error;
-    for (Bucket& b : buckets_) {  // launched ones must finish before anyone touches .grad
-      if (!b.work) continue;
+    for (size_t i = 0; i < buckets_.size(); ++i) {  // launched ones must finish before anyone touches .grad
+      if (!buckets_[i].work) continue;
       try {
-        b.work->wait();
+        buckets_[i].work->wait();
+        if (!error) {
+          GradBucket view = grad_bucket(i);
+          hook_->finish(*pg_, view);
+        }
       } catch (...) {
         if (!error) error = std::current_exception();
       }
     }
-    stats_.finalize_wait_seconds += seconds_between(finalize_start, Clock::now());
+    const Clock::time_point finalize_end = Clock::now();
+    stats_.finalize_wait_seconds += seconds_between(finalize_start, finalize_end);
+    if (next_launch_ > 0) {  // Note [Overlap]
+      stats_.comm_seconds += seconds_between(first_launch_, finalize_end);
+      stats_.overlapped_seconds += seconds_between(first_launch_, std::max(first_launch_, finalize_start));
+    }
     ++stats_.backwards;
     reset();
     if (error) std::rethrow_exception(error);
@@ -270,9 +302,11 @@ class Reducer {
   DDPOptions options_;
   std::vector<Slot> slots_;
   std::vector<Bucket> buckets_;
+  std::shared_ptr<CommHook> hook_;
   size_t next_launch_ = 0;        // the lowest-index bucket not yet launched in this backward
   bool backward_started_ = false;
   Clock::time_point backward_start_;
+  Clock::time_point first_launch_;  // when bucket 0 was launched in this backward
 };
 
 }  // namespace detail
@@ -330,6 +364,10 @@ DistributedDataParallel::~DistributedDataParallel() = default;
 Tensor DistributedDataParallel::forward(const Tensor& input) { return module_->forward(input); }
 
 void DistributedDataParallel::zero_grad() { reducer_->zero_grad(); }
+
+void DistributedDataParallel::register_comm_hook(std::shared_ptr<CommHook> hook) {
+  reducer_->set_comm_hook(std::move(hook));
+}
 
 DistributedDataParallel::NoSync::NoSync(std::shared_ptr<detail::Reducer> reducer)
     : reducer_(std::move(reducer)), previous_(reducer_->no_sync_) {

@@ -8,7 +8,8 @@
 //              pack the gradients into buckets (Note [Buckets])
 //   hook       each parameter's post-accumulate-grad hook marks it ready (Note [Ready hooks])
 //   launch     a bucket whose parameters are all ready is all-reduced asynchronously, strictly in
-//              bucket order (Note [Bucket launch order]), pre-divided by the world size (Note [Averaging])
+//              bucket order (Note [Bucket launch order]), pre-divided by the world size (Note [Averaging]),
+//              by the comm hook (comm_hook.h: plain all-reduce, or fp16-compressed)
 //   finalize   an engine callback after the last node waits for every all-reduce and checks that every
 //              parameter was reduced (Note [Finalize])
 //
@@ -18,7 +19,7 @@
 //   opt.step();
 //   ddp->zero_grad();  // or model->zero_grad(/*set_to_none=*/false): see Note [Gradients are bucket views]
 //
-// What it does not do: comm hooks (fp16/bf16 compression), rebuilding buckets in the order gradients
+// What it does not do: bf16 compression or PowerSGD, rebuilding buckets in the order gradients
 // actually arrived, static-graph optimisations, several backwards per forward, CUDA streams.
 #pragma once
 
@@ -28,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "distributed/comm_hook.h"
 #include "distributed/process_group.h"
 #include "nn/module.h"
 
@@ -46,8 +48,17 @@ struct DDPStats {
   std::vector<std::vector<std::string>> bucket_parameters;  // the parameters of each bucket
   int64_t backwards = 0;                       // backwards that were reduced (not under no_sync)
   int64_t allreduces = 0;
-  double backward_seconds = 0;    // from the first hook to the start of finalize: overlapped with comm
+  double backward_seconds = 0;    // from the first hook to the start of finalize (backward computing)
   double finalize_wait_seconds = 0;  // finalize waiting for all-reduces: communication not hidden
+  // Note [Overlap]: the communication window of a backward runs from the launch of bucket 0 to the
+  // end of finalize (when the last all-reduce is known complete). The part of it before finalize
+  // started ran while backward was still computing: overlapped_seconds / comm_seconds is the
+  // fraction of communication hidden behind computation. A model whose gradients all fit in one
+  // bucket launches it at the last hook and overlaps nothing, whatever the backend.
+  double comm_seconds = 0;
+  double overlapped_seconds = 0;
+  double overlap_fraction() const { return comm_seconds > 0 ? overlapped_seconds / comm_seconds : 0.0; }
+  std::string comm_hook;          // the comm hook's name: "allreduce" (the default) or "fp16"
 };
 
 namespace detail {
@@ -67,6 +78,10 @@ class DistributedDataParallel : public nn::Module {
   // model->zero_grad(false)) to Module::zero_grad()'s default set_to_none, which drops the views and
   // costs a copy per parameter on the next backward (Note [Gradients are bucket views]).
   void zero_grad();
+
+  // Replaces how buckets are communicated (comm_hook.h), e.g. Fp16CompressHook. Before the first
+  // backward; every rank must register the same hook.
+  void register_comm_hook(std::shared_ptr<CommHook> hook);
 
   // RAII: while a NoSync is alive, backward does not communicate; gradients accumulate locally in the
   // buckets. The first backward after it averages the accumulated sums. Gradient accumulation:
