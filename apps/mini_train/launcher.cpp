@@ -12,9 +12,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "apps/mini_train/backend.h"
+#include "apps/mini_train/gpus.h"
 #include "distributed/socket.h"
 #include "tensor/check.h"
 
@@ -39,7 +43,8 @@ std::string random_token() {
   return hex;
 }
 
-// argv without "--nproc N" / "--nproc=N": what each worker runs.
+// argv without "--nproc N" / "--nproc=N": what each worker runs. A worker learns its rank from the
+// environment; --nnodes and --node-rank stay, for its config table.
 std::vector<std::string> worker_args(int argc, char** argv) {
   std::vector<std::string> args;
   for (int i = 1; i < argc; ++i) {
@@ -112,84 +117,156 @@ void stop_all(std::vector<Worker>& workers) {
   }
 }
 
+// Forks a child that execs argv (after `setup` adjusts its environment); the child dies with the
+// launcher, even if the launcher died before the child got this far.
+pid_t spawn(const std::vector<std::string>& argv, const sigset_t& child_mask, pid_t launcher,
+            const std::function<void()>& setup) {
+  const pid_t pid = fork();
+  if (pid != 0) return pid;  // the launcher (or -1)
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != launcher) _exit(1);
+  sigprocmask(SIG_SETMASK, &child_mask, nullptr);
+  setup();
+  std::vector<char*> cargv;
+  for (const std::string& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+  cargv.push_back(nullptr);
+  execv(cargv[0], cargv.data());
+  std::fprintf(stderr, "mini_train: cannot start %s: %s\n", cargv[0], std::strerror(errno));
+  _exit(127);
+}
+
+// This binary's path, for children that exec it from another process (mpirun cannot use /proc/self).
+std::string self_path() {
+  char buf[4096];
+  const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  MT_CHECK(n > 0, "--nproc: cannot find this program's path (/proc/self/exe): ", std::strerror(errno));
+  return std::string(buf, static_cast<size_t>(n));
+}
+
+// Waits for the children; the first to fail, or SIGINT/SIGTERM, stops them all. `describe_failure`
+// turns (index, wait status) into the one line printed. Returns the launcher's exit code.
+int supervise(std::vector<Worker>& workers, const sigset_t& watched,
+              const std::function<std::string(int index, int status)>& describe_failure) {
+  while (any_running(workers)) {
+    timespec wait_for{0, 200 * 1000 * 1000};  // wake on a signal or every 200 ms and reap
+    const int sig = sigtimedwait(&watched, nullptr, &wait_for);
+    if (sig == SIGINT || sig == SIGTERM) {
+      stop_all(workers);
+      std::fprintf(stderr, "mini_train: interrupted (signal %d), stopped the workers\n", sig);
+      return 128 + sig;
+    }
+    int status = 0;
+    const int index = reap(workers, &status);
+    if (index >= 0) {
+      stop_all(workers);
+      std::fprintf(stderr, "mini_train: %s\n", describe_failure(index, status).c_str());
+      return 1;
+    }
+  }
+  return 0;
+}
+
+// RAII: blocks SIGINT/SIGTERM/SIGCHLD, which the launcher takes with sigtimedwait (no async handler,
+// no race between "a child exited" and "the user pressed Ctrl-C"); children get the old mask back.
+struct LauncherSignals {
+  sigset_t watched, old_mask;
+  LauncherSignals() {
+    sigemptyset(&watched);
+    sigaddset(&watched, SIGINT);
+    sigaddset(&watched, SIGTERM);
+    sigaddset(&watched, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &watched, &old_mask);
+  }
+  ~LauncherSignals() { sigprocmask(SIG_SETMASK, &old_mask, nullptr); }
+};
+
+// --backend mpi: the job is `mpirun -np N <this binary> <args>`, one child, supervised like a worker.
+// mpirun starts the ranks (they find rank and size in OMPI_COMM_WORLD_*, backend.cpp) and ends the
+// job when one of them fails, printing which; we then print one line and exit 1.
+int launch_mpirun(const Options& o, int nproc, const std::vector<std::string>& args) {
+  const std::string mpirun = find_mpirun();
+  MT_CHECK(!mpirun.empty(), "--backend mpi: no mpirun on the PATH (Debian: apt install openmpi-bin)");
+  std::vector<std::string> argv{mpirun, "-np", std::to_string(nproc),
+                                // One thread per rank, and the ranks may share cores: no pinning.
+                                "--bind-to", "none"};
+  // OpenMPI refuses more ranks than cores unless told that it is meant.
+  if (nproc > static_cast<int>(std::thread::hardware_concurrency())) argv.push_back("--oversubscribe");
+  argv.push_back(self_path());
+  argv.insert(argv.end(), args.begin(), args.end());
+  // Note [mpirun as root]: OpenMPI refuses to start as root (containers often are) unless both of
+  // these are set. Starting a job the user asked for is not the place to refuse; we say so once.
+  const bool root = geteuid() == 0;
+  if (root && !o.quiet && !std::getenv("OMPI_ALLOW_RUN_AS_ROOT"))
+    std::fprintf(stderr, "mini_train: note: running as root, so OMPI_ALLOW_RUN_AS_ROOT=1 and "
+                 "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 are set for mpirun (OpenMPI's permission to run as root)\n");
+
+  LauncherSignals signals;
+  std::fflush(stdout);
+  std::fflush(stderr);
+  std::vector<Worker> job(1);
+  const bool terminal = isatty(STDOUT_FILENO);
+  const pid_t pid = spawn(argv, signals.old_mask, getpid(), [root, terminal] {
+    setenv("OPENBLAS_NUM_THREADS", "1", 0);  // 0: keep the user's value; N ranks share the cores
+    if (!terminal) setenv("MT_NO_PROGRESS", "1", 1);  // progress.h
+    if (root) {
+      setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+      setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+    }
+  });
+  MT_CHECK(pid > 0, "--nproc: fork failed: ", std::strerror(errno));
+  job[0] = {pid, true};
+  return supervise(job, signals.watched, [](int, int status) {
+    return "the MPI job failed: mpirun " + (WIFSIGNALED(status) ? "was killed by signal " + std::to_string(WTERMSIG(status))
+                                                                 : "exited with code " + std::to_string(WEXITSTATUS(status))) +
+           " (the failing rank's own line is above)";
+  });
+}
+
 }  // namespace
 
 int launch(int argc, char** argv, const Options& o) {
   validate(o);  // refuse bad options once, not once per rank
-  MT_CHECK(o.nproc >= 2, "--nproc must be at least 2 to launch workers, got ", o.nproc);
-  MT_CHECK(o.nproc <= 256, "--nproc must be at most 256, got ", o.nproc);
-  const int port = o.master_port > 0 ? o.master_port : dist::find_free_port();
-  const std::string token = random_token();
+  const int nproc = worker_count(o);  // --nproc, or one worker per --gpus GPU (gpus.h): on this node
+  MT_CHECK(nproc >= 2 || o.nnodes > 1, "--nproc must be at least 2 to launch workers, got ", nproc);
+  MT_CHECK(nproc <= 256, "--nproc must be at most 256, got ", nproc);
   const std::vector<std::string> args = worker_args(argc, argv);
+  if (o.gpus.empty() && launch_backend(o) == "mpi") return launch_mpirun(o, nproc, args);
 
-  // Block SIGINT/SIGTERM/SIGCHLD and take them with sigtimedwait: no async handler, no race between
-  // "a child exited" and "the user pressed Ctrl-C". Children get the old mask back before exec.
-  sigset_t watched, old_mask;
-  sigemptyset(&watched);
-  sigaddset(&watched, SIGINT);
-  sigaddset(&watched, SIGTERM);
-  sigaddset(&watched, SIGCHLD);
-  sigprocmask(SIG_BLOCK, &watched, &old_mask);
-  const pid_t launcher = getpid();
+  const int port = o.master_port > 0 ? o.master_port : dist::find_free_port();
+  // Note [Ranks across nodes]: node k's workers are global ranks k·nproc ... k·nproc + nproc - 1;
+  // LOCAL_RANK counts within the node (it picks the GPU). Every node must run the same --nproc.
+  const int world = nproc * o.nnodes, first_rank = nproc * o.node_rank;
+  // One machine: a fresh random token. Several: every node must present the same one, so it comes
+  // from the environment (export the same MT_JOB_TOKEN on every node), or is empty, as with torchrun.
+  const char* env_token = std::getenv("MT_JOB_TOKEN");
+  const std::string token = o.nnodes == 1 ? random_token() : env_token ? env_token : "";
+  std::vector<std::string> worker_argv{"/proc/self/exe"};  // this binary, whatever its name
+  worker_argv.insert(worker_argv.end(), args.begin(), args.end());
 
-  std::vector<Worker> workers(static_cast<size_t>(o.nproc));
+  LauncherSignals signals;
+  std::vector<Worker> workers(static_cast<size_t>(nproc));
   std::fflush(stdout);
   std::fflush(stderr);
-  for (int rank = 0; rank < o.nproc; ++rank) {
-    const pid_t pid = fork();
-    if (pid < 0) {
-      const int err = errno;
-      stop_all(workers);
-      sigprocmask(SIG_SETMASK, &old_mask, nullptr);
-      MT_FAIL("--nproc: fork failed: ", std::strerror(err));
-    }
-    if (pid == 0) {
-      // The child: die with the launcher, even if it died before we got here.
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (getppid() != launcher) _exit(1);
-      sigprocmask(SIG_SETMASK, &old_mask, nullptr);
-      const std::string world = std::to_string(o.nproc), r = std::to_string(rank);
-      setenv("RANK", r.c_str(), 1);
-      setenv("LOCAL_RANK", r.c_str(), 1);
-      setenv("WORLD_SIZE", world.c_str(), 1);
-      setenv("LOCAL_WORLD_SIZE", world.c_str(), 1);
+  for (int rank = 0; rank < nproc; ++rank) {
+    const pid_t pid = spawn(worker_argv, signals.old_mask, getpid(), [&] {
+      setenv("RANK", std::to_string(first_rank + rank).c_str(), 1);
+      setenv("LOCAL_RANK", std::to_string(rank).c_str(), 1);
+      setenv("WORLD_SIZE", std::to_string(world).c_str(), 1);
+      setenv("LOCAL_WORLD_SIZE", std::to_string(nproc).c_str(), 1);
       setenv("MASTER_ADDR", o.master_addr.c_str(), 1);
       setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
       setenv("MT_JOB_TOKEN", token.c_str(), 1);
       setenv("OPENBLAS_NUM_THREADS", "1", 0);  // 0: keep the user's value
-      std::vector<char*> cargv;
-      cargv.push_back(argv[0]);
-      for (const std::string& a : args) cargv.push_back(const_cast<char*>(a.c_str()));
-      cargv.push_back(nullptr);
-      execv("/proc/self/exe", cargv.data());
-      std::fprintf(stderr, "mini_train: rank %d: cannot start /proc/self/exe: %s\n", rank, std::strerror(errno));
-      _exit(127);
+    });
+    if (pid < 0) {
+      const int err = errno;
+      stop_all(workers);
+      MT_FAIL("--nproc: fork failed: ", std::strerror(err));
     }
     workers[static_cast<size_t>(rank)] = {pid, true};
   }
-
-  // Supervise: wake on a signal or every 200 ms and reap.
-  int exit_code = 0;
-  while (any_running(workers)) {
-    timespec wait_for{0, 200 * 1000 * 1000};
-    const int sig = sigtimedwait(&watched, nullptr, &wait_for);
-    if (sig == SIGINT || sig == SIGTERM) {
-      stop_all(workers);
-      std::fprintf(stderr, "mini_train: interrupted (signal %d), stopped %d workers\n", sig, o.nproc);
-      exit_code = 128 + sig;
-      break;
-    }
-    int status = 0;
-    const int rank = reap(workers, &status);
-    if (rank >= 0) {
-      stop_all(workers);
-      std::fprintf(stderr, "mini_train: %s\n", describe(rank, status).c_str());
-      exit_code = 1;
-      break;
-    }
-  }
-  sigprocmask(SIG_SETMASK, &old_mask, nullptr);
-  return exit_code;
+  return supervise(workers, signals.watched,
+                   [first_rank](int index, int status) { return describe(first_rank + index, status); });
 }
 
 }  // namespace mt::app

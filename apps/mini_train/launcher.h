@@ -1,4 +1,5 @@
-// mini_train's launcher: `mini_train --nproc N` runs the same job data-parallel on N CPU processes.
+// mini_train's launcher: `mini_train --nproc N` runs the same job data-parallel on N CPU processes,
+// `mini_train --gpus 0,1` on one process per listed GPU (worker LOCAL_RANK r trains on the r-th).
 // The launcher process trains nothing itself; it
 //   1. picks the store's port (a free one unless --master-port), a random MT_JOB_TOKEN, and sets
 //      RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT for each child
@@ -11,6 +12,13 @@
 //      SIGINT/SIGTERM to the launcher stop every worker the same way (exit 128 + signal).
 // A worker sees RANK/WORLD_SIZE in its environment and trains as that rank (trainer.cpp), exactly as
 // it would under torchrun or srun.
+//
+// Several machines (--nnodes M): run the same command on each, with --node-rank 0..M-1 and node 0's
+// --master-addr and a fixed --master-port. Each launcher starts its --nproc workers as global ranks
+// node_rank·nproc ... (Note [Ranks across nodes] in launcher.cpp); global rank 0, on node 0, hosts
+// the store. Every node must present the same job token: export one MT_JOB_TOKEN on all of them (or
+// none, and the store checks nothing, as torchrun's does). A launcher supervises only its own node:
+// when a rank elsewhere dies, this node's ranks fail at their next collective, and it reports that.
 #pragma once
 
 #include "apps/mini_train/options.h"

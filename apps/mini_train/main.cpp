@@ -1,16 +1,35 @@
 // mini_train: the command-line trainer. Parses options, then either reports the environment or
-// trains: in this process, as one rank of a distributed job, or by launching --nproc workers. Every
-// error becomes one line on stderr and exit code 1; option errors exit with 2 (via CLI11, which
-// prints the usage hint).
+// trains: in this process, as one rank of a distributed job, or by launching workers (--nproc N, or
+// one per GPU of --gpus). Every error becomes one line on stderr and exit code 1; option errors exit
+// with 2 (via CLI11, which prints the usage hint).
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <string>
 
 #include "apps/mini_train/env_report.h"
+#include "apps/mini_train/gpus.h"
 #include "apps/mini_train/launcher.h"
 #include "apps/mini_train/options.h"
 #include "apps/mini_train/trainer.h"
+#include "distributed/process_group_mpi.h"
+#include "distributed/rendezvous.h"
 #include "tensor/check.h"
+
+namespace {
+
+// "rank 3: " in a worker of a distributed job, so that its error line names it; "" otherwise.
+std::string rank_prefix() {
+  try {
+    const auto job = mt::dist::rendezvous_from_env();
+    if (job && job->world_size > 1) return "rank " + std::to_string(job->rank) + ": ";
+  } catch (const std::exception&) {
+    // a malformed environment was the error being reported
+  }
+  return "";
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   try {
@@ -21,14 +40,16 @@ int main(int argc, char** argv) {
       mt::app::print_env_report();
       return 0;
     }
-    // --nproc N launches N workers; a worker (RANK set by the launcher, torchrun or srun) trains as
-    // its rank (trainer.cpp) and never launches again.
-    if (opts.nproc >= 2 && !std::getenv("RANK")) return mt::app::launch(argc, argv, opts);
+    // --nproc N launches N workers (on each of --nnodes machines); a worker (RANK set by the
+    // launcher, torchrun or srun) trains as its rank (trainer.cpp) and never launches again.
+    const bool distributed = mt::app::worker_count(opts) >= 2 || opts.nnodes > 1;
+    if (distributed && !std::getenv("RANK")) return mt::app::launch(argc, argv, opts);
     return mt::app::train(opts);
-  } catch (const mt::Error& e) {
-    std::fprintf(stderr, "mini_train: error: %s\n", e.what());
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "mini_train: error: %s\n", e.what());
+    std::fprintf(stderr, "mini_train: %serror: %s\n", rank_prefix().c_str(), e.what());
   }
+  // A rank of an MPI job ends the whole job instead of waiting for the others at MPI_Finalize
+  // (Note [A failing rank aborts the job]); elsewhere this does nothing.
+  mt::dist::ProcessGroupMPI::abort_job(1);
   return 1;
 }

@@ -3,8 +3,11 @@
 
 #include <CLI/CLI.hpp>
 #include <cmath>
+#include <filesystem>
 #include <sstream>
 
+#include "apps/mini_train/backend.h"
+#include "apps/mini_train/gpus.h"
 #include "data/fashion_mnist.h"
 #include "tensor/check.h"
 
@@ -26,6 +29,8 @@ const char* kDescription =
     "  mini_train --inputs x.npy --targets y.npy               # your own data (NPY or CSV)\n"
     "  mini_train --checkpoint-dir ckpt --resume auto           # checkpoint each epoch, resume\n"
     "  mini_train --nproc 2                                     # data-parallel on 2 CPU processes\n"
+    "  mpirun -np 2 mini_train                                  # the same, started by MPI (or srun)\n"
+    "  mini_train --gpus 0,1                                    # data-parallel on 2 GPUs (NCCL)\n"
   "  mini_train --env                                         # what this machine offers\n";
 
 }  // namespace
@@ -85,11 +90,24 @@ bool parse_options(int argc, char** argv, Options& o, int* exit_code) {
   auto* dist = "Distributed";
   app.add_option("--nproc", o.nproc, "train data-parallel on this many CPU processes (Gloo); "
                  "--batch-size is per process")->group(dist);
-  app.add_option("--master-addr", o.master_addr, "address of rank 0's store")->group(dist);
-  app.add_option("--master-port", o.master_port, "port of rank 0's store (default: a free one)")->group(dist);
-  app.add_option("--gpus", o.gpus, "GPUs to train on, comma-separated (needs a CUDA build)")->group(dist);
+  app.add_option("--nnodes", o.nnodes, "machines in the job: run mini_train with the same flags on each, "
+                 "with its own --node-rank and node 0's --master-addr/--master-port")->group(dist);
+  app.add_option("--node-rank", o.node_rank, "this machine's index, 0..nnodes-1 (node 0 hosts the store)")
+      ->group(dist);
+  app.add_option("--master-addr", o.master_addr, "address of rank 0's store (node 0's address when --nnodes > 1)")
+      ->group(dist);
+  app.add_option("--master-port", o.master_port, "port of rank 0's store (default: a free one; required "
+                 "when --nnodes > 1)")->group(dist);
+  app.add_option("--backend", o.backend, "CPU collectives: mpi (shared memory; the job starts through "
+                 "mpirun), gloo (TCP), or auto: mpi when this build has it and mpirun is installed")
+      ->check(CLI::IsMember({"auto", "gloo", "mpi"}))->group(dist);
+  app.add_option("--gpus", o.gpus, "train on these GPUs, comma-separated: one process per GPU, NCCL "
+                 "between them; --batch-size is per GPU")->group(dist);
   app.add_flag("--ddp-stats", o.ddp_stats, "after training, print the gradient all-reduce statistics")
       ->group(dist);
+  app.add_option("--comm-hook", o.comm_hook, "how DDP communicates gradients: allreduce, or fp16 (compressed "
+                 "to half precision: half the bytes, about 3 significant digits)")
+      ->check(CLI::IsMember({"allreduce", "fp16"}))->group(dist);
 
   auto* out = "Output";
   app.add_flag("--eval", o.eval, "after training, report accuracy (or loss) on the test split")->group(out);
@@ -133,7 +151,7 @@ bool parse_options(int argc, char** argv, Options& o, int* exit_code) {
 }
 
 void validate(const Options& o) {
-  MT_CHECK(o.gpus.empty(), "--gpus ", o.gpus, ": this build has no CUDA backend");
+  validate_gpus(o);  // gpus.h: malformed lists, --nproc, no CUDA build, no GPU, no such GPU
   MT_CHECK(o.epochs >= 1, "--epochs must be at least 1, got ", o.epochs);
   MT_CHECK(o.stop_after >= 0, "--stop-after must be >= 0, got ", o.stop_after);
   MT_CHECK(o.stop_after == 0 || !o.checkpoint_dir.empty(), "--stop-after without --checkpoint-dir would lose "
@@ -147,9 +165,23 @@ void validate(const Options& o) {
   MT_CHECK(o.num_workers >= 0 && o.num_workers <= 64, "--num-workers must be in 0..64, got ", o.num_workers);
   MT_CHECK(o.nproc >= 1 && o.nproc <= 256, "--nproc must be in 1..256, got ", o.nproc);
   MT_CHECK(o.master_port >= 0 && o.master_port <= 65535, "--master-port must be in 0..65535, got ", o.master_port);
+  validate_backend(o);  // backend.h: mpi without MPI, mpi with --gpus or --nnodes
+  MT_CHECK(o.nnodes >= 1 && o.nnodes <= 4096, "--nnodes must be in 1..4096, got ", o.nnodes);
+  MT_CHECK(o.node_rank >= 0 && o.node_rank < o.nnodes, "--node-rank must be in 0..", o.nnodes - 1,
+           " (--nnodes ", o.nnodes, "), got ", o.node_rank);
+  MT_CHECK(o.nnodes == 1 || o.master_port > 0, "--nnodes ", o.nnodes, ": give --master-port (and node 0's "
+           "--master-addr): the other nodes cannot guess a port node 0 picked");
   MT_CHECK(o.keep >= 1, "--keep must be at least 1, got ", o.keep);
   for (int64_t h : o.hidden) MT_CHECK(h >= 1 && h <= 1 << 20, "--hidden widths must be in 1..1048576, got ", h);
   MT_CHECK(o.inputs.empty() == o.targets.empty(), "--inputs and --targets go together: give both files");
+  // Files that must exist, checked here so that a launcher refuses before it starts any worker.
+  for (const auto& [flag, path] : {std::pair{"--inputs", o.inputs}, std::pair{"--targets", o.targets},
+                                   std::pair{"--init", o.init},
+                                   std::pair{"--resume", o.resume == "auto" ? std::string() : o.resume}}) {
+    if (path.empty()) continue;
+    std::error_code ec;
+    MT_CHECK(std::filesystem::is_regular_file(path, ec), flag, " ", path, ": no such file");
+  }
   MT_CHECK(o.resume != "auto" || !o.checkpoint_dir.empty(), "--resume auto looks in --checkpoint-dir: give one");
   MT_CHECK(!o.save.empty(), "--save needs a path");
   MT_CHECK(o.momentum == 0 || o.optimizer == "sgd", "--momentum applies to sgd only (adam/adamw use betas)");

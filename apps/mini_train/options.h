@@ -45,11 +45,15 @@ struct Options {
   std::string resume;                 // PATH or "auto"
   std::string log_json;
   // ---- distributed (launcher.h) ----
-  int nproc = 1;                      // >= 2: launch this many worker processes (Gloo, CPU)
+  int nproc = 1;                      // >= 2: launch this many worker processes (Gloo, CPU), per node
+  int nnodes = 1;                     // machines in the job; each runs one launcher (launcher.h)
+  int node_rank = 0;                  // this machine's index in 0..nnodes-1; node 0 hosts the store
   std::string master_addr = "127.0.0.1";  // where rank 0 hosts the store
   int master_port = 0;                // 0: a free port
-  std::string gpus;                   // not supported yet: no CUDA backend in this build
+  std::string gpus;                   // "0,1": one worker per listed GPU (gpus.h); empty: CPU
   bool ddp_stats = false;             // rank 0 prints DistributedDataParallel's statistics
+  std::string comm_hook = "allreduce";  // how DDP communicates buckets: allreduce | fp16 (comm_hook.h)
+  std::string backend = "auto";       // CPU process group: auto | gloo | mpi (backend.h)
   // ---- output ----
   bool eval = false;
   bool quiet = false;

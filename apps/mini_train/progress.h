@@ -1,10 +1,13 @@
 // A one-line progress bar for the steps of an epoch, drawn only when stdout is a terminal (so logs
-// and pipes never see carriage returns), and at most ten times a second.
+// and pipes never see carriage returns), and at most ten times a second. mpirun gives its ranks a
+// terminal of its own even when its output goes to a file, so the launcher sets MT_NO_PROGRESS=1
+// for them when its own stdout is not a terminal (launcher.cpp).
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <unistd.h>
 
 namespace mt::app {
@@ -12,7 +15,7 @@ namespace mt::app {
 class ProgressBar {
  public:
   ProgressBar(bool enabled, int64_t epoch, int64_t epochs, int64_t total)
-      : enabled_(enabled && isatty(STDOUT_FILENO)), epoch_(epoch), epochs_(epochs), total_(total) {}
+      : enabled_(enabled && isatty(STDOUT_FILENO) && !std::getenv("MT_NO_PROGRESS")), epoch_(epoch), epochs_(epochs), total_(total) {}
   ~ProgressBar() { clear(); }
 
   void update(int64_t done, double loss) {

@@ -3,9 +3,10 @@
 // evaluation and the final save. See trainer.h.
 //
 // Distributed (RANK and WORLD_SIZE in the environment: mini_train's launcher, torchrun or srun): this
-// process is one rank. It meets the others through init_process_group (Gloo), wraps the model in
-// DistributedDataParallel and reads its share of each epoch through a DistributedSampler; the batch
-// size is per rank. Every rank loads --init/--resume; only rank 0 prints, logs, checkpoints and
+// process is one rank. It meets the others through init_process_group (Gloo; NCCL with --gpus),
+// wraps the model in DistributedDataParallel and reads its share of each epoch through a
+// DistributedSampler; the batch size is per rank. With --gpus the model, each batch and the
+// collectives' tensors live on this rank's GPU (gpus.h); files are read and written from the host. Every rank loads --init/--resume; only rank 0 prints, logs, checkpoints and
 // saves. The epoch line's loss is the mean over every rank's samples (one small all-reduce per
 // epoch), and samples/s counts every rank's samples.
 #include "apps/mini_train/trainer.h"
@@ -19,6 +20,8 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "apps/mini_train/backend.h"
+#include "apps/mini_train/gpus.h"
 #include "apps/mini_train/job.h"
 #include "apps/mini_train/progress.h"
 #include "autograd/grad_mode.h"
@@ -27,6 +30,7 @@
 #include "data/sampler.h"
 #include "distributed/ddp.h"
 #include "distributed/init.h"
+#include "distributed/process_group_mpi.h"
 #include "nn/checkpoint.h"
 #include "tensor/generator.h"
 #include "tensor/raw_ops.h"
@@ -46,13 +50,18 @@ int64_t count_parameters(const nn::Module& m) {
 }
 
 void print_config(const Options& o, const Data& d, const std::string& signature, int64_t params, int64_t steps,
-                  const std::string& resumed_from, int world) {
+                  const std::string& resumed_from, int world, const std::string& backend) {
   const auto row = [](const char* key, const std::string& value) { std::printf("  %-12s %s\n", key, value.c_str()); };
   std::printf("mini_train\n");
   row("model", signature + " (" + std::to_string(params) + " parameters)");
   row("data", d.description);
   row("task", d.classification ? "classification, cross-entropy" : "regression, mean squared error");
-  row("device", world > 1 ? "cpu, " + std::to_string(world) + " processes (gloo)" : "cpu, 1 process");
+  const std::string where = o.gpus.empty() ? std::string("cpu") : "cuda " + o.gpus;
+  const std::string nodes = o.nnodes > 1 ? " on " + std::to_string(o.nnodes) + " nodes" : "";
+  const std::string hook = o.comm_hook == "allreduce" ? "" : ", " + o.comm_hook + " compression";
+  const std::string chosen = o.backend == "auto" && o.gpus.empty() ? ", chosen by --backend auto" : "";
+  row("device", world > 1 ? where + ", " + std::to_string(world) + " processes" + nodes + " (" + backend + chosen + hook + ")"
+                          : where + ", 1 process");
   row("batch", std::to_string(o.batch_size) + " per device, " + std::to_string(o.batch_size * world) + " global, " +
                    std::to_string(steps) + " steps per epoch");
   row("optimizer", optimizer_description(o));
@@ -63,7 +72,7 @@ void print_config(const Options& o, const Data& d, const std::string& signature,
 }
 
 // Accuracy (classification) or mean squared error (regression) of the model on a dataset.
-double evaluate(nn::Module& model, const data::TensorDataset& set, bool classification) {
+double evaluate(nn::Module& model, const data::TensorDataset& set, bool classification, const Device& device) {
   NoGradGuard no_grad;
   model.eval();
   double total = 0;
@@ -71,7 +80,7 @@ double evaluate(nn::Module& model, const data::TensorDataset& set, bool classifi
   for (int64_t start = 0; start < n; start += 4096) {
     const int64_t len = std::min<int64_t>(4096, n - start);
     const Tensor x = raw::narrow(set.inputs(), 0, start, len), y = raw::narrow(set.targets(), 0, start, len);
-    const Tensor out = model.forward(x);
+    const Tensor out = device.is_cuda() ? model.forward(x.to(device)).to(kCPU) : model.forward(x);
     if (classification) {
       total += raw::sum(raw::binary(BinaryOp::Eq, raw::argmax(out, 1), y)).item();
     } else {
@@ -89,20 +98,16 @@ std::string resume_path(const Options& o) {
   return latest_checkpoint(o.checkpoint_dir);
 }
 
-// DistributedDataParallel's statistics. Overlap: the share of the reducer's time during which
-// communication was hidden behind backward, 1 - finalize_wait / (backward + finalize_wait), where
-// backward runs from the first gradient hook to finalize (all-reduces run alongside it) and
-// finalize_wait is how long the step then waited for all-reduces still in flight.
+// DistributedDataParallel's statistics; overlap as DDPStats defines it (Note [Overlap] in ddp.h).
 void print_ddp_stats(const dist::DDPStats& s) {
   int64_t bytes = 0;
   for (int64_t b : s.bucket_bytes) bytes += b;
-  const double total = s.backward_seconds + s.finalize_wait_seconds;
-  const double overlap = total > 0 ? 1.0 - s.finalize_wait_seconds / total : 0.0;
-  std::printf("DDP: %zu buckets, %lld bytes of gradients, %lld all-reduces over %lld backwards\n",
+  std::printf("DDP: %zu buckets, %lld bytes of gradients, %lld all-reduces over %lld backwards, comm hook %s\n",
               s.bucket_bytes.size(), static_cast<long long>(bytes), static_cast<long long>(s.allreduces),
-              static_cast<long long>(s.backwards));
-  std::printf("DDP: backward %.3f s, finalize wait %.3f s, overlap %.1f%%\n", s.backward_seconds,
-              s.finalize_wait_seconds, 100.0 * overlap);
+              static_cast<long long>(s.backwards), s.comm_hook.c_str());
+  std::printf("DDP: backward %.3f s, communication %.3f s of which %.3f s overlapped backward (%.1f%%), "
+              "finalize wait %.3f s\n", s.backward_seconds, s.comm_seconds, s.overlapped_seconds,
+              100.0 * s.overlap_fraction(), s.finalize_wait_seconds);
 }
 
 // Test hook (tests/apps/mini_train_test.sh, case nproc_failure): with MT_TEST_FAIL_RANK=r and
@@ -114,6 +119,7 @@ void test_fail_hook(int rank, int64_t epoch) {
   if (r && e && std::atoi(r) == rank && std::atoll(e) == epoch) {
     std::fprintf(stderr, "mini_train: rank %d: MT_TEST_FAIL_RANK: failing at epoch %lld\n", rank,
                  static_cast<long long>(epoch));
+    dist::ProcessGroupMPI::abort_job(3);  // as main() does for a real failure
     std::exit(3);
   }
 }
@@ -124,8 +130,14 @@ int train(const Options& o) {
   validate(o);
   // One rank of a distributed job when the environment says so (launcher, torchrun, srun).
   const std::optional<dist::RendezvousInfo> rdv = dist::rendezvous_from_env();
+  // --gpus: this process's GPU (the LOCAL_RANK-th listed one) becomes current before anything
+  // touches CUDA, so that CUDA's and NCCL's state lives on it alone.
+  const Device device = training_device(o, rdv ? rdv->local_rank : 0);
+  bind_device(device);
   std::shared_ptr<dist::ProcessGroup> pg;
-  if (rdv && rdv->world_size > 1) pg = dist::init_process_group({.backend = "gloo", .rendezvous = *rdv});
+  if (rdv && rdv->world_size > 1)
+    pg = dist::init_process_group({.backend = device.is_cuda() ? "nccl" : worker_backend(o), .rendezvous = *rdv,
+                                   .cuda_device = device.is_cuda() ? device.index : -1});
   const int world = pg ? rdv->world_size : 1, rank = pg ? rdv->rank : 0;
   const bool lead = rank == 0;       // prints, logs, checkpoints, saves
   const bool talk = lead && !o.quiet;
@@ -136,6 +148,7 @@ int train(const Options& o) {
     const SafetensorsFile weights = load_safetensors(o.init);
     model->load_state_dict(weights.tensors);
   }
+  if (device.is_cuda()) model->to(device);  // before the optimizer is built (Module::to)
   std::shared_ptr<nn::Loss> loss_fn = build_loss(d);
   std::unique_ptr<optim::Optimizer> opt = build_optimizer(o, *model);
   // The sampler is what splits the epoch between ranks; one rank: the loader shuffles itself.
@@ -173,10 +186,14 @@ int train(const Options& o) {
 
   // After --init/--resume (every rank loaded the same state; DDP checks and broadcasts rank 0's).
   std::shared_ptr<dist::DistributedDataParallel> ddp;
-  if (pg) ddp = std::make_shared<dist::DistributedDataParallel>(model, pg);
+  if (pg) {
+    ddp = std::make_shared<dist::DistributedDataParallel>(model, pg);
+    ddp->register_comm_hook(dist::make_comm_hook(o.comm_hook));
+  }
   nn::Module& net = ddp ? static_cast<nn::Module&>(*ddp) : *model;
 
-  if (talk) print_config(o, d, signature, count_parameters(*model), steps_per_epoch, from, world);
+  if (talk)
+    print_config(o, d, signature, count_parameters(*model), steps_per_epoch, from, world, pg ? pg->backend() : "");
   std::ofstream json_log;
   if (lead && !o.log_json.empty()) {
     json_log.open(o.log_json, from.empty() ? std::ios::trunc : std::ios::app);
@@ -195,8 +212,11 @@ int train(const Options& o) {
     double loss_sum = 0;
     int64_t seen = 0, done = 0;
     for (const data::Batch& batch : loader) {
+      // The batch goes to the GPU on the compute stream: later kernels are ordered after the copy.
+      const Tensor input = device.is_cuda() ? batch.input.to(device) : batch.input;
+      const Tensor target = device.is_cuda() ? batch.target.to(device) : batch.target;
       // forward, backward, update: the whole of training
-      const Tensor loss = (*loss_fn)(net.forward(batch.input), batch.target);
+      const Tensor loss = (*loss_fn)(net.forward(input), target);
       if (ddp) ddp->zero_grad();  // keeps the gradients views into DDP's buckets
       else opt->zero_grad();
       loss.backward();
@@ -213,9 +233,11 @@ int train(const Options& o) {
     double total_seen = static_cast<double>(seen);
     if (pg) {
       // The epoch's loss over every rank's samples: one small all-reduce of (Σ loss·n, Σ n).
-      Tensor sums = from_vector(std::vector<double>{loss_sum, total_seen}, {2});
+      // On the group's device: NCCL reduces GPU tensors only.
+      Tensor sums = from_vector(std::vector<double>{loss_sum, total_seen}, {2}).to(pg->device());
       pg->allreduce(sums, dist::ReduceOp::Sum)->wait();
-      loss_sum = sums.to_vector<double>()[0], total_seen = sums.to_vector<double>()[1];
+      const std::vector<double> summed = sums.to(kCPU).to_vector<double>();
+      loss_sum = summed[0], total_seen = summed[1];
     }
     last_loss = loss_sum / std::max(total_seen, 1.0);
     const double rate = total_seen / std::max(secs, 1e-9);  // every rank's samples
@@ -256,11 +278,13 @@ int train(const Options& o) {
   if (o.eval) {
     const data::TensorDataset& set = d.test ? *d.test : *d.train;
     const char* split = d.test ? "Test" : "Train (no test split)";
-    const double v = evaluate(*model, set, d.classification);
+    const double v = evaluate(*model, set, d.classification, device);
     if (d.classification) std::printf("%s accuracy: %.4f\n", split, v);
     else std::printf("%s loss: %.6f\n", split, v);
   }
-  save_safetensors(o.save, model->state_dict(), {{"model", signature}});
+  NamedTensors weights = model->state_dict();
+  for (auto& [name, t] : weights) t = t.detach().to(kCPU);  // files are written from host memory
+  save_safetensors(o.save, weights, {{"model", signature}});
   if (!o.quiet) std::printf("saved %s\n", o.save.c_str());
   return 0;
 }

@@ -136,7 +136,7 @@ bad_input)
   expect_error "x.npy" --inputs x.npy --targets y.npy
   expect_error "dataset-fashion-mnist" --dataset fashion-mnist --data-dir nowhere
   expect_error "--resume auto looks in --checkpoint-dir" --resume auto
-  expect_error "this build has no CUDA backend" --gpus 0,1 --nproc 2
+  expect_error "do not go together" --gpus 0,1 --nproc 2
   expect_error "not-there.safetensors" --resume not-there.safetensors
   printf 'garbage' >bad.safetensors
   expect_error "bad.safetensors" --init bad.safetensors
@@ -147,10 +147,26 @@ bad_input)
   "$bin" --model transformer >/dev/null 2>err.txt && fail "unknown model accepted"
   grep -q "model" err.txt || fail "unknown model: no message"
   ;;
+gpus_refused)
+  # --gpus requests that cannot be met fail before anything starts, with one line each. Which of the
+  # last two applies depends on the build and the machine: --env says how many GPUs are usable.
+  expect_error "comma-separated list of GPU indices" --gpus 0,,1
+  expect_error "comma-separated list of GPU indices" --gpus gpu0
+  expect_error "GPU 1 is listed twice" --gpus 1,1
+  expect_error "do not go together" --gpus 0 --nproc 2
+  usable=$("$bin" --env | sed -n 's/^  CUDA backend *built; \([0-9]*\) usable.*/\1/p')
+  if [[ -z $usable ]]; then
+    expect_error "--gpus 0: this build has no CUDA backend" --gpus 0
+  elif [[ $usable -eq 0 ]]; then
+    expect_error "--gpus 0,1: no CUDA GPU is visible" --gpus 0,1
+  else
+    expect_error "GPU $usable does not exist; this machine has $usable" --gpus "$usable"
+  fi
+  ;;
 nproc2_seed)
   # The seed job data-parallel on 2 processes (Gloo): rank 0 alone prints and saves; nothing is left
   # running afterwards (the --save path, unique to this temp folder, marks our processes).
-  "$bin" --nproc 2 --epochs 2 --ddp-stats --save "$work/m2.safetensors" >out.txt 2>err.txt ||
+  "$bin" --nproc 2 --backend gloo --epochs 2 --ddp-stats --save "$work/m2.safetensors" >out.txt 2>err.txt ||
     { cat out.txt err.txt; fail "--nproc 2 failed"; }
   [[ $(grep -c '^Epoch \[[1-2]/2\], Loss: [0-9.]*, [0-9]* samples/s$' out.txt) -eq 2 ]] || { cat out.txt; fail "expected 2 epoch lines"; }
   [[ $(grep -c '^mini_train$' out.txt) -eq 1 ]] || { cat out.txt; fail "expected one config table (rank 0's)"; }
@@ -160,11 +176,55 @@ nproc2_seed)
   sleep 0.2
   ! pgrep -f -- "$work/m2.safetensors" >/dev/null || fail "mini_train processes left running"
   ;;
+nnodes2)
+  # Two "machines" on loopback: two launchers, --nnodes 2 with one worker each, meet at node 0's
+  # fixed port and train exactly like one launcher with --nproc 2 (same ranks, same shards, same
+  # sums): byte-identical weights. fp16 compression changes the weights but still trains.
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  "$bin" --nproc 1 --nnodes 2 --node-rank 1 --master-port "$port" --epochs 2 --save "$work/n.safetensors" -q \
+    >node1.txt 2>&1 &
+  node1=$!
+  timeout 60 "$bin" --nproc 1 --nnodes 2 --node-rank 0 --master-port "$port" --epochs 2 --save "$work/n.safetensors" \
+    >out.txt 2>&1 || { cat out.txt node1.txt; fail "node 0 failed"; }
+  wait "$node1" || { cat node1.txt; fail "node 1 failed"; }
+  grep -q "cpu, 2 processes on 2 nodes (gloo" out.txt || { cat out.txt; fail "config table"; }
+  "$bin" --nproc 2 --epochs 2 --save "$work/one.safetensors" -q || fail "--nproc 2 failed"
+  cmp -s n.safetensors one.safetensors || fail "2 nodes x 1 process trained differently from 1 node x 2"
+  "$bin" --nproc 2 --backend gloo --epochs 2 --comm-hook fp16 --ddp-stats --save "$work/h.safetensors" >out.txt 2>&1 ||
+    { cat out.txt; fail "--comm-hook fp16 failed"; }
+  grep -q "comm hook fp16" out.txt && grep -q "(gloo, fp16 compression)" out.txt || { cat out.txt; fail "fp16 stats"; }
+  ! cmp -s h.safetensors one.safetensors || fail "fp16 compression changed nothing"
+  "$bin" --nnodes 2 --node-rank 0 2>err.txt && fail "--nnodes without --master-port was accepted"
+  grep -q "give --master-port" err.txt || { cat err.txt; fail "--nnodes error"; }
+  ;;
+nproc_mpi)
+  # --backend mpi: the launcher starts the ranks through mpirun; the job trains exactly like the Gloo
+  # one (two ranks sum the same two numbers either way), and a failing rank ends it at once.
+  command -v mpirun >/dev/null || { echo "skipped: no mpirun"; exit 77; }
+  "$bin" --nproc 2 --backend mpi --epochs 2 --save "$work/mpi.safetensors" >out.txt 2>err.txt || {
+    grep -q "this build has no MPI" err.txt && { echo "skipped: no MPI in this build"; exit 77; }
+    cat out.txt err.txt; fail "--backend mpi failed"
+  }
+  grep -q "cpu, 2 processes (mpi)" out.txt || { cat out.txt; fail "config table"; }
+  "$bin" --nproc 2 --backend gloo --epochs 2 --save "$work/gloo.safetensors" -q || fail "--backend gloo failed"
+  cmp -s mpi.safetensors gloo.safetensors || fail "MPI and Gloo trained differently"
+  "$bin" --nproc 2 --epochs 1 --save "$work/auto.safetensors" >out.txt 2>&1 || { cat out.txt; fail "--backend auto"; }
+  grep -q "(mpi, chosen by --backend auto)" out.txt || { cat out.txt; fail "auto did not pick mpi"; }
+  start=$SECONDS
+  MT_TEST_FAIL_RANK=1 MT_TEST_FAIL_EPOCH=2 timeout 60 "$bin" --nproc 2 --backend mpi --epochs 5 \
+    --save "$work/mf.safetensors" >out.txt 2>err.txt && fail "a failing MPI rank did not fail the job"
+  (( SECONDS - start < 20 )) || fail "the MPI job took $((SECONDS - start)) s to end after a rank failed"
+  grep -q "^mini_train: rank 1: MT_TEST_FAIL_RANK" err.txt && grep -q "^mini_train: the MPI job failed" err.txt ||
+    { cat err.txt; fail "no lines naming the failure"; }
+  sleep 0.3
+  ! pgrep -f -- "$work/mf.safetensors" >/dev/null || fail "MPI ranks left running after a failure"
+  [[ ! -e mf.safetensors ]] || fail "a failed job saved a model"
+  ;;
 nproc_failure)
   # Rank 1 exits with code 3 at the start of epoch 2 (the MT_TEST_FAIL_* test hook in trainer.cpp):
   # the launcher stops rank 0 and reports rank 1 in one line, quickly, and nothing is left running.
   start=$SECONDS
-  MT_TEST_FAIL_RANK=1 MT_TEST_FAIL_EPOCH=2 timeout 60 "$bin" --nproc 2 --epochs 5 --save "$work/f.safetensors" \
+  MT_TEST_FAIL_RANK=1 MT_TEST_FAIL_EPOCH=2 timeout 60 "$bin" --nproc 2 --backend gloo --epochs 5 --save "$work/f.safetensors" \
     >out.txt 2>err.txt && fail "a failing rank did not fail the job"
   (( SECONDS - start < 20 )) || fail "the job took $((SECONDS - start)) s to end after a rank failed"
   grep -qx "mini_train: rank 1 exited with code 3" err.txt || { cat err.txt; fail "no line naming rank 1"; }
