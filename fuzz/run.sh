@@ -18,8 +18,15 @@ echo 'extern "C" int LLVMFuzzerTestOneInput(const unsigned char*, unsigned long)
 "$cxx" -fsanitize=fuzzer "$work/probe.cpp" -o "$work/probe" 2>/dev/null ||
   { echo "SKIP: $cxx cannot link libFuzzer (Debian: libclang-rt-14-dev)"; exit 77; }
 
-libs=("$lib_dir/libminitrain.a" -lopenblas -lz -lpthread)
-ldconfig -p | grep -q libgloo && libs+=(-lgloo)
+# The library and what it links (CMake writes the list: tests/CMakeLists.txt); older build folders
+# without the list get the CPU-only default.
+if [[ -f $lib_dir/fuzz_link_libraries.txt ]]; then
+  mapfile -t libs <"$lib_dir/fuzz_link_libraries.txt"
+  libs+=(-lpthread -ldl)
+else
+  libs=("$lib_dir/libminitrain.a" -lopenblas -lz -lpthread)
+  ldconfig -p | grep -q libgloo && libs+=(-lgloo)
+fi
 # target  sources compiled with instrumentation
 targets=(
   "safetensors nn/safetensors.cpp"
