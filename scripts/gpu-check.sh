@@ -70,7 +70,7 @@ grep -E "device|Epoch \[5/5\]" "$out/mini_train.log"
 
 # ---- 3. benchmarks -----------------------------------------------------------------------------
 step "bench_gpu (minitrain)"
-"$build/bench_gpu" | tee "$out/bench_minitrain.txt" || die "bench_gpu"
+"$build/bench/bench_gpu" | tee "$out/bench_minitrain.txt" || die "bench_gpu"
 step "gpu_torch.py (PyTorch)"
 python3 "$src/bench/gpu_torch.py" | tee "$out/bench_torch.txt" || die "bench/gpu_torch.py"
 python3 - "$out/bench_minitrain.txt" "$out/bench_torch.txt" >"$out/table.txt" <<'PY' || die "table"
