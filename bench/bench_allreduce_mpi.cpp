@@ -5,6 +5,7 @@
 //   2. a DDP training step (zero_grad, forward, loss, backward with its all-reduces, SGD step):
 //        seed  Linear(10, 1), batch 32 per rank, MSE, SGD lr 0.01
 //        mlp   784-256-10 with ReLU, batch 128 per rank, cross-entropy, SGD lr 0.01 momentum 0.9
+//        mlp_2buckets  the same with the last layer in a bucket of its own (overlap)
 //      with DDPStats' split of the step: backward (all-reduces overlap it) and finalize's wait
 //      (communication left exposed after backward).
 //
@@ -90,15 +91,19 @@ struct Trainer {
   std::string split() const {
     const auto& s = ddp->stats();
     const double n = static_cast<double>(std::max<int64_t>(1, s.backwards));
-    char text[160];
+    char text[256];
     std::snprintf(text, sizeof text, "; %zu bucket(s), per step: backward (hooks to finalize) %.4g us, finalize "
-                  "wait %.4g us", s.bucket_bytes.size(), s.backward_seconds / n * 1e6,
-                  s.finalize_wait_seconds / n * 1e6);
+                  "wait %.4g us, communication %.4g us of which %.0f%% overlapped backward (Note [Overlap])",
+                  s.bucket_bytes.size(), s.backward_seconds / n * 1e6, s.finalize_wait_seconds / n * 1e6,
+                  s.comm_seconds / n * 1e6, 100 * s.overlap_fraction());
     return text;
   }
 };
 
-Trainer make_trainer(std::shared_ptr<mt::dist::ProcessGroup> pg, bool mlp) {
+// two_buckets: the MLP's last layer (10 KB of gradient) in a bucket of its own, so that its
+// all-reduce runs while backward computes the first layer's gradients (the default 1 MiB first
+// bucket holds all 813 KB, launched at the last hook: no overlap).
+Trainer make_trainer(std::shared_ptr<mt::dist::ProcessGroup> pg, bool mlp, bool two_buckets = false) {
   using namespace mt;
   Trainer t;
   manual_seed(1);
@@ -108,7 +113,8 @@ Trainer make_trainer(std::shared_ptr<mt::dist::ProcessGroup> pg, bool mlp) {
                                              std::make_shared<nn::Linear>(256, 10));
   else
     model = std::make_shared<nn::Linear>(10, 1);
-  t.ddp = std::make_shared<dist::DistributedDataParallel>(model, pg);
+  t.ddp = std::make_shared<dist::DistributedDataParallel>(
+      model, pg, two_buckets ? dist::DDPOptions{.first_bucket_cap_mb = 0.05} : dist::DDPOptions{});
   t.opt = std::make_unique<optim::SGD>(t.ddp->parameters(),
                                        optim::SGDOptions{.lr = 0.01, .momentum = mlp ? 0.9 : 0.0});
   Generator gen(100 + pg->rank());
@@ -160,14 +166,14 @@ int main() {
     run(latency, rank);
 
     std::vector<Trainer> trainers;
-    trainers.reserve(4);
+    trainers.reserve(6);
     std::vector<Case> steps;
-    for (const bool mlp : {false, true}) {
+    for (const std::string workload : {"seed", "mlp", "mlp_2buckets"}) {
       for (auto& [name, pg] :
            {std::pair<const char*, std::shared_ptr<ProcessGroup>>{"mpi", mpi}, {"gloo", gloo}}) {
-        trainers.push_back(make_trainer(pg, mlp));
+        trainers.push_back(make_trainer(pg, workload != "seed", workload == "mlp_2buckets"));
         Trainer* t = &trainers.back();
-        steps.push_back(Case{.name = std::string(name) + (mlp ? "_ddp_mlp_step_us" : "_ddp_seed_step_us"),
+        steps.push_back(Case{.name = std::string(name) + "_ddp_" + workload + "_step_us",
                              .pg = pg.get(), .fn = [t] { t->step(); }, .scale = 1e6,
                              .note = [t](double) { return t->split(); }});
       }
