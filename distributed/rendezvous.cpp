@@ -90,7 +90,8 @@ RendezvousInfo from_torchrun(const EnvLookup& env) {
   return info;
 }
 
-RendezvousInfo from_slurm(const EnvLookup& env) {
+// This task's place in the Slurm step: rank, world size, local rank and local world size.
+RendezvousInfo slurm_ranks(const EnvLookup& env) {
   RendezvousInfo info;
   const char* hint = "is this process running under srun?";
   info.rank = require_int(env, "SLURM_PROCID", hint);
@@ -99,6 +100,11 @@ RendezvousInfo from_slurm(const EnvLookup& env) {
   const auto tasks_per_node = env("SLURM_TASKS_PER_NODE");
   MT_CHECK(tasks_per_node.has_value(), "SLURM_TASKS_PER_NODE is not set; ", hint);
   info.local_world_size = slurm_tasks_on_node(*tasks_per_node, require_int(env, "SLURM_NODEID", hint));
+  return info;
+}
+
+RendezvousInfo from_slurm(const EnvLookup& env) {
+  RendezvousInfo info = slurm_ranks(env);
   info.master_port = require_int(env, "MASTER_PORT", "Slurm does not choose one: export MASTER_PORT=<a free "
                                  "port> in the batch script");
   if (const auto addr = env("MASTER_ADDR")) {
@@ -150,14 +156,7 @@ std::optional<RendezvousInfo> rendezvous_from_mpi_launcher(const EnvLookup& env)
   if (env("OMPI_COMM_WORLD_RANK") || env("PMI_RANK")) return from_mpi_launcher(env);
   if (!env("SLURM_PROCID")) return std::nullopt;
   // srun: Slurm's variables, without the store address from_slurm insists on.
-  RendezvousInfo info;
-  const char* hint = "is this process running under srun?";
-  info.rank = require_int(env, "SLURM_PROCID", hint);
-  info.world_size = require_int(env, "SLURM_NTASKS", hint);
-  info.local_rank = require_int(env, "SLURM_LOCALID", hint);
-  const auto tasks_per_node = env("SLURM_TASKS_PER_NODE");
-  MT_CHECK(tasks_per_node.has_value(), "SLURM_TASKS_PER_NODE is not set; ", hint);
-  info.local_world_size = slurm_tasks_on_node(*tasks_per_node, require_int(env, "SLURM_NODEID", hint));
+  RendezvousInfo info = slurm_ranks(env);
   if (const auto port = env("MASTER_PORT")) info.master_port = parse_int("MASTER_PORT", *port);
   validate_with(info, "Slurm", kSlurmNames);
   return info;

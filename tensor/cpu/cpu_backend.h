@@ -14,6 +14,7 @@
 #include <type_traits>
 
 #include "tensor/backend.h"
+#include "tensor/layout.h"
 #include "tensor/cpu/strided_loop.h"
 
 namespace mt {
@@ -41,19 +42,8 @@ class CpuBackend final : public Backend {
 
 namespace cpu {
 
-// Row-major dense: the elements are data[0 .. numel) in order. Size-1 dims may have any stride.
-// (Written here rather than calling Tensor::is_contiguous so the hot path stays inline.)
-inline bool is_contiguous(const Tensor& t) {
-  const Shape& sizes = t.sizes();
-  const Shape& strides = t.strides();
-  int64_t expected = 1;
-  for (int d = sizes.size() - 1; d >= 0; --d) {
-    if (sizes[d] == 1) continue;
-    if (strides[d] != expected) return false;
-    expected *= sizes[d];
-  }
-  return true;
-}
+// Row-major dense (tensor/layout.h): the elements are data[0 .. numel) in order.
+inline bool is_contiguous(const Tensor& t) { return is_dense(t); }
 
 // Every element is the same memory location: a scalar broadcast by expand (all strides 0).
 inline bool is_broadcast_scalar(const Tensor& t) {

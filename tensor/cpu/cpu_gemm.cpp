@@ -14,6 +14,7 @@
 #include <type_traits>
 
 #include "tensor/cpu/cpu_backend.h"
+#include "tensor/layout.h"
 
 #ifdef MT_HAVE_BLAS
 #include <cblas.h>
@@ -108,28 +109,6 @@ void gemv_loops(const Tensor& out, const Tensor& a, const Tensor& b, bool accumu
       }
     }
   }
-}
-
-// How a (rows, cols) matrix with strides (s_row, s_col) is stored, in BLAS terms: row-major with
-// leading dimension ld, or column-major (= the transpose of a row-major (cols, rows) matrix).
-// The stride of a size-1 dim never matters, and BLAS insists on ld >= the contiguous extent even
-// when ld is never used, so a single row or column gets a valid ld whatever its strides.
-// Returns false for layouts BLAS cannot express (e.g. an expanded matrix with a stride-0 dim):
-// those go to the reference loops.
-struct MatrixLayout {
-  bool col_major;
-  int64_t ld;
-};
-bool blas_layout(int64_t rows, int64_t cols, int64_t s_row, int64_t s_col, MatrixLayout& layout) {
-  if ((s_col == 1 || cols == 1) && (rows == 1 || s_row >= std::max<int64_t>(cols, 1))) {
-    layout = {false, rows == 1 ? std::max<int64_t>(cols, 1) : s_row};
-    return true;
-  }
-  if ((s_row == 1 || rows == 1) && (cols == 1 || s_col >= std::max<int64_t>(rows, 1))) {
-    layout = {true, cols == 1 ? std::max<int64_t>(rows, 1) : s_col};
-    return true;
-  }
-  return false;
 }
 
 #ifdef MT_HAVE_BLAS

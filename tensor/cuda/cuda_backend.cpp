@@ -19,17 +19,6 @@ CudaBackend::CudaBackend(int device)
 
 void CudaBackend::synchronize() { cuda::synchronize(device_); }
 
-bool is_dense(const Tensor& t) {
-  const Shape& sizes = t.sizes();
-  const Shape& strides = t.strides();
-  int64_t expected = 1;
-  for (int d = sizes.size() - 1; d >= 0; --d) {
-    if (sizes[d] == 1) continue;
-    if (strides[d] != expected) return false;
-    expected *= sizes[d];
-  }
-  return true;
-}
 
 namespace detail {
 

@@ -18,6 +18,7 @@
 #include <cuda_runtime.h>
 
 #include "tensor/backend.h"
+#include "tensor/layout.h"  // is_dense, blas_layout: shared with the CPU backend
 
 namespace mt::cuda {
 
@@ -60,9 +61,6 @@ class CudaBackend final : public Backend {
   int multiprocessors_;
   Allocator* allocator_;
 };
-
-// Row-major dense, ignoring the strides of size-1 dims (the CPU backend's cpu::is_contiguous).
-bool is_dense(const Tensor& t);
 
 namespace detail {
 // The backend of cuda:`index`: made on first use; throws a clear error for a device that does not exist.

@@ -29,26 +29,6 @@ std::atomic<bool> tf32_allowed{false};
 // cuBLAS's recommended workspace on Hopper; also ample for Ampere.
 constexpr size_t kCublasWorkspace = size_t{32} << 20;
 
-// How a (rows, cols) matrix with strides (s_row, s_col) is stored: row-major with leading dimension
-// ld, or column-major. A single row or column gets a valid ld whatever its strides (cuBLAS checks ld
-// even where it never uses it). False for layouts cuBLAS cannot express. (The CPU backend's
-// blas_layout in tensor/cpu/cpu_gemm.cpp makes the same decision for OpenBLAS.)
-struct MatrixLayout {
-  bool col_major;
-  int64_t ld;
-};
-bool blas_layout(int64_t rows, int64_t cols, int64_t s_row, int64_t s_col, MatrixLayout& layout) {
-  if ((s_col == 1 || cols == 1) && (rows == 1 || s_row >= std::max<int64_t>(cols, 1))) {
-    layout = {false, rows == 1 ? std::max<int64_t>(cols, 1) : s_row};
-    return true;
-  }
-  if ((s_row == 1 || rows == 1) && (cols == 1 || s_col >= std::max<int64_t>(rows, 1))) {
-    layout = {true, cols == 1 ? std::max<int64_t>(rows, 1) : s_col};
-    return true;
-  }
-  return false;
-}
-
 // out[bi, i, j] (+)= sum_p a[bi, i, p] * b[bi, p, j], one thread per output element; any strides.
 template <typename T>
 __global__ void gemm_loops_kernel(T* out, const T* a, const T* b, int64_t batch, int64_t m, int64_t n, int64_t k,
