@@ -9,8 +9,10 @@
 #include <string>
 #include <thread>
 
+#include "apps/mini_train/backend.h"
 #include "data/fashion_mnist.h"
 #include "distributed/process_group_gloo.h"
+#include "distributed/process_group_mpi.h"
 #include "tensor/cuda_info.h"
 
 namespace mt::app {
@@ -73,9 +75,13 @@ void print_env_report() {
   }
   row("NCCL", nccl_is_built() ? "built (ProcessGroupNCCL: mini_train --gpus 0,1,...)"
                               : "not in this build (needs the CUDA backend and NCCL; multi-GPU training needs it)");
-  row("Gloo", dist::ProcessGroupGloo::is_available()
-                  ? "available (CPU collectives; mini_train's multi-process launch arrives with DDP)"
-                  : "not in this build (Debian: libgloo-dev, then rebuild)");
+  row("Gloo", dist::ProcessGroupGloo::is_available() ? "available (CPU collectives over TCP: --backend gloo)"
+                                                      : "not in this build (Debian: libgloo-dev, then rebuild)");
+  const std::string mpirun = find_mpirun();
+  row("MPI", !dist::ProcessGroupMPI::is_available()
+                 ? "not in this build (Debian: libopenmpi-dev openmpi-bin, then rebuild)"
+                 : mpirun.empty() ? "built, but no mpirun on the PATH (Debian: openmpi-bin): --nproc uses Gloo"
+                                  : "available (shared-memory CPU collectives; --nproc uses it): " + mpirun);
   const bool fashion = std::filesystem::is_directory(data::kFashionMnistDir, ec);
   row("Fashion-MNIST", fashion ? std::string(data::kFashionMnistDir)
                                : std::string("missing: install Debian's dataset-fashion-mnist (scripts/install-deps.sh)"));

@@ -88,8 +88,8 @@ bool parse_options(int argc, char** argv, Options& o, int* exit_code) {
   app.add_option("--log-json", o.log_json, "append one JSON object per epoch to this file")->group(files);
 
   auto* dist = "Distributed";
-  app.add_option("--nproc", o.nproc, "train data-parallel on this many CPU processes (Gloo); "
-                 "--batch-size is per process")->group(dist);
+  app.add_option("--nproc", o.nproc, "train data-parallel on this many CPU processes (MPI or Gloo: "
+                 "--backend); --batch-size is per process")->group(dist);
   app.add_option("--nnodes", o.nnodes, "machines in the job: run mini_train with the same flags on each, "
                  "with its own --node-rank and node 0's --master-addr/--master-port")->group(dist);
   app.add_option("--node-rank", o.node_rank, "this machine's index, 0..nnodes-1 (node 0 hosts the store)")

@@ -261,7 +261,9 @@ nproc_resume)
   ;;
 env)
   "$bin" --env >out.txt 2>err.txt || fail "--env failed"
-  grep -q "^  GPUs" out.txt && grep -q "CUDA backend" out.txt || { cat out.txt; fail "--env report incomplete"; }
+  for row in GPUs "CUDA backend" NCCL Gloo MPI; do
+    grep -q "^  $row " out.txt || { cat out.txt; fail "--env: no $row row"; }
+  done
   ;;
 *)
   fail "unknown case $case_name"
