@@ -1,7 +1,6 @@
 // The built-in comm hooks (see comm_hook.h).
 #include "distributed/comm_hook.h"
 
-
 namespace mt::dist {
 
 std::shared_ptr<Work> AllreduceHook::launch(ProcessGroup& pg, GradBucket& bucket) {

@@ -26,12 +26,12 @@ bool spin_until(Ready&& ready) {
 Work::Work(std::string description, std::chrono::milliseconds timeout)
     : description_(std::move(description)), timeout_(timeout) {}
 
-bool Work::is_completed() const { return done_flag_.load(std::memory_order_acquire); }
+bool Work::is_completed() const { return done_.load(std::memory_order_acquire); }
 
 void Work::wait(std::chrono::milliseconds timeout) {
-  spin_until([&] { return done_flag_.load(std::memory_order_acquire); });
+  spin_until([&] { return done_.load(std::memory_order_acquire); });
   std::unique_lock<std::mutex> lock(mutex_);
-  if (!done_cv_.wait_for(lock, timeout, [&] { return done_; }))
+  if (!done_cv_.wait_for(lock, timeout, [&] { return done_.load(std::memory_order_relaxed); }))
     MT_FAIL_TIMEOUT(description_, " did not complete within ", format_ms(timeout),
                     "; a peer may have died or not issued the same collective (Note [Collective order])");
   if (error_) std::rethrow_exception(error_);
@@ -40,9 +40,8 @@ void Work::wait(std::chrono::milliseconds timeout) {
 void Work::finish(std::exception_ptr error) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    done_ = true;
     error_ = std::move(error);
-    done_flag_.store(true, std::memory_order_release);
+    done_.store(true, std::memory_order_release);
   }
   done_cv_.notify_all();
 }

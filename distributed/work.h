@@ -53,8 +53,9 @@ class Work {
   const std::chrono::milliseconds timeout_;
   mutable std::mutex mutex_;
   std::condition_variable done_cv_;
-  bool done_ = false;
-  std::atomic<bool> done_flag_{false};  // done_, readable without the lock (Note [Spin, then sleep])
+  // Set once, under mutex_ (so that a waiter cannot miss the notification), and read without it by
+  // is_completed() and the polling in wait() (Note [Spin, then sleep]).
+  std::atomic<bool> done_{false};
   std::exception_ptr error_;
 };
 
