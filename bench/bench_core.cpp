@@ -25,16 +25,7 @@
 #ifdef MT_BENCH_OPENBLAS
 #include <cblas.h>
 #endif
-// GCC 12 reports false -Wmaybe-uninitialized inside its AVX-512 intrinsics once Eigen's GEMM
-// inlines them (same workaround as tensor/cpu/cpu_gemm.cpp; clang has no such warning).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <Eigen/Core>
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
+#include "tensor/cpu/eigen_core.h"
 
 namespace {
 

@@ -19,16 +19,7 @@
 #ifdef MT_HAVE_BLAS
 #include <cblas.h>
 #else
-// GCC 12 reports false -Wmaybe-uninitialized inside its own AVX-512 intrinsics once Eigen's GEMM
-// inlines them; the pragma must be active where <immintrin.h> is first included to silence them.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <Eigen/Core>
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
+#include "tensor/cpu/eigen_core.h"
 #endif
 
 namespace mt {
