@@ -2,13 +2,14 @@
 // then per epoch: shuffle (seeded by seed + epoch), steps, the epoch line, a checkpoint; finally
 // evaluation and the final save. See trainer.h.
 //
-// Distributed (RANK and WORLD_SIZE in the environment: mini_train's launcher, torchrun or srun): this
-// process is one rank. It meets the others through init_process_group (Gloo; NCCL with --gpus),
-// wraps the model in DistributedDataParallel and reads its share of each epoch through a
-// DistributedSampler; the batch size is per rank. With --gpus the model, each batch and the
-// collectives' tensors live on this rank's GPU (gpus.h); files are read and written from the host. Every rank loads --init/--resume; only rank 0 prints, logs, checkpoints and
-// saves. The epoch line's loss is the mean over every rank's samples (one small all-reduce per
-// epoch), and samples/s counts every rank's samples.
+// Distributed (RANK and WORLD_SIZE in the environment: mini_train's launcher, torchrun, srun; or an
+// MPI launcher's variables): this process is one rank. It meets the others through
+// init_process_group (MPI or Gloo, backend.h; NCCL with --gpus), wraps the model in
+// DistributedDataParallel and reads its share of each epoch through a DistributedSampler; the batch
+// size is per rank. With --gpus the model, each batch and the collectives' tensors live on this
+// rank's GPU (gpus.h); files are read and written from the host. Every rank loads --init/--resume;
+// only rank 0 prints, logs, checkpoints and saves. The epoch line's loss is the mean over every
+// rank's samples (one small all-reduce per epoch), and samples/s counts every rank's samples.
 #include "apps/mini_train/trainer.h"
 
 #include <chrono>
@@ -80,7 +81,7 @@ double evaluate(nn::Module& model, const data::TensorDataset& set, bool classifi
   for (int64_t start = 0; start < n; start += 4096) {
     const int64_t len = std::min<int64_t>(4096, n - start);
     const Tensor x = raw::narrow(set.inputs(), 0, start, len), y = raw::narrow(set.targets(), 0, start, len);
-    const Tensor out = device.is_cuda() ? model.forward(x.to(device)).to(kCPU) : model.forward(x);
+    const Tensor out = model.forward(x.to(device)).to(kCPU);  // to() of a tensor already there is itself
     if (classification) {
       total += raw::sum(raw::binary(BinaryOp::Eq, raw::argmax(out, 1), y)).item();
     } else {
