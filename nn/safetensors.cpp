@@ -2,7 +2,8 @@
 // file) and the strict reader (check every number in the header before trusting it, then copy the
 // data into fresh tensors). The format itself is described in safetensors.h.
 //
-// Not here: dtype conversion, memory mapping, or anything that knows about Modules.
+// Not here: memory mapping, or anything that knows about Modules. The one conversion is on load:
+// F16 and BF16 tensors (what PyTorch writes for half-precision models) become float32.
 #include "nn/safetensors.h"
 
 #include <fcntl.h>
@@ -23,6 +24,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tensor/half.h"
+
 namespace mt {
 namespace {
 
@@ -42,6 +45,13 @@ constexpr uint64_t kMaxHeaderBytes = 100'000'000;
 
 struct DTypeName { DType dtype; const char* name; };
 constexpr DTypeName kDTypeNames[] = {{kFloat32, "F32"}, {kFloat64, "F64"}, {kInt64, "I64"}};
+
+// Half-precision dtypes are read and widened to float32 (exactly: every F16 and BF16 value is a
+// float32 value), never written. BF16 is the upper half of a float32's bits.
+struct HalfDType { const char* name; float (*to_float)(uint16_t); };
+float bf16_to_float(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }
+float f16_to_float(uint16_t h) { return half_to_float(h); }
+constexpr HalfDType kHalfDTypes[] = {{"F16", f16_to_float}, {"BF16", bf16_to_float}};
 
 const char* safetensors_dtype_name(DType dtype, const std::string& tensor) {
   for (const auto& d : kDTypeNames)
@@ -149,7 +159,8 @@ void emit(const Plan& plan, const std::function<void(const void*, size_t)>& sink
 // name; checkpoints are written by one thread of rank 0, so that case is not handled.
 class TempFile {
  public:
-  explicit TempFile(std::string path) : path_(std::move(path)) {
+  // Errors name `target`, the path the caller asked for; the temporary's name is a detail.
+  TempFile(std::string path, std::string target) : path_(std::move(path)), target_(std::move(target)) {
     fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
     if (fd_ < 0) fail("cannot create");
   }
@@ -172,14 +183,14 @@ class TempFile {
     }
   }
 
-  void commit(const std::string& target) {
+  void commit() {
     if (::fsync(fd_) != 0) fail("cannot fsync");
     int rc = ::close(fd_);  // close can report a delayed write error (NFS): check it too
     fd_ = -1;
     if (rc != 0) fail("cannot close");
-    if (::rename(path_.c_str(), target.c_str()) != 0) {
+    if (::rename(path_.c_str(), target_.c_str()) != 0) {
       int err = errno;
-      MT_FAIL("save_safetensors: cannot rename '", path_, "' to '", target, "': ", std::strerror(err));
+      MT_FAIL("save_safetensors: cannot rename '", path_, "' to '", target_, "': ", std::strerror(err));
     }
     committed_ = true;
   }
@@ -187,9 +198,9 @@ class TempFile {
  private:
   [[noreturn]] void fail(const char* what) const {
     int err = errno;
-    MT_FAIL("save_safetensors: ", what, " '", path_, "': ", std::strerror(err));
+    MT_FAIL("save_safetensors: ", what, " '", target_, "' (its temporary '", path_, "'): ", std::strerror(err));
   }
-  std::string path_;
+  std::string path_, target_;
   int fd_ = -1;
   bool committed_ = false;
 };
@@ -272,7 +283,8 @@ class HeaderScan final : public nlohmann::json_sax<Json> {
 // One tensor as the header describes it, checked against itself and the data section's size.
 struct Entry {
   std::string name;
-  DType dtype;
+  DType dtype;                       // of the loaded tensor
+  const HalfDType* half = nullptr;   // set: stored as F16/BF16, widened to float32 on load
   Shape shape;
   uint64_t begin, end;  // byte range in the data section
 };
@@ -325,8 +337,16 @@ class Decoder {
     for (const Entry& e : entries) {
       Tensor t = empty(e.shape, {.dtype = e.dtype});
       // memcpy, not a cast: the bytes sit at any alignment in our buffer.
-      if (e.end > e.begin)
+      if (e.half) {
+        float* out = static_cast<float*>(t.raw_data());
+        for (uint64_t i = 0; i < (e.end - e.begin) / 2; ++i) {
+          uint16_t bits;
+          std::memcpy(&bits, data_ + data_begin_ + e.begin + 2 * i, 2);
+          out[i] = e.half->to_float(bits);
+        }
+      } else if (e.end > e.begin) {
         std::memcpy(t.raw_data(), data_ + data_begin_ + e.begin, e.end - e.begin);
+      }
       file.tensors.emplace_back(e.name, std::move(t));
     }
     return file;
@@ -380,9 +400,12 @@ class Decoder {
     const DTypeName* found = nullptr;
     for (const auto& d : kDTypeNames)
       if (dtype.get<std::string>() == d.name) found = &d;
-    CHECK_FILE(found != nullptr, what, ": unsupported dtype ", printable(dtype.get<std::string>()),
-               " (minitrain loads F32, F64 and I64)");
-    e.dtype = found->dtype;
+    for (const auto& h : kHalfDTypes)
+      if (dtype.get<std::string>() == h.name) e.half = &h;
+    CHECK_FILE(found != nullptr || e.half != nullptr, what, ": unsupported dtype ",
+               printable(dtype.get<std::string>()), " (minitrain loads F32, F64, I64, and F16/BF16 as F32)");
+    e.dtype = e.half ? kFloat32 : found->dtype;
+    const size_t stored_size = e.half ? 2 : element_size(e.dtype);  // bytes per element in the file
 
     // The element count must fit in int64 and so must every partial product of the sizes (Shape and
     // the stride code multiply them in both directions); zeros are skipped because [0, 2^40, 2^40]
@@ -404,7 +427,7 @@ class Decoder {
     }
     uint64_t numel = has_zero ? 0 : static_cast<uint64_t>(nonzero_product);
     uint64_t nbytes;
-    CHECK_FILE(!__builtin_mul_overflow(numel, element_size(e.dtype), &nbytes), what,
+    CHECK_FILE(!__builtin_mul_overflow(numel, stored_size, &nbytes), what,
                ": shape overflows (its byte count does not fit in 64 bits)");
 
     const Json& offsets = value.at("data_offsets");
@@ -464,9 +487,9 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
                       const std::map<std::string, std::string>& metadata) {
   // Everything that can fail on bad input fails here, before any file is touched.
   Plan plan = plan_file(tensors, metadata);
-  TempFile tmp(path + ".tmp." + std::to_string(::getpid()));
+  TempFile tmp(path + ".tmp." + std::to_string(::getpid()), path);
   emit(plan, [&](const void* p, size_t n) { tmp.write(p, n); });
-  tmp.commit(path);
+  tmp.commit();
   fsync_directory_of(path);
 }
 

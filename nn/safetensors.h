@@ -10,10 +10,11 @@
 // so Python's safetensors, numpy (json + frombuffer) and PyTorch read what we write, and we read theirs.
 //
 // What it does: F32, F64 and I64 tensors (minitrain's CPU dtypes) of any shape, including 0-dim and
-// empty ones; the string metadata map; atomic saves (Note [Atomic save] in safetensors.cpp);
-// strict, bounds-checked loading (Note [Hostile files]).
-// What it does not do: other dtypes (BF16, F16, I32, U8, ... are rejected with a clear error, not
-// converted), lazy or memory-mapped loading (a file is read whole, then copied into fresh tensors),
+// empty ones; F16 and BF16 on load only, widened to F32 (a half-precision PyTorch model loads); the
+// string metadata map; atomic saves (Note [Atomic save] in safetensors.cpp); strict, bounds-checked
+// loading (Note [Hostile files]).
+// What it does not do: other dtypes (I32, U8, ... are rejected with a clear error, not converted),
+// writing half precision, lazy or memory-mapped loading (a file is read whole, then copied into fresh tensors),
 // sharded checkpoints, or mapping names onto a Module (that is Module::load_state_dict's job).
 #pragma once
 
@@ -40,8 +41,8 @@ struct SafetensorsFile {
 
 // Writes `tensors` (any device, any strides; copied to contiguous CPU bytes on the way) and
 // `metadata` to `path`, atomically: either the whole new file is there afterwards, or the old one
-// is untouched. Names must be unique and must not be "__metadata__". Throws mt::Error naming the
-// path and the OS error on failure.
+// is untouched. Names must be unique and must not be "__metadata__". Throws mt::Error naming
+// `path` (and its temporary) and the OS error on failure.
 void save_safetensors(const std::string& path, const NamedTensors& tensors,
                       const std::map<std::string, std::string>& metadata = {});
 

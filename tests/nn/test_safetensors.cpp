@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -214,8 +215,8 @@ TEST_CASE("safetensors: every malformed file is one clear mt::Error") {
       {"unexpected field", file_of(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8],"x":1}})", 8),
        "unexpected field"},
       {"dtype not a string", file_of(R"({"a":)" + entry("32", "[2]", "[0,8]") + "}", 8), "dtype"},
-      {"unsupported dtype", file_of(R"({"a":)" + entry(R"("BF16")", "[4]", "[0,8]") + "}", 8),
-       "unsupported dtype 'BF16'"},
+      {"unsupported dtype", file_of(R"({"a":)" + entry(R"("U8")", "[4]", "[0,8]") + "}", 8),
+       "unsupported dtype 'U8'"},
       {"unknown dtype", file_of(R"({"a":)" + entry(R"("Q7")", "[2]", "[0,8]") + "}", 8),
        "unsupported dtype"},
       {"shape not an array", file_of(R"({"a":)" + entry(R"("F32")", "2", "[0,8]") + "}", 8),
@@ -253,7 +254,7 @@ TEST_CASE("safetensors: every malformed file is one clear mt::Error") {
       {"metadata not an object", file_of(R"({"__metadata__":[]})"), "__metadata__"},
       {"metadata value not a string", file_of(R"({"__metadata__":{"epoch":3}})"), "not a string"},
       {"hostile name, kept to one short line",
-       file_of(R"({"\n)" + std::string(100, 'x') + R"(":)" + entry(R"("BF16")", "[4]", "[0,8]") + "}", 8),
+       file_of(R"({"\n)" + std::string(100, 'x') + R"(":)" + entry(R"("U8")", "[4]", "[0,8]") + "}", 8),
        "'\\x0axxxx"},
   };
   for (const Case& c : cases) {
@@ -265,6 +266,28 @@ TEST_CASE("safetensors: every malformed file is one clear mt::Error") {
     CHECK(message.find('\n') == std::string::npos);     // one line
     CHECK(message.size() < 300);                        // and a short one
   }
+}
+
+TEST_CASE("safetensors: F16 and BF16 tensors load as float32, exactly") {
+  // Bit patterns with known values (IEEE 754 binary16; bfloat16 = the top 16 bits of a float32).
+  const std::vector<uint16_t> f16 = {0x3C00, 0xC000, 0x3555, 0x7BFF, 0x0001, 0x8000};
+  const std::vector<float> f16_values = {1.0f, -2.0f, 0.333251953125f, 65504.0f, 0x1p-24f, -0.0f};
+  const std::vector<uint16_t> bf16 = {0x3F80, 0xC0A0, 0x3EAB};
+  const std::vector<float> bf16_values = {1.0f, -5.0f, 0.333984375f};
+  std::string bytes = file_of(R"({"h":{"dtype":"F16","shape":[2,3],"data_offsets":[0,12]},)"
+                              R"("b":{"dtype":"BF16","shape":[3],"data_offsets":[12,18]}})");
+  bytes.append(reinterpret_cast<const char*>(f16.data()), 12);
+  bytes.append(reinterpret_cast<const char*>(bf16.data()), 6);
+  const mt::SafetensorsFile f = decode(bytes);
+  const Tensor& h = find(f, "h");
+  CHECK(h.dtype() == mt::kFloat32);
+  CHECK(h.sizes() == mt::Shape{2, 3});
+  CHECK(h.to_vector<float>() == f16_values);
+  CHECK(std::signbit(h.to_vector<float>()[5]));
+  CHECK(find(f, "b").to_vector<float>() == bf16_values);
+  // A half-precision entry's byte range is checked against 2 bytes per element, not 4.
+  CHECK(decode_error(file_of(R"({"h":{"dtype":"F16","shape":[3],"data_offsets":[0,12]}})", 12))
+            .find("needs 6") != std::string::npos);
 }
 
 TEST_CASE("safetensors: saving refuses names and tensors it cannot write") {
@@ -287,6 +310,10 @@ TEST_CASE("safetensors: saves are atomic and clean up after themselves") {
                          doctest::Contains("no/such/dir/model.safetensors"), mt::Error);
     CHECK_THROWS_WITH_AS(mt::save_safetensors(missing, {{"x", mt::ones({1})}}),
                          doctest::Contains("No such file or directory"), mt::Error);
+    // The path the caller gave comes first; the temporary's name only after it.
+    const std::string names_target = "cannot create '" + missing + "' (its temporary";
+    CHECK_THROWS_WITH_AS(mt::save_safetensors(missing, {{"x", mt::ones({1})}}),
+                         doctest::Contains(names_target.c_str()), mt::Error);
     CHECK(read_bytes(path) == good);
   }
   SUBCASE("bad input fails before the old file is touched") {
