@@ -4,6 +4,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "apps/mini_train/model_file.h"
 #include "autograd/ops.h"
 #include "data/csv.h"
 #include "data/fashion_mnist.h"
@@ -40,16 +41,25 @@ void synthetic(Generator& gen, int64_t n, int64_t features, const Tensor& w_true
   raw::binary_(BinaryOp::Add, y, raw::unary(UnaryOp::MulScalar, randn({n, 1}, gen), 0.1));
 }
 
-// Scales inputs by the training split's mean and standard deviation (one scalar each).
-void standardize(Tensor& train, Tensor& test) {
+// Scales inputs by the training split's mean and standard deviation (one scalar each), and
+// records both in `d`: the saved model carries them (model_file.h).
+void standardize(Tensor& train, Tensor& test, Data& d) {
   const double mean = raw::mean(train).item();
   const double var = raw::mean(raw::unary(UnaryOp::Pow, raw::unary(UnaryOp::AddScalar, train, -mean), 2.0)).item();
-  const double inv_std = 1.0 / std::sqrt(std::max(var, 1e-12));
-  const auto apply = [&](Tensor& t) {
-    if (t.defined()) t = raw::unary(UnaryOp::MulScalar, raw::unary(UnaryOp::AddScalar, t, -mean), inv_std);
-  };
-  apply(train);
-  apply(test);
+  const double std = std::sqrt(std::max(var, 1e-12));
+  train = standardize_with(train, mean, std);
+  if (test.defined()) test = standardize_with(test, mean, std);
+  d.standardized = true, d.input_mean = mean, d.input_std = std;
+}
+
+// --task auto on CSV targets (which have no integer dtype): one column of whole numbers >= 0 is
+// read as class indices, and the config table says so.
+bool whole_number_column(const Tensor& y) {
+  if (y.dim() > 2 || (y.dim() == 2 && y.size(1) != 1) || y.numel() == 0) return false;
+  const Tensor v = raw::cast(y, kFloat64);
+  const Tensor rounded = raw::cast(raw::cast(v, kInt64), kFloat64);
+  return raw::sum(raw::binary(BinaryOp::Ne, rounded, v)).item() == 0 &&
+         raw::max(raw::unary(UnaryOp::Neg, v)).item() <= 0;
 }
 
 }  // namespace
@@ -85,6 +95,11 @@ Data load_data(const Options& o) {
 
   // Classification when asked, or when the targets are integers (file data) or labels (Fashion-MNIST).
   d.classification = o.task == "classification" || (o.task == "auto" && y_train.dtype() == kInt64);
+  if (o.task == "auto" && ends_with(o.targets, ".csv") && whole_number_column(y_train)) {
+    d.classification = true;
+    d.task_reason = "--task auto: the CSV targets are whole numbers, read as class indices; "
+                    "--task regression fits them as numbers";
+  }
   if (d.classification) {
     if (y_train.dim() == 2 && y_train.size(1) == 1) y_train = raw::squeeze(y_train, 1);
     MT_CHECK(y_train.dim() == 1, "classification targets must be one class index per row, got shape ", y_train.sizes());
@@ -103,7 +118,7 @@ Data load_data(const Options& o) {
   }
   x_train = raw::contiguous(raw::cast(x_train, kFloat32));
   if (x_test.defined()) x_test = raw::contiguous(raw::cast(x_test, kFloat32));
-  if (o.standardize) standardize(x_train, x_test);
+  if (o.standardize) standardize(x_train, x_test, d);
   d.in_features = x_train.size(1);
   d.train = std::make_shared<data::TensorDataset>(x_train, raw::contiguous(y_train));
   if (x_test.defined()) d.test = std::make_shared<data::TensorDataset>(x_test, raw::contiguous(y_test));

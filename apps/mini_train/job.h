@@ -20,6 +20,9 @@ struct Data {
   bool classification = false;
   int64_t in_features = 0, out_features = 0;  // out: classes, or target width
   std::string description;                    // for the config table
+  std::string task_reason;                    // why --task auto chose the task, when not obvious
+  bool standardized = false;                  // inputs were scaled: x' = (x - input_mean) / input_std
+  double input_mean = 0, input_std = 1;       // the training split's, saved with the model (model_file.h)
 };
 
 // Loads or generates the data the options ask for. Missing files and malformed data are errors

@@ -3,6 +3,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <sstream>
 
@@ -73,7 +74,8 @@ bool parse_options(int argc, char** argv, Options& o, int* exit_code) {
   app.add_option("--weight-decay", o.weight_decay, "L2 (sgd, adam) or decoupled (adamw) weight decay")->group(train);
   app.add_option("--schedule", o.schedule, "learning-rate schedule: none or cosine (per step)")
       ->check(CLI::IsMember({"none", "cosine"}))->group(train);
-  app.add_option("--seed", o.seed, "seed for data, initialisation and shuffling")->group(train);
+  int64_t seed = 0;  // signed, so that -1 is refused instead of wrapping to 2^64 - 1
+  app.add_option("--seed", seed, "seed for data, initialisation and shuffling (>= 0)")->group(train);
   bool no_shuffle = false;
   app.add_flag("--no-shuffle", no_shuffle, "keep the data in file order")->group(train);
   app.add_option("--num-workers", o.num_workers, "background threads building batches")->group(train);
@@ -85,7 +87,8 @@ bool parse_options(int argc, char** argv, Options& o, int* exit_code) {
   app.add_option("--keep", o.keep, "checkpoints kept in --checkpoint-dir")->group(files);
   app.add_option("--resume", o.resume, "continue from a checkpoint file, or 'auto': the newest in "
                  "--checkpoint-dir (none there: start fresh)")->group(files);
-  app.add_option("--log-json", o.log_json, "append one JSON object per epoch to this file")->group(files);
+  app.add_option("--log-json", o.log_json, "write one JSON object per epoch (loss, rate, lr, test score with "
+                 "--eval) to this file: emptied at the start of a run, appended to by --resume")->group(files);
 
   auto* dist = "Distributed";
   app.add_option("--nproc", o.nproc, "train data-parallel on this many CPU processes (MPI or Gloo: "
@@ -110,17 +113,21 @@ bool parse_options(int argc, char** argv, Options& o, int* exit_code) {
       ->check(CLI::IsMember({"allreduce", "fp16"}))->group(dist);
 
   auto* out = "Output";
-  app.add_flag("--eval", o.eval, "after training, report accuracy (or loss) on the test split")->group(out);
-  app.add_flag("--quiet,-q", o.quiet, "print only errors and the final result")->group(out);
+  app.add_flag("--eval", o.eval, "report accuracy (or loss) on the test split after every epoch and at the end")
+      ->group(out);
+  app.add_flag("--quiet,-q", o.quiet, "print only errors and the final summary")->group(out);
   app.add_flag("--env", o.env, "describe this machine (CPU, GPUs, CUDA, NCCL, Gloo) and exit")->group(out);
 
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    *exit_code = app.exit(e);
-    return false;
-  }
+  // Issue 15's options, together so that other changes to this table merge cleanly.
+  app.add_option("--init-prefix", o.init_prefix, "rename --init's tensors: OLD=NEW replaces a leading OLD by NEW "
+                 "(=0. loads a PyTorch nn.Linear's weight/bias, net.=0. a module's net.weight)")->group(files);
+  app.add_flag("--allow-nonfinite", o.allow_nonfinite, "train on after a NaN or infinite loss (default: stop at "
+               "the first one, naming the step)")->group(train);
+
+  if (!parse_command_line(app, argc, argv, exit_code)) return false;
   o.shuffle = !no_shuffle;
+  MT_CHECK(seed >= 0, "--seed must be >= 0, got ", seed);
+  o.seed = static_cast<uint64_t>(seed);
   if (!o.inputs.empty() || !o.targets.empty()) o.dataset = "files";
   if (o.data_dir.empty()) o.data_dir = data::kFashionMnistDir;
 
@@ -135,6 +142,8 @@ bool parse_options(int argc, char** argv, Options& o, int* exit_code) {
   }
   if (o.optimizer != "sgd") preset(app, "--lr", o.lr, 1e-3);
   if (o.optimizer == "adamw") preset(app, "--weight-decay", o.weight_decay, 1e-2);
+  MT_CHECK(hidden.empty() || o.model == "mlp", "--hidden ", hidden, " applies to --model mlp; --model ", o.model,
+           " has no hidden layers");
   if (hidden.empty()) {
     o.hidden = fashion ? std::vector<int64_t>{512, 256} : std::vector<int64_t>{64};
   } else {
@@ -148,6 +157,22 @@ bool parse_options(int argc, char** argv, Options& o, int* exit_code) {
     }
   }
   return true;
+}
+
+bool parse_command_line(CLI::App& app, int argc, char** argv, int* exit_code) {
+  try {
+    app.parse(argc, argv);
+    return true;
+  } catch (const CLI::Success& e) {  // --help
+    *exit_code = app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::string what = e.what();
+    for (char& c : what)
+      if (c == '\n') c = ' ';
+    std::fprintf(stderr, "mini_train: error: %s (mini_train --help lists the options)\n", what.c_str());
+    *exit_code = 2;
+  }
+  return false;
 }
 
 void validate(const Options& o) {

@@ -11,6 +11,10 @@
 #include <string>
 #include <vector>
 
+namespace CLI {
+class App;
+}
+
 namespace mt::app {
 
 struct Options {
@@ -55,14 +59,22 @@ struct Options {
   std::string comm_hook = "allreduce";  // how DDP communicates buckets: allreduce | fp16 (comm_hook.h)
   std::string backend = "auto";       // CPU process group: auto | gloo | mpi (backend.h)
   // ---- output ----
-  bool eval = false;
+  bool eval = false;                  // test score after training, and a validation line per epoch
   bool quiet = false;
   bool env = false;
+  // ---- added with issue 15: a user's surprises (grouped so that other option changes merge) ----
+  std::string init_prefix;            // --init key mapping "OLD=NEW" (model_file.h)
+  bool allow_nonfinite = false;       // train on after a NaN/inf loss instead of stopping
 };
 
 // Parses argv. Returns true to go on; false when the process should exit with *exit_code (--help,
-// or a parse error already printed by CLI11).
+// or a parse error already printed).
 bool parse_options(int argc, char** argv, Options& opts, int* exit_code);
+
+// app.parse(argc, argv), with --help printed (exit 0) and a parse error printed as one line
+// "mini_train: error: ..." (exit 2, like every other usage error). Returns false when the process
+// should exit with *exit_code. Shared by the training command line and `mini_train eval/predict`.
+bool parse_command_line(CLI::App& app, int argc, char** argv, int* exit_code);
 
 // Throws mt::Error with the reason for requests that cannot work (before anything is loaded).
 void validate(const Options& opts);

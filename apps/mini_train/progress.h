@@ -1,49 +1,47 @@
-// A one-line progress bar for the steps of an epoch, drawn only when stdout is a terminal (so logs
-// and pipes never see carriage returns), and at most ten times a second. mpirun gives its ranks a
-// terminal of its own even when its output goes to a file, so the launcher sets MT_NO_PROGRESS=1
-// for them when its own stdout is not a terminal (launcher.cpp).
+// A one-line progress bar for the steps of an epoch:
+//   Epoch 2/5 [=========>          ] 412/938 loss 0.4312 61k samples/s ETA 0:09
+// redrawn in place (carriage return) at most ten times a second and cut to the terminal's width,
+// so a narrow terminal never wraps it into one new line per redraw. The loss is the epoch's
+// running mean; the rate and ETA are this process's.
+//
+// Drawn only where someone watches: stdout is a terminal, the process was not started by an MPI
+// launcher or Slurm (their ranks' terminals are theirs, not the user's, even when the output goes
+// to a file), and MT_NO_PROGRESS is unset (set it to 1 to turn bars off anywhere; the launcher sets
+// it for workers whose output is not a terminal).
 #pragma once
 
 #include <chrono>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
-#include <unistd.h>
+#include <string>
 
 namespace mt::app {
 
+// Whether this process may draw progress bars (see above).
+bool progress_wanted();
+
 class ProgressBar {
  public:
-  ProgressBar(bool enabled, int64_t epoch, int64_t epochs, int64_t total)
-      : enabled_(enabled && isatty(STDOUT_FILENO) && !std::getenv("MT_NO_PROGRESS")), epoch_(epoch), epochs_(epochs), total_(total) {}
+  // enabled: the caller's wish (rank 0, not --quiet); progress_wanted() must agree too.
+  ProgressBar(bool enabled, int64_t epoch, int64_t epochs, int64_t total_steps);
   ~ProgressBar() { clear(); }
+  ProgressBar(const ProgressBar&) = delete;
+  ProgressBar& operator=(const ProgressBar&) = delete;
 
-  void update(int64_t done, double loss) {
-    if (!enabled_) return;
-    const auto now = std::chrono::steady_clock::now();
-    if (done < total_ && now - last_ < std::chrono::milliseconds(100)) return;
-    last_ = now;
-    constexpr int kWidth = 30;
-    const int filled = total_ > 0 ? static_cast<int>(kWidth * done / total_) : kWidth;
-    std::printf("\rEpoch %lld/%lld [", static_cast<long long>(epoch_), static_cast<long long>(epochs_));
-    for (int i = 0; i < kWidth; ++i) std::putchar(i < filled ? '=' : (i == filled ? '>' : ' '));
-    std::printf("] %lld/%lld loss %.4f ", static_cast<long long>(done), static_cast<long long>(total_), loss);
-    std::fflush(stdout);
-    drawn_ = true;
-  }
+  // After step `done` of the epoch: `samples` seen so far, `running_loss` their mean loss.
+  void update(int64_t done, int64_t samples, double running_loss);
+  // Erases the bar (before the epoch line is printed).
+  void clear();
 
-  void clear() {
-    if (!drawn_) return;
-    std::printf("\r%*s\r", 80, "");
-    std::fflush(stdout);
-    drawn_ = false;
-  }
+  // The bar's text for a terminal `columns` wide (at most columns - 1 characters, so the cursor
+  // never wraps). Public for tests and for reading.
+  static std::string line(int64_t epoch, int64_t epochs, int64_t done, int64_t total, double loss,
+                          double samples_per_s, double eta_s, int columns);
 
  private:
   bool enabled_;
   int64_t epoch_, epochs_, total_;
-  bool drawn_ = false;
-  std::chrono::steady_clock::time_point last_{};
+  int drawn_width_ = 0;  // characters on screen, 0 when nothing is drawn
+  std::chrono::steady_clock::time_point start_, last_{};
 };
 
 }  // namespace mt::app

@@ -1,6 +1,8 @@
-// mini_train's training loop. Order of a run: build the job, resume if asked, print the config,
-// then per epoch: shuffle (seeded by seed + epoch), steps, the epoch line, a checkpoint; finally
-// evaluation and the final save. See trainer.h.
+// mini_train's training loop, one function per phase, in the order a run goes through them:
+// set_up (process group, data, model, output checks, optimizer, loader), resume (checkpoint state,
+// and what it overrides), the config table, then per epoch: train_epoch (shuffle seeded by
+// seed + epoch, steps), report_epoch (the epoch line, validation with --eval, the JSON log) and
+// write_checkpoint; finally the --eval score and save_model. See trainer.h.
 //
 // Distributed (RANK and WORLD_SIZE in the environment: mini_train's launcher, torchrun, srun; or an
 // MPI launcher's variables): this process is one rank. It meets the others through
@@ -20,12 +22,15 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <sstream>
 
 #include "apps/mini_train/backend.h"
+#include "apps/mini_train/evaluate.h"
 #include "apps/mini_train/gpus.h"
 #include "apps/mini_train/job.h"
+#include "apps/mini_train/model_file.h"
+#include "apps/mini_train/outputs.h"
 #include "apps/mini_train/progress.h"
-#include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 #include "data/dataloader.h"
 #include "data/sampler.h"
@@ -50,66 +55,180 @@ int64_t count_parameters(const nn::Module& m) {
   return n;
 }
 
-void print_config(const Options& o, const Data& d, const std::string& signature, int64_t params, int64_t steps,
-                  const std::string& resumed_from, int world, const std::string& backend) {
+// Everything a run holds: built by set_up, changed by resume, used by every later phase.
+struct Run {
+  Options o;                     // the options in effect (resume may override some)
+  int64_t requested_batch = 0;   // --batch-size as given; o.batch_size is what is used
+  std::optional<dist::RendezvousInfo> rdv;
+  Device device = kCPU;
+  std::shared_ptr<dist::ProcessGroup> pg;
+  int world = 1, rank = 0;
+  bool lead = true;              // rank 0: prints, logs, checkpoints, saves
+  bool talk = true;              // lead and not --quiet
+  Data d;
+  std::string signature;
+  std::shared_ptr<nn::Module> model;
+  std::shared_ptr<nn::Loss> loss_fn;
+  std::unique_ptr<optim::Optimizer> opt;
+  std::optional<data::DataLoader> loader;
+  int64_t steps_per_epoch = 0;
+  std::unique_ptr<optim::LRScheduler> scheduler;
+  std::shared_ptr<dist::DistributedDataParallel> ddp;
+  int64_t first_epoch = 1, step = 0;
+  std::string resumed_from;      // the checkpoint's path, "" for a fresh run
+  std::vector<std::string> notes;  // what the checkpoint overrode, for the config table
+  std::ofstream json_log;
+};
+
+// ================================== set-up ======================================================
+
+// Bytes of the files this run writes (outputs.h), from the parameter count: float32 weights, and
+// in a checkpoint the optimizer's per-parameter state too; plus room for the header.
+OutputSizes output_sizes(const Options& o, int64_t params) {
+  const int64_t states = o.optimizer == "sgd" ? (o.momentum > 0 ? 1 : 0) : 2;  // momentum; Adam's two moments
+  return {.model_bytes = 4 * params + 65536, .checkpoint_bytes = 4 * params * (1 + states) + 65536};
+}
+
+Run set_up(const Options& o) {
+  Run r;
+  r.o = o;
+  r.requested_batch = o.batch_size;
+  // One rank of a distributed job when the environment says so (launcher, torchrun, srun).
+  r.rdv = dist::rendezvous_from_env();
+  // --gpus: this process's GPU (the LOCAL_RANK-th listed one) becomes current before anything
+  // touches CUDA, so that CUDA's and NCCL's state lives on it alone.
+  r.device = training_device(o, r.rdv ? r.rdv->local_rank : 0);
+  bind_device(r.device);
+  if (r.rdv && r.rdv->world_size > 1)
+    r.pg = dist::init_process_group({.backend = r.device.is_cuda() ? "nccl" : worker_backend(o),
+                                     .rendezvous = *r.rdv, .cuda_device = r.device.is_cuda() ? r.device.index : -1});
+  r.world = r.pg ? r.rdv->world_size : 1, r.rank = r.pg ? r.rdv->rank : 0;
+  r.lead = r.rank == 0;
+  r.talk = r.lead && !o.quiet;
+  r.d = load_data(o);
+  r.signature = model_signature(o, r.d);
+  r.model = build_model(o, r.d);
+  // Before any training: a run whose result cannot be written does not start.
+  if (r.lead) check_outputs(o, output_sizes(o, count_parameters(*r.model)));
+  if (!o.init.empty()) load_init(*r.model, o.init, o.init_prefix);
+  if (r.device.is_cuda()) r.model->to(r.device);  // before the optimizer is built (Module::to)
+  r.loss_fn = build_loss(r.d);
+  r.opt = build_optimizer(o, *r.model);
+  // A batch larger than this rank's share of the data is that share: one step per epoch. (Left
+  // as given, a huge --batch-size overflows the step count.)
+  const int64_t share = (r.d.train->size() + r.world - 1) / r.world;  // DistributedSampler pads to this
+  r.o.batch_size = std::min(o.batch_size, share);
+  // The sampler is what splits the epoch between ranks; one rank: the loader shuffles itself.
+  if (r.pg)
+    r.loader.emplace(r.d.train,
+                     std::make_shared<data::DistributedSampler>(
+                         r.d.train->size(), r.world, r.rank,
+                         data::DistributedSamplerOptions{.shuffle = o.shuffle, .seed = o.seed}),
+                     data::DataLoaderOptions{.batch_size = r.o.batch_size, .num_workers = o.num_workers, .seed = o.seed});
+  else
+    r.loader.emplace(r.d.train, data::DataLoaderOptions{.batch_size = r.o.batch_size, .shuffle = o.shuffle,
+                                                        .num_workers = o.num_workers, .seed = o.seed});
+  r.steps_per_epoch = r.loader->size();
+  r.scheduler = build_scheduler(o, *r.opt, o.epochs * r.steps_per_epoch);
+  return r;
+}
+
+// ================================== resume ======================================================
+
+// The resumed optimizer's setting `key` of parameter group 0, or `fallback` when it has none.
+double group_setting(const Checkpoint& c, const std::string& key, double fallback) {
+  const auto it = c.optimizer.find("param_groups.0." + key);
+  return it == c.optimizer.end() ? fallback : it->second.item();
+}
+
+// What the checkpoint says against what this run asks: refuse what cannot change mid-run, and
+// note what the checkpoint's optimizer state overrides (its settings travel with its state).
+void reconcile(Run& r, const Checkpoint& c, const std::string& from) {
+  const auto info = [&](const char* key) {
+    const auto it = c.info.find(key);
+    return it == c.info.end() ? std::string() : it->second;
+  };
+  const std::string sig = info("model");
+  MT_CHECK(sig == r.signature, "--resume ", from, ": the checkpoint is of model '", sig.empty() ? "?" : sig,
+           "' but this run builds '", r.signature, "'; use the same --model/--hidden/data, or another --checkpoint-dir");
+  MT_CHECK(c.scheduler.empty() == (r.scheduler == nullptr), "--resume ", from, ": the checkpoint was written ",
+           c.scheduler.empty() ? "without" : "with", " a learning-rate schedule; use the same --schedule");
+  const std::string optimizer = info("optimizer");
+  MT_CHECK(optimizer.empty() || optimizer == r.o.optimizer, "--resume ", from, ": the checkpoint's optimizer is ",
+           optimizer, ", this run asks for ", r.o.optimizer, "; its state cannot change kind: use --optimizer ", optimizer);
+  const std::string batch = info("batch_size");
+  MT_CHECK(batch.empty() || batch == std::to_string(r.o.batch_size), "--resume ", from, ": the checkpoint was "
+           "trained with --batch-size ", batch, ", this run asks for ", r.requested_batch, "; the batch size fixes the "
+           "steps per epoch and the schedule, so it cannot change mid-run: use --batch-size ", batch);
+  // Settings the optimizer state brings back: what this run asked for does not apply.
+  struct Setting { const char* flag; double& value; double resumed; };
+  const double base_lr = c.scheduler.count("base_lrs.0") ? c.scheduler.at("base_lrs.0").item()
+                                                          : group_setting(c, "lr", r.o.lr);
+  const std::vector<Setting> settings = {
+      {"--lr", r.o.lr, base_lr},
+      {"--weight-decay", r.o.weight_decay, group_setting(c, "weight_decay", r.o.weight_decay)},
+      {"--momentum", r.o.momentum, group_setting(c, "momentum", r.o.momentum)}};
+  for (const Setting& s : settings) {
+    if (s.resumed == s.value) continue;
+    std::ostringstream os;
+    os << "the checkpoint's " << (s.flag + 2) << " " << s.resumed << " continues, not " << s.flag << " "
+       << s.value << " (a resumed optimizer keeps its settings)";
+    r.notes.push_back(os.str());
+    s.value = s.resumed;
+  }
+}
+
+// Resume: everything that decides the rest of the run comes back, so that the final weights are
+// bit-for-bit those of an uninterrupted run (the data order needs nothing: it is seeded by
+// seed + epoch).
+void resume(Run& r) {
+  if (r.o.resume.empty()) return;
+  const std::string from = r.o.resume == "auto" ? latest_checkpoint(r.o.checkpoint_dir) : r.o.resume;
+  if (from.empty()) return;  // --resume auto and nothing there yet: a fresh start
+  const Checkpoint c = load_checkpoint(from);
+  reconcile(r, c, from);
+  r.model->load_state_dict(c.model);
+  r.opt->load_state_dict(c.optimizer);
+  if (r.scheduler) r.scheduler->load_state_dict(c.scheduler);
+  default_generator().set_state(c.rng_seed, c.rng_offset);
+  r.first_epoch = c.epoch + 1;
+  r.step = c.step;
+  r.resumed_from = from;
+}
+
+// ================================== the config table ===========================================
+
+void print_config(const Run& r) {
+  const Options& o = r.o;
   const auto row = [](const char* key, const std::string& value) { std::printf("  %-12s %s\n", key, value.c_str()); };
   std::printf("mini_train\n");
-  row("model", signature + " (" + std::to_string(params) + " parameters)");
-  row("data", d.description);
-  row("task", d.classification ? "classification, cross-entropy" : "regression, mean squared error");
+  row("model", r.signature + " (" + std::to_string(count_parameters(*r.model)) + " parameters)");
+  if (!o.init.empty())
+    row("init", o.init + (o.init_prefix.empty() ? "" : " (names mapped by --init-prefix " + o.init_prefix + ")"));
+  row("data", r.d.description);
+  row("task", std::string(r.d.classification ? "classification, cross-entropy" : "regression, mean squared error") +
+                  (r.d.task_reason.empty() ? "" : " (" + r.d.task_reason + ")"));
   const std::string where = o.gpus.empty() ? std::string("cpu") : "cuda " + o.gpus;
   const std::string nodes = o.nnodes > 1 ? " on " + std::to_string(o.nnodes) + " nodes" : "";
   const std::string hook = o.comm_hook == "allreduce" ? "" : ", " + o.comm_hook + " compression";
   const std::string chosen = o.backend == "auto" && o.gpus.empty() ? ", chosen by --backend auto" : "";
-  row("device", world > 1 ? where + ", " + std::to_string(world) + " processes" + nodes + " (" + backend + chosen + hook + ")"
-                          : where + ", 1 process");
-  row("batch", std::to_string(o.batch_size) + " per device, " + std::to_string(o.batch_size * world) + " global, " +
-                   std::to_string(steps) + " steps per epoch");
+  const std::string backend = r.pg ? r.pg->backend() : "";
+  row("device", r.world > 1 ? where + ", " + std::to_string(r.world) + " processes" + nodes + " (" + backend +
+                                  chosen + hook + ")"
+                            : where + ", 1 process");
+  const std::string clamped = o.batch_size == r.requested_batch ? "" : " (--batch-size " +
+      std::to_string(r.requested_batch) + " is more than the " + std::to_string(o.batch_size) + " examples per process)";
+  row("batch", std::to_string(o.batch_size) + " per device, " + std::to_string(o.batch_size * r.world) + " global, " +
+                   std::to_string(r.steps_per_epoch) + " steps per epoch" + clamped);
   row("optimizer", optimizer_description(o));
-  row("epochs", std::to_string(o.epochs) + (resumed_from.empty() ? "" : ", resuming from " + resumed_from));
+  row("epochs", std::to_string(o.epochs) + (r.resumed_from.empty() ? "" : ", resuming from " + r.resumed_from));
+  for (const std::string& note : r.notes) row("", note);
   row("seed", std::to_string(o.seed));
   if (!o.checkpoint_dir.empty()) row("checkpoints", o.checkpoint_dir + " (keep " + std::to_string(o.keep) + ")");
   std::fflush(stdout);
 }
 
-// Accuracy (classification) or mean squared error (regression) of the model on a dataset.
-double evaluate(nn::Module& model, const data::TensorDataset& set, bool classification, const Device& device) {
-  NoGradGuard no_grad;
-  model.eval();
-  double total = 0;
-  const int64_t n = set.size();
-  for (int64_t start = 0; start < n; start += 4096) {
-    const int64_t len = std::min<int64_t>(4096, n - start);
-    const Tensor x = raw::narrow(set.inputs(), 0, start, len), y = raw::narrow(set.targets(), 0, start, len);
-    const Tensor out = model.forward(x.to(device)).to(kCPU);  // to() of a tensor already there is itself
-    if (classification) {
-      total += raw::sum(raw::binary(BinaryOp::Eq, raw::argmax(out, 1), y)).item();
-    } else {
-      const Tensor diff = raw::binary(BinaryOp::Sub, out, y);
-      total += raw::sum(raw::binary(BinaryOp::Mul, diff, diff)).item() / static_cast<double>(out.size(1));
-    }
-  }
-  model.train();
-  return total / static_cast<double>(n);
-}
-
-// The state to resume from: --resume PATH, or the newest checkpoint for --resume auto.
-std::string resume_path(const Options& o) {
-  if (o.resume != "auto") return o.resume;
-  return latest_checkpoint(o.checkpoint_dir);
-}
-
-// DistributedDataParallel's statistics; overlap as DDPStats defines it (Note [Overlap] in ddp.h).
-void print_ddp_stats(const dist::DDPStats& s) {
-  int64_t bytes = 0;
-  for (int64_t b : s.bucket_bytes) bytes += b;
-  std::printf("DDP: %zu buckets, %lld bytes of gradients, %lld all-reduces over %lld backwards, comm hook %s\n",
-              s.bucket_bytes.size(), static_cast<long long>(bytes), static_cast<long long>(s.allreduces),
-              static_cast<long long>(s.backwards), s.comm_hook.c_str());
-  std::printf("DDP: backward %.3f s, communication %.3f s of which %.3f s overlapped backward (%.1f%%), "
-              "finalize wait %.3f s\n", s.backward_seconds, s.comm_seconds, s.overlapped_seconds,
-              100.0 * s.overlap_fraction(), s.finalize_wait_seconds);
-}
+// ================================== one epoch ==================================================
 
 // Test hook (tests/apps/mini_train_test.sh, case nproc_failure): with MT_TEST_FAIL_RANK=r and
 // MT_TEST_FAIL_EPOCH=e in the environment, rank r exits with code 3 at the start of epoch e, as a
@@ -125,168 +244,170 @@ void test_fail_hook(int rank, int64_t epoch) {
   }
 }
 
+struct EpochResult {
+  double loss = 0;           // mean over every rank's samples
+  double samples_per_s = 0;  // every rank's samples
+  double seconds = 0;
+};
+
+EpochResult train_epoch(Run& r, int64_t epoch) {
+  const auto start = Clock::now();
+  if (r.pg) test_fail_hook(r.rank, epoch);
+  r.loader->set_epoch(epoch);
+  nn::Module& net = r.ddp ? static_cast<nn::Module&>(*r.ddp) : *r.model;
+  ProgressBar bar(r.talk, epoch, r.o.epochs, r.steps_per_epoch);
+  double loss_sum = 0;
+  int64_t seen = 0, done = 0;
+  for (const data::Batch& batch : *r.loader) {
+    // The batch goes to the GPU on the compute stream: later kernels are ordered after the copy.
+    const Tensor input = r.device.is_cuda() ? batch.input.to(r.device) : batch.input;
+    const Tensor target = r.device.is_cuda() ? batch.target.to(r.device) : batch.target;
+    // forward, backward, update: the whole of training
+    const Tensor loss = (*r.loss_fn)(net.forward(input), target);
+    const double l = loss.item();
+    // Stop before a NaN/inf reaches the weights: they stay as they were after the last good step.
+    MT_CHECK(std::isfinite(l) || r.o.allow_nonfinite, "the loss is ", l, " at step ", r.step + 1, " (epoch ", epoch,
+             ", batch ", done + 1, " of ", r.steps_per_epoch, "); stopped before it reaches the weights. Check the "
+             "data for NaN/inf, or lower --lr; --allow-nonfinite trains on");
+    if (r.ddp) r.ddp->zero_grad();  // keeps the gradients views into DDP's buckets
+    else r.opt->zero_grad();
+    loss.backward();
+    r.opt->step();
+    if (r.scheduler) r.scheduler->step();
+    ++r.step, ++done;
+    loss_sum += l * static_cast<double>(batch.size());
+    seen += batch.size();
+    bar.update(done, seen, loss_sum / static_cast<double>(seen));
+  }
+  bar.clear();
+  const double secs = seconds_since(start);
+  double total_seen = static_cast<double>(seen);
+  if (r.pg) {
+    // The epoch's loss over every rank's samples: one small all-reduce of (Σ loss·n, Σ n).
+    // On the group's device: NCCL reduces GPU tensors only.
+    Tensor sums = from_vector(std::vector<double>{loss_sum, total_seen}, {2}).to(r.pg->device());
+    r.pg->allreduce(sums, dist::ReduceOp::Sum)->wait();
+    const std::vector<double> summed = sums.to(kCPU).to_vector<double>();
+    loss_sum = summed[0], total_seen = summed[1];
+  }
+  return {.loss = loss_sum / std::max(total_seen, 1.0), .samples_per_s = total_seen / std::max(secs, 1e-9),
+          .seconds = secs};
+}
+
+// The set --eval scores: the test split, or the training data when there is none.
+const data::TensorDataset& eval_set(const Run& r) { return r.d.test ? *r.d.test : *r.d.train; }
+const char* eval_split(const Run& r) { return r.d.test ? "test" : "train"; }
+
+// The epoch line, and with --eval the validation line; one JSON object per epoch with --log-json.
+void report_epoch(Run& r, int64_t epoch, const EpochResult& e) {
+  if (!r.lead) return;
+  std::optional<Score> score;
+  if (r.o.eval) score = evaluate(*r.model, eval_set(r), r.d.classification, r.device);
+  if (r.talk) {
+    std::printf("Epoch [%lld/%lld], Loss: %.4f, %.0f samples/s\n", static_cast<long long>(epoch),
+                static_cast<long long>(r.o.epochs), e.loss, e.samples_per_s);
+    if (score)
+      std::printf("Epoch [%lld/%lld] %s %s: %.4f\n", static_cast<long long>(epoch), static_cast<long long>(r.o.epochs),
+                  eval_split(r), score->metric(), score->value);
+    std::fflush(stdout);
+  }
+  if (r.json_log.is_open()) {
+    nlohmann::json line = {{"epoch", epoch},   {"loss", e.loss}, {"samples_per_s", e.samples_per_s},
+                           {"seconds", e.seconds}, {"steps", r.step}, {"lr", r.opt->lr(0)}};
+    if (score) {
+      line["eval_split"] = eval_split(r);
+      line[std::string("eval_") + score->metric()] = score->value;
+    }
+    r.json_log << line.dump() << '\n' << std::flush;
+  }
+}
+
+// ================================== checkpoint =================================================
+
+void write_checkpoint(Run& r, int64_t epoch, double loss) {
+  if (!r.lead || r.o.checkpoint_dir.empty()) return;
+  Checkpoint c;
+  c.model = r.model->state_dict();
+  c.optimizer = r.opt->state_dict();
+  if (r.scheduler) c.scheduler = r.scheduler->state_dict();
+  c.epoch = epoch, c.step = r.step, c.loss = loss;
+  c.rng_seed = default_generator().seed(), c.rng_offset = default_generator().offset();
+  // What a resumed run must match (reconcile above).
+  c.info = {{"model", r.signature}, {"optimizer", r.o.optimizer}, {"batch_size", std::to_string(r.o.batch_size)}};
+  save_checkpoint(checkpoint_path(r.o.checkpoint_dir, epoch), c);
+  prune_checkpoints(r.o.checkpoint_dir, r.o.keep);
+}
+
+// ================================== the end =====================================================
+
+void print_ddp_stats(const dist::DDPStats& s) {
+  int64_t bytes = 0;
+  for (int64_t b : s.bucket_bytes) bytes += b;
+  std::printf("DDP: %zu buckets, %lld bytes of gradients, %lld all-reduces over %lld backwards, comm hook %s\n",
+              s.bucket_bytes.size(), static_cast<long long>(bytes), static_cast<long long>(s.allreduces),
+              static_cast<long long>(s.backwards), s.comm_hook.c_str());
+  std::printf("DDP: backward %.3f s, communication %.3f s of which %.3f s overlapped backward (%.1f%%), "
+              "finalize wait %.3f s\n", s.backward_seconds, s.comm_seconds, s.overlapped_seconds,
+              100.0 * s.overlap_fraction(), s.finalize_wait_seconds);
+}
+
+// The final weights with what it takes to use them elsewhere (model_file.h), and the summary
+// line that even --quiet prints.
+void save_model(const Run& r, double last_loss, double seconds) {
+  NamedTensors weights = r.model->state_dict();
+  for (auto& [name, t] : weights) t = t.detach().to(kCPU);  // files are written from host memory
+  save_safetensors(r.o.save, weights, model_metadata(r.o, r.d, r.signature));
+  char loss[32] = "-";  // no epoch ran in this invocation: nothing to report
+  if (!std::isnan(last_loss)) std::snprintf(loss, sizeof loss, "%.4f", last_loss);
+  std::printf("saved %s (%lld epoch%s, last loss %s, %.1f s)\n", r.o.save.c_str(), static_cast<long long>(r.o.epochs),
+              r.o.epochs == 1 ? "" : "s", loss, seconds);
+}
+
 }  // namespace
 
-int train(const Options& o) {
-  validate(o);
-  // One rank of a distributed job when the environment says so (launcher, torchrun, srun).
-  const std::optional<dist::RendezvousInfo> rdv = dist::rendezvous_from_env();
-  // --gpus: this process's GPU (the LOCAL_RANK-th listed one) becomes current before anything
-  // touches CUDA, so that CUDA's and NCCL's state lives on it alone.
-  const Device device = training_device(o, rdv ? rdv->local_rank : 0);
-  bind_device(device);
-  std::shared_ptr<dist::ProcessGroup> pg;
-  if (rdv && rdv->world_size > 1)
-    pg = dist::init_process_group({.backend = device.is_cuda() ? "nccl" : worker_backend(o), .rendezvous = *rdv,
-                                   .cuda_device = device.is_cuda() ? device.index : -1});
-  const int world = pg ? rdv->world_size : 1, rank = pg ? rdv->rank : 0;
-  const bool lead = rank == 0;       // prints, logs, checkpoints, saves
-  const bool talk = lead && !o.quiet;
-  const Data d = load_data(o);
-  const std::string signature = model_signature(o, d);
-  std::shared_ptr<nn::Module> model = build_model(o, d);
-  if (!o.init.empty()) {
-    const SafetensorsFile weights = load_safetensors(o.init);
-    model->load_state_dict(weights.tensors);
-  }
-  if (device.is_cuda()) model->to(device);  // before the optimizer is built (Module::to)
-  std::shared_ptr<nn::Loss> loss_fn = build_loss(d);
-  std::unique_ptr<optim::Optimizer> opt = build_optimizer(o, *model);
-  // The sampler is what splits the epoch between ranks; one rank: the loader shuffles itself.
-  data::DataLoader loader =
-      pg ? data::DataLoader(d.train,
-                            std::make_shared<data::DistributedSampler>(d.train->size(), world, rank,
-                                                                       data::DistributedSamplerOptions{
-                                                                           .shuffle = o.shuffle, .seed = o.seed}),
-                            {.batch_size = o.batch_size, .num_workers = o.num_workers, .seed = o.seed})
-         : data::DataLoader(d.train, {.batch_size = o.batch_size, .shuffle = o.shuffle,
-                                      .num_workers = o.num_workers, .seed = o.seed});
-  const int64_t steps_per_epoch = loader.size();
-  std::unique_ptr<optim::LRScheduler> scheduler = build_scheduler(o, *opt, o.epochs * steps_per_epoch);
-
-  // Resume: everything that decides the rest of the run comes back, so that the final weights are
-  // bit-for-bit those of an uninterrupted run (the data order needs nothing: it is seeded by
-  // seed + epoch).
-  int64_t first_epoch = 1, step = 0;
-  const std::string from = o.resume.empty() ? std::string() : resume_path(o);
-  if (!from.empty()) {
-    const Checkpoint c = load_checkpoint(from);
-    const auto sig = c.info.find("model");
-    MT_CHECK(sig != c.info.end() && sig->second == signature, "--resume ", from, ": the checkpoint is of model '",
-             sig == c.info.end() ? "?" : sig->second, "' but this run builds '", signature,
-             "'; use the same --model/--hidden/data, or another --checkpoint-dir");
-    MT_CHECK(c.scheduler.empty() == (scheduler == nullptr), "--resume ", from, ": the checkpoint was written ",
-             c.scheduler.empty() ? "without" : "with", " a learning-rate schedule; use the same --schedule");
-    model->load_state_dict(c.model);
-    opt->load_state_dict(c.optimizer);
-    if (scheduler) scheduler->load_state_dict(c.scheduler);
-    default_generator().set_state(c.rng_seed, c.rng_offset);
-    first_epoch = c.epoch + 1;
-    step = c.step;
-  }
-
+int train(const Options& opts) {
+  validate(opts);
+  const auto start = Clock::now();
+  Run r = set_up(opts);
+  resume(r);
   // After --init/--resume (every rank loaded the same state; DDP checks and broadcasts rank 0's).
-  std::shared_ptr<dist::DistributedDataParallel> ddp;
-  if (pg) {
-    ddp = std::make_shared<dist::DistributedDataParallel>(model, pg);
-    ddp->register_comm_hook(dist::make_comm_hook(o.comm_hook));
+  if (r.pg) {
+    r.ddp = std::make_shared<dist::DistributedDataParallel>(r.model, r.pg);
+    r.ddp->register_comm_hook(dist::make_comm_hook(r.o.comm_hook));
   }
-  nn::Module& net = ddp ? static_cast<nn::Module&>(*ddp) : *model;
-
-  if (talk)
-    print_config(o, d, signature, count_parameters(*model), steps_per_epoch, from, world, pg ? pg->backend() : "");
-  std::ofstream json_log;
-  if (lead && !o.log_json.empty()) {
-    json_log.open(o.log_json, from.empty() ? std::ios::trunc : std::ios::app);
-    MT_CHECK(json_log.good(), "--log-json ", o.log_json, ": cannot open for writing");
+  if (r.talk) print_config(r);
+  if (r.lead && !r.o.log_json.empty()) {
+    r.json_log.open(r.o.log_json, r.resumed_from.empty() ? std::ios::trunc : std::ios::app);
+    MT_CHECK(r.json_log.good(), "--log-json ", r.o.log_json, ": cannot open for writing");
   }
-  if (lead && !o.checkpoint_dir.empty()) std::filesystem::create_directories(o.checkpoint_dir);
 
   double last_loss = std::nan("");
   // The schedule always spans --epochs; --stop-after only ends this invocation early.
-  const int64_t last_epoch = o.stop_after > 0 ? std::min(o.epochs, first_epoch + o.stop_after - 1) : o.epochs;
-  for (int64_t epoch = first_epoch; epoch <= last_epoch; ++epoch) {
-    const auto start = Clock::now();
-    if (pg) test_fail_hook(rank, epoch);
-    loader.set_epoch(epoch);
-    ProgressBar bar(talk, epoch, o.epochs, steps_per_epoch);
-    double loss_sum = 0;
-    int64_t seen = 0, done = 0;
-    for (const data::Batch& batch : loader) {
-      // The batch goes to the GPU on the compute stream: later kernels are ordered after the copy.
-      const Tensor input = device.is_cuda() ? batch.input.to(device) : batch.input;
-      const Tensor target = device.is_cuda() ? batch.target.to(device) : batch.target;
-      // forward, backward, update: the whole of training
-      const Tensor loss = (*loss_fn)(net.forward(input), target);
-      if (ddp) ddp->zero_grad();  // keeps the gradients views into DDP's buckets
-      else opt->zero_grad();
-      loss.backward();
-      opt->step();
-      if (scheduler) scheduler->step();
-      ++step, ++done;
-      const double l = loss.item();
-      loss_sum += l * static_cast<double>(batch.size());
-      seen += batch.size();
-      bar.update(done, l);
-    }
-    bar.clear();
-    const double secs = seconds_since(start);
-    double total_seen = static_cast<double>(seen);
-    if (pg) {
-      // The epoch's loss over every rank's samples: one small all-reduce of (Σ loss·n, Σ n).
-      // On the group's device: NCCL reduces GPU tensors only.
-      Tensor sums = from_vector(std::vector<double>{loss_sum, total_seen}, {2}).to(pg->device());
-      pg->allreduce(sums, dist::ReduceOp::Sum)->wait();
-      const std::vector<double> summed = sums.to(kCPU).to_vector<double>();
-      loss_sum = summed[0], total_seen = summed[1];
-    }
-    last_loss = loss_sum / std::max(total_seen, 1.0);
-    const double rate = total_seen / std::max(secs, 1e-9);  // every rank's samples
-    if (talk) {
-      std::printf("Epoch [%lld/%lld], Loss: %.4f, %.0f samples/s\n", static_cast<long long>(epoch),
-                  static_cast<long long>(o.epochs), last_loss, rate);
-      std::fflush(stdout);
-    }
-    if (json_log.is_open()) {
-      nlohmann::json line = {{"epoch", epoch},           {"loss", last_loss}, {"samples_per_s", rate},
-                             {"seconds", secs},          {"steps", step},     {"lr", opt->lr(0)}};
-      json_log << line.dump() << '\n' << std::flush;
-    }
-    if (lead && !o.checkpoint_dir.empty()) {
-      Checkpoint c;
-      c.model = model->state_dict();
-      c.optimizer = opt->state_dict();
-      if (scheduler) c.scheduler = scheduler->state_dict();
-      c.epoch = epoch, c.step = step, c.loss = last_loss;
-      c.rng_seed = default_generator().seed(), c.rng_offset = default_generator().offset();
-      c.info = {{"model", signature}};
-      save_checkpoint(checkpoint_path(o.checkpoint_dir, epoch), c);
-      prune_checkpoints(o.checkpoint_dir, o.keep);
-    }
+  const int64_t last_epoch = r.o.stop_after > 0 ? std::min(r.o.epochs, r.first_epoch + r.o.stop_after - 1) : r.o.epochs;
+  for (int64_t epoch = r.first_epoch; epoch <= last_epoch; ++epoch) {
+    const EpochResult e = train_epoch(r, epoch);
+    last_loss = e.loss;
+    report_epoch(r, epoch, e);
+    write_checkpoint(r, epoch, e.loss);
   }
-  if (first_epoch > o.epochs && talk)
+  if (r.first_epoch > r.o.epochs && r.talk)
     std::printf("nothing to train: the checkpoint already has %lld of %lld epochs\n",
-                static_cast<long long>(first_epoch - 1), static_cast<long long>(o.epochs));
-
-  if (last_epoch < o.epochs) {
-    if (talk)
+                static_cast<long long>(r.first_epoch - 1), static_cast<long long>(r.o.epochs));
+  if (last_epoch < r.o.epochs) {
+    if (r.talk)
       std::printf("stopped after epoch %lld of %lld (--stop-after); resume with --resume auto\n",
-                  static_cast<long long>(last_epoch), static_cast<long long>(o.epochs));
+                  static_cast<long long>(last_epoch), static_cast<long long>(r.o.epochs));
     return 0;
   }
-  if (ddp && o.ddp_stats && lead) print_ddp_stats(ddp->stats());
-  if (!lead) return 0;
-  if (o.eval) {
-    const data::TensorDataset& set = d.test ? *d.test : *d.train;
-    const char* split = d.test ? "Test" : "Train (no test split)";
-    const double v = evaluate(*model, set, d.classification, device);
-    if (d.classification) std::printf("%s accuracy: %.4f\n", split, v);
-    else std::printf("%s loss: %.6f\n", split, v);
+  if (r.ddp && r.o.ddp_stats && r.lead) print_ddp_stats(r.ddp->stats());
+  if (!r.lead) return 0;
+  if (r.o.eval) {
+    const Score s = evaluate(*r.model, eval_set(r), r.d.classification, r.device);
+    const char* split = r.d.test ? "Test" : "Train (no test split)";
+    if (s.classification) std::printf("%s accuracy: %.4f\n", split, s.value);
+    else std::printf("%s loss: %.6f\n", split, s.value);
   }
-  NamedTensors weights = model->state_dict();
-  for (auto& [name, t] : weights) t = t.detach().to(kCPU);  // files are written from host memory
-  save_safetensors(o.save, weights, {{"model", signature}});
-  if (!o.quiet) std::printf("saved %s\n", o.save.c_str());
+  save_model(r, last_loss, seconds_since(start));
   return 0;
 }
 

@@ -37,10 +37,25 @@ seed_job)
   grep -q "linear:10-1 (11 parameters)" out.txt || fail "config table missing the model line"
   ;;
 quiet_eval_json)
+  # --quiet: the score and the summary line, nothing else.
   "$bin" --quiet --eval --log-json log.jsonl --epochs 3 --save m.safetensors >out.txt 2>err.txt || fail "run failed"
-  [[ $(wc -l <out.txt) -eq 1 ]] && grep -q '^Test loss: ' out.txt || { cat out.txt; fail "--quiet --eval prints one line"; }
+  [[ $(wc -l <out.txt) -eq 2 ]] && grep -q '^Test loss: ' out.txt || { cat out.txt; fail "--quiet --eval: score"; }
+  grep -q '^saved m.safetensors (3 epochs, last loss [0-9.]*, [0-9.]* s)$' out.txt || { cat out.txt; fail "--quiet: summary"; }
   [[ $(wc -l <log.jsonl) -eq 3 ]] || fail "expected 3 JSON lines"
   grep -q '"epoch":3' log.jsonl && grep -q '"samples_per_s"' log.jsonl || fail "JSON lines lack fields"
+  # --eval scores every epoch: on the screen and in the log.
+  [[ $(grep -c '"eval_split":"test"' log.jsonl) -eq 3 && $(grep -c '"eval_loss":[0-9]' log.jsonl) -eq 3 ]] ||
+    { cat log.jsonl; fail "JSON lines lack the eval score"; }
+  "$bin" --eval --epochs 2 --save m.safetensors >out.txt 2>err.txt || fail "run failed"
+  [[ $(grep -c '^Epoch \[[12]/2\] test loss: [0-9.]*$' out.txt) -eq 2 ]] || { cat out.txt; fail "no validation line per epoch"; }
+  # As --help says: a new run empties the log, --resume appends to it.
+  "$bin" -q --log-json log.jsonl --epochs 2 --checkpoint-dir ck --save m.safetensors >/dev/null || fail "run failed"
+  [[ $(wc -l <log.jsonl) -eq 2 ]] || fail "a new run did not start a new log"
+  "$bin" -q --log-json log.jsonl --epochs 4 --checkpoint-dir ck --resume auto --save m.safetensors >/dev/null ||
+    fail "resume failed"
+  [[ $(wc -l <log.jsonl) -eq 4 ]] && grep -q '"epoch":4' log.jsonl || { cat log.jsonl; fail "--resume did not append"; }
+  "$bin" --help | tr -s ' \n' ' ' | grep -q "emptied at the start of a run, appended to by --resume" ||
+    fail "--help does not describe the log"
   ;;
 resume_exact)
   # Uninterrupted 4 epochs vs stopping after 2 and resuming: the same bytes. An MLP with Adam, a cosine
@@ -147,9 +162,188 @@ bad_input)
   # A checkpoint of another model is refused before training.
   "$bin" --quiet --epochs 1 --checkpoint-dir ck --save other.safetensors >/dev/null || fail "setup run failed"
   expect_error "but this run builds 'mlp:10-64-1'" --model mlp --resume ck/checkpoint-epoch-000001.safetensors
-  # Option errors come from CLI11 with its own exit code.
-  "$bin" --model transformer >/dev/null 2>err.txt && fail "unknown model accepted"
-  grep -q "model" err.txt || fail "unknown model: no message"
+  # A command line that does not parse: one line with our prefix, exit code 2 (CLI11's own were
+  # 104-109, without the prefix).
+  for args in "--model transformer" "--epochs x" "--bogus" "eval" "predict --init m.safetensors"; do
+    # shellcheck disable=SC2086
+    "$bin" $args >out.txt 2>err.txt
+    rc=$?
+    [[ $rc -eq 2 && $(wc -l <err.txt) -eq 1 ]] && grep -q '^mini_train: error: ' err.txt ||
+      { cat err.txt; fail "mini_train $args: expected one 'mini_train: error:' line and exit 2, got $rc"; }
+  done
+  expect_error "--seed must be >= 0, got -1" --seed -1
+  expect_error "--hidden 64 applies to --model mlp" --hidden 64
+  ;;
+outputs_checked)
+  # Every output path is checked before training: nothing trains, the user's path is named.
+  check_refused() {
+    expect_error "$@"
+    ! grep -q '^Epoch' out.txt || fail "mini_train ${*:2}: trained before refusing"
+  }
+  check_refused "--save nodir/m.safetensors: the folder nodir does not exist" --save nodir/m.safetensors
+  check_refused "--save /proc/m.safetensors: cannot write in /proc" --save /proc/m.safetensors
+  mkdir adir
+  check_refused "--save adir: is a folder" --save adir
+  check_refused "--checkpoint-dir /proc/ck: cannot create the folder" --checkpoint-dir /proc/ck
+  check_refused "--log-json nodir/log.jsonl: the folder nodir does not exist" --log-json nodir/log.jsonl
+  # The same for the rank that saves in a data-parallel job (its line, then the launcher's).
+  "$bin" --nproc 2 --backend gloo --save nodir/m.safetensors >out.txt 2>err.txt && fail "--nproc 2: bad --save accepted"
+  grep -q "^mini_train: rank 0: error: --save nodir/m.safetensors: the folder nodir does not exist" err.txt &&
+    ! grep -q '^Epoch' out.txt || { cat out.txt err.txt; fail "--nproc 2: bad --save"; }
+  [[ ! -e nodir ]] || fail "a probe left a folder behind"
+  [[ -z $(ls -A adir) ]] || fail "a probe left a file behind"
+  ;;
+batch_overflow)
+  # A batch larger than the data is the whole data: one step per epoch, never 0 or -1 steps.
+  for b in 9223372036854775807 9223372036854775000 5000; do
+    "$bin" --batch-size "$b" --epochs 2 --save m.safetensors >out.txt 2>err.txt || { cat err.txt; fail "--batch-size $b"; }
+    grep -q "batch        1000 per device, 1000 global, 1 steps per epoch (--batch-size $b is more than" out.txt ||
+      { cat out.txt; fail "--batch-size $b: config table"; }
+  done
+  # ... and trains exactly like --batch-size 1000.
+  "$bin" --batch-size 1000 --epochs 2 -q --save ref.safetensors >/dev/null || fail "--batch-size 1000"
+  cmp -s m.safetensors ref.safetensors || fail "a clamped batch trained differently from the whole data"
+  ;;
+resume_overrides)
+  # What cannot change mid-run is refused; what the checkpoint decides is said, and shown in effect.
+  "$bin" -q --epochs 4 --stop-after 2 --checkpoint-dir ck --save half.safetensors || fail "first half failed"
+  expect_error "trained with --batch-size 32, this run asks for 64" --epochs 4 --checkpoint-dir ck --resume auto \
+    --batch-size 64
+  expect_error "the checkpoint's optimizer is sgd, this run asks for adam" --epochs 4 --checkpoint-dir ck \
+    --resume auto --optimizer adam
+  "$bin" --epochs 4 --checkpoint-dir ck --resume auto --lr 0.05 --save resumed.safetensors >out.txt 2>err.txt ||
+    { cat err.txt; fail "resume with --lr failed"; }
+  grep -q "optimizer    sgd lr=0.01$" out.txt && grep -q "the checkpoint's lr 0.01 continues, not --lr 0.05" out.txt ||
+    { cat out.txt; fail "the config table does not show the lr in effect"; }
+  "$bin" -q --epochs 4 --save full.safetensors >/dev/null || fail "full run failed"
+  cmp -s full.safetensors resumed.safetensors || fail "the resumed run did not use the checkpoint's lr"
+  ;;
+nonfinite)
+  # A NaN in the data stops the run at the step it reaches the loss; --allow-nonfinite trains on.
+  { echo "a,b"; for i in $(seq 100); do echo "$i,$((2 * i))"; done; echo "nan,3"; } >x.csv
+  { for i in $(seq 100); do echo "$((2 * i)).5"; done; echo "1.5"; } >y.csv
+  expect_error "the loss is nan at step 4 (epoch 1, batch 4 of 4)" --inputs x.csv --targets y.csv --no-shuffle
+  "$bin" --inputs x.csv --targets y.csv --no-shuffle --allow-nonfinite --epochs 1 -q >out.txt 2>err.txt ||
+    { cat err.txt; fail "--allow-nonfinite stopped"; }
+  ;;
+csv_classes)
+  # --task auto: a CSV column of whole numbers is classes, and the config table says why.
+  { for i in $(seq 200); do echo "$((i % 7)),$((i % 3))"; done; } >x.csv
+  { for i in $(seq 200); do echo "$((i % 3))"; done; } >y.csv
+  "$bin" --inputs x.csv --targets y.csv --epochs 1 >out.txt 2>err.txt || { cat err.txt; fail "run failed"; }
+  grep -q "task         classification, cross-entropy (--task auto: the CSV targets are whole numbers" out.txt ||
+    { cat out.txt; fail "whole-number CSV targets: task line"; }
+  grep -q "linear:2-3 " out.txt || { cat out.txt; fail "three classes expected"; }
+  "$bin" --inputs x.csv --targets y.csv --epochs 1 --task regression >out.txt 2>err.txt || fail "regression failed"
+  grep -q "task         regression, mean squared error$" out.txt || { cat out.txt; fail "--task regression"; }
+  ;;
+model_file)
+  # The saved model carries its shape, task and preprocessing; eval and predict use them.
+  "$bin" --model mlp --hidden 8 --standardize --epochs 2 --eval -q --save m.safetensors >train.txt 2>err.txt ||
+    { cat err.txt; fail "training failed"; }
+  "$bin" eval --init m.safetensors >eval.txt 2>err.txt || { cat err.txt; fail "eval failed"; }
+  [[ $(grep '^Test loss' train.txt) == $(cat eval.txt) ]] || { cat train.txt eval.txt; fail "eval scored differently"; }
+  py=/usr/bin/python3
+  [[ -x $py ]] || py=python3
+  "$py" - m.safetensors <<'PY' || fail "metadata"
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+(n,) = struct.unpack("<Q", raw[:8])
+meta = json.loads(raw[8:8 + n])["__metadata__"]
+assert meta["format"] == "minitrain-model-1" and meta["model"] == "mlp:10-8-1", meta
+assert meta["task"] == "regression" and meta["outputs"] == "1" and meta["inputs"] == "10", meta
+assert abs(float(meta["standardize_std"]) - 1) < 0.1 and abs(float(meta["standardize_mean"])) < 0.1, meta
+assert meta["dataset"] == "synthetic" and meta["seed"] == "0", meta
+PY
+  if "$py" -c "import numpy" 2>/dev/null; then
+    "$py" - <<'PY' || fail "could not write the test files"
+import numpy as np
+rng = np.random.default_rng(0)
+x = (rng.standard_normal((300, 4)) * 3 + 5).astype(np.float32)
+np.save("x.npy", x); np.save("y.npy", (x[:, 0] + x[:, 1] > 10).astype(np.int64))
+PY
+    "$bin" --inputs x.npy --targets y.npy --standardize --optimizer adam --lr 0.05 --epochs 20 -q --save c.safetensors \
+      >/dev/null || fail "classifier training failed"
+    "$bin" predict --init c.safetensors --inputs x.npy --output p.npy >out.txt 2>err.txt || { cat err.txt; fail "predict"; }
+    grep -q "^wrote p.npy: 300 class indices (int64), shape \[300\]$" out.txt || { cat out.txt; fail "predict's line"; }
+    "$py" -c "
+import numpy as np
+p, y = np.load('p.npy'), np.load('y.npy')
+assert p.dtype == np.int64 and p.shape == (300,) and (p == y).mean() > 0.95, (p.dtype, p.shape, (p == y).mean())
+" || fail "predictions are not the trained classifier's"
+  fi
+  "$bin" -q --epochs 1 --checkpoint-dir ck --save m.safetensors >/dev/null || fail "checkpoint run failed"
+  expect_error "not a model file saved by mini_train" eval --init ck/checkpoint-epoch-000001.safetensors
+  printf 'garbage' >bad.safetensors
+  expect_error "bad.safetensors" eval --init bad.safetensors
+  ;;
+fashion_mnist_reload)
+  [[ -d /usr/share/datasets/fashion-mnist ]] || { echo "SKIP: dataset-fashion-mnist not installed"; exit 77; }
+  # The standardisation travels with the model: the reloaded model scores what training scored.
+  "$bin" --dataset fashion-mnist --epochs 1 --eval -q --save f.safetensors >train.txt 2>err.txt || { cat err.txt; fail "train"; }
+  "$bin" eval --init f.safetensors >eval.txt 2>err.txt || { cat err.txt; fail "eval failed"; }
+  [[ $(grep '^Test accuracy' train.txt) == $(cat eval.txt) ]] || { cat train.txt eval.txt; fail "reloaded model scored differently"; }
+  ;;
+init_prefix)
+  # PyTorch's names: a plain nn.Linear ("weight", "bias"), a module attribute ("net.weight"), in
+  # float32 and in float16. The error says which --init-prefix maps them; with it they load.
+  py=/usr/bin/python3
+  [[ -x $py ]] || py=python3
+  "$py" - <<'PY' || fail "could not write the test files"
+import json, struct
+def save(path, tensors, fmt, dtype):
+    header, data = {}, b""
+    for name, values in tensors.items():
+        raw = struct.pack("<%d%s" % (len(values), fmt), *values)
+        header[name] = {"dtype": dtype, "shape": [1, 10] if len(values) == 10 else [1], "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    open(path, "wb").write(struct.pack("<Q", len(h)) + h + data)
+w = [0.5 * i for i in range(10)]
+save("linear.safetensors", {"weight": w, "bias": [0.25]}, "f", "F32")
+save("net.safetensors", {"net.weight": w, "net.bias": [0.25]}, "f", "F32")
+save("half.safetensors", {"weight": w, "bias": [0.25]}, "e", "F16")
+PY
+  expect_error "map the names with --init-prefix =0." --init linear.safetensors
+  grep -q "load_state_dict" err.txt && fail "the CLI error names a C++ call"
+  expect_error "map the names with --init-prefix net.=0." --init net.safetensors
+  expect_error "--init-prefix 'net.': expected OLD=NEW" --init net.safetensors --init-prefix net.
+  for f in linear half; do
+    "$bin" --init $f.safetensors --init-prefix =0. --epochs 1 --lr 1e-9 --save $f-out.safetensors >out.txt 2>err.txt ||
+      { cat err.txt; fail "--init $f.safetensors --init-prefix =0. failed"; }
+    grep -q "^  init         $f.safetensors (names mapped by --init-prefix =0.)$" out.txt || { cat out.txt; fail "no init row"; }
+  done
+  "$bin" --init net.safetensors --init-prefix net.=0. --epochs 1 --lr 1e-9 -q --save net-out.safetensors >/dev/null ||
+    fail "--init-prefix net.=0. failed"
+  # The loaded weights are the file's (lr 1e-9 barely moves them), F16 ones exactly widened.
+  "$py" - linear-out.safetensors half-out.safetensors net-out.safetensors <<'PY' || fail "weights not loaded"
+import json, struct, sys
+for path in sys.argv[1:]:
+    raw = open(path, "rb").read()
+    (n,) = struct.unpack("<Q", raw[:8])
+    e = json.loads(raw[8:8 + n])["0.weight"]
+    b, end = e["data_offsets"]
+    w = struct.unpack("<10f", raw[8 + n + b:8 + n + end])
+    assert all(abs(a - 0.5 * i) < 1e-5 for i, a in enumerate(w)), (path, w)
+PY
+  ;;
+progress_bar)
+  # In a terminal 50 columns wide: every redraw fits in 49 columns and shows the rate, ETA and
+  # loss. Not in a file, and not under mpirun even in a terminal.
+  command -v script >/dev/null || { echo "SKIP: no script(1)"; exit 77; }
+  flags="--epochs 2 --samples 200000 --save $work/m.safetensors"
+  COLUMNS=50 script -qec "stty cols 50 2>/dev/null; $bin $flags" /dev/null >tty.txt 2>&1 || { cat tty.txt; fail "run failed"; }
+  grep -q $'\r' tty.txt || fail "no progress bar in a terminal"
+  tr '\r' '\n' <tty.txt | grep 'ETA' >bars.txt
+  [[ -s bars.txt ]] || { cat -A tty.txt | head; fail "no bar with an ETA"; }
+  awk 'length($0) > 49 { bad = 1 } END { exit bad }' bars.txt || { cat bars.txt; fail "a bar is wider than the terminal"; }
+  grep -Eq 'loss [0-9.]+ [0-9.]+[kM]?( samples)?/s ETA [0-9]+:[0-9][0-9]$' bars.txt || { cat bars.txt; fail "bar fields"; }
+  # shellcheck disable=SC2086
+  "$bin" $flags >file.txt 2>&1 || fail "run failed"
+  ! grep -q $'\r' file.txt || fail "carriage returns in a file"
+  OMPI_COMM_WORLD_SIZE=1 script -qec "$bin $flags" /dev/null >mpi.txt 2>&1 || fail "run failed"
+  ! grep -q 'ETA' mpi.txt || fail "a progress bar under mpirun"
   ;;
 gpus_refused)
   # --gpus requests that cannot be met fail before anything starts, with one line each. Which of the

@@ -1,0 +1,126 @@
+// `mini_train eval` and `mini_train predict` (see inference.h).
+#include "apps/mini_train/inference.h"
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cstdio>
+
+#include "apps/mini_train/evaluate.h"
+#include "apps/mini_train/job.h"
+#include "apps/mini_train/model_file.h"
+#include "apps/mini_train/options.h"
+#include "apps/mini_train/outputs.h"
+#include "autograd/grad_mode.h"
+#include "data/csv.h"
+#include "data/fashion_mnist.h"
+#include "data/npy.h"
+#include "tensor/raw_ops.h"
+
+namespace mt::app {
+
+namespace {
+
+// A saved model, rebuilt from its metadata and loaded with its weights.
+struct SavedModel {
+  ModelInfo info;
+  std::shared_ptr<nn::Module> module;
+};
+
+SavedModel load_saved_model(const std::string& path) {
+  const SafetensorsFile file = load_safetensors(path);
+  SavedModel m{.info = read_model_info(file.metadata, path), .module = nullptr};
+  Options o;
+  o.model = m.info.model, o.hidden = m.info.hidden;
+  Data shape;
+  shape.in_features = m.info.in_features, shape.out_features = m.info.out_features;
+  m.module = build_model(o, shape);
+  m.module->load_state_dict(file.tensors);
+  m.module->eval();
+  return m;
+}
+
+// The model's inputs as it saw them in training: flattened rows, float32, standardised.
+Tensor prepare_inputs(const Tensor& x, const ModelInfo& info, const std::string& what) {
+  Tensor rows = raw::contiguous(raw::cast(x.dim() == 1 ? raw::unsqueeze(x, 1) : raw::flatten(x, 1, -1), kFloat32));
+  MT_CHECK(rows.size(1) == info.in_features, what, " has ", rows.size(1), " values per row, but the model '",
+           info.signature, "' takes ", info.in_features);
+  return info.standardized ? standardize_with(rows, info.mean, info.std) : rows;
+}
+
+std::shared_ptr<data::TensorDataset> prepared(const std::shared_ptr<data::TensorDataset>& set, const ModelInfo& info,
+                                              const std::string& what) {
+  return std::make_shared<data::TensorDataset>(prepare_inputs(set->inputs(), info, what), set->targets());
+}
+
+}  // namespace
+
+int run_eval(int argc, char** argv) {
+  CLI::App app("mini_train eval: the test score of a model file saved by mini_train (its metadata says the "
+               "model, task, data and preprocessing)", "mini_train eval");
+  std::string path, dataset, data_dir = data::kFashionMnistDir;
+  Options o;
+  app.add_option("--init", path, "the model file (mini_train's --save)")->required();
+  app.add_option("--dataset", dataset, "synthetic or fashion-mnist (default: what the model was trained on)")
+      ->check(CLI::IsMember({"synthetic", "fashion-mnist"}));
+  app.add_option("--data-dir", o.data_dir, "Fashion-MNIST folder")->default_str(data_dir);
+  app.add_option("--inputs", o.inputs, "score on these rows instead (.npy or .csv) ...");
+  app.add_option("--targets", o.targets, "... and these targets");
+  int exit_code = 0;
+  if (!parse_command_line(app, argc - 1, argv + 1, &exit_code)) return exit_code;
+  MT_CHECK(o.inputs.empty() == o.targets.empty(), "--inputs and --targets go together: give both files");
+
+  const SavedModel m = load_saved_model(path);
+  const Metadata& meta = m.info.metadata;
+  o.dataset = !o.inputs.empty() ? "files" : !dataset.empty() ? dataset : meta.count("dataset") ? meta.at("dataset") : "";
+  MT_CHECK(o.dataset != "files" || !o.inputs.empty(), "mini_train eval: ", path, " was trained on files; give the "
+           "data to score with --inputs and --targets");
+  MT_CHECK(o.dataset == "synthetic" || o.dataset == "fashion-mnist" || o.dataset == "files", "mini_train eval: ",
+           path, " does not say which data it was trained on; give --dataset or --inputs/--targets");
+  if (o.data_dir.empty()) o.data_dir = data_dir;
+  if (o.dataset == "synthetic") {  // the same generator and seed regenerate the same test split
+    o.seed = std::stoull(meta.at("seed"));
+    o.samples = std::stoll(meta.at("samples"));
+    o.features = std::stoll(meta.at("features"));
+  }
+  o.task = m.info.classification ? "classification" : "regression";
+  o.standardize = false;  // the model file's own statistics, not fresh ones from this data
+  const Data d = load_data(o);
+  const auto set = prepared(d.test ? d.test : d.train, m.info, d.test ? "the test split" : o.inputs);
+  const Score s = evaluate(*m.module, *set, m.info.classification, kCPU);
+  const char* split = d.test ? "Test" : "Data";
+  if (s.classification) std::printf("%s accuracy: %.4f\n", split, s.value);
+  else std::printf("%s loss: %.6f\n", split, s.value);
+  return 0;
+}
+
+int run_predict(int argc, char** argv) {
+  CLI::App app("mini_train predict: predictions of a model file saved by mini_train for every row of --inputs",
+               "mini_train predict");
+  std::string path, inputs, output;
+  app.add_option("--init", path, "the model file (mini_train's --save)")->required();
+  app.add_option("--inputs", inputs, "rows to predict, .npy or .csv")->required();
+  app.add_option("--output", output, "where the predictions go (.npy): class indices (int64) or values (float32)")
+      ->required();
+  int exit_code = 0;
+  if (!parse_command_line(app, argc - 1, argv + 1, &exit_code)) return exit_code;
+
+  const SavedModel m = load_saved_model(path);
+  const bool csv = inputs.size() >= 4 && inputs.compare(inputs.size() - 4, 4, ".csv") == 0;
+  const Tensor x = prepare_inputs(csv ? data::read_csv(inputs).values : data::read_npy(inputs), m.info, inputs);
+  const int64_t n = x.size(0);
+  check_output_file("--output", output, n * 8 * m.info.out_features + 4096);
+  NoGradGuard no_grad;
+  // y: (n) class indices, or (n, outputs) values; filled 4096 rows at a time.
+  Tensor y = m.info.classification ? empty({n}, {.dtype = kInt64}) : empty({n, m.info.out_features});
+  for (int64_t start = 0; start < n; start += 4096) {
+    const int64_t len = std::min<int64_t>(4096, n - start);
+    const Tensor out = m.module->forward(raw::narrow(x, 0, start, len));
+    raw::narrow(y, 0, start, len).copy_(m.info.classification ? raw::argmax(out, 1) : out);
+  }
+  data::write_npy(output, y);
+  std::printf("wrote %s: %lld %s, shape %s\n", output.c_str(), static_cast<long long>(n),
+              m.info.classification ? "class indices (int64)" : "predictions (float32)", y.sizes().str().c_str());
+  return 0;
+}
+
+}  // namespace mt::app

@@ -1,0 +1,166 @@
+// mini_train's model-file metadata and --init loading (see model_file.h).
+#include "apps/mini_train/model_file.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <set>
+#include <sstream>
+
+#include "autograd/grad_mode.h"
+#include "tensor/raw_ops.h"
+
+namespace mt::app {
+
+namespace {
+
+constexpr const char* kModelFormat = "minitrain-model-1";
+
+// A double as a string that reads back as the same double.
+std::string exact(double v) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+// The first few names of a list, for one-line messages.
+std::string some_names(const std::vector<std::string>& names) {
+  std::string out;
+  for (size_t i = 0; i < names.size() && i < 6; ++i) out += (i ? ", " : "") + names[i];
+  if (names.size() > 6) out += ", ... (" + std::to_string(names.size()) + " in all)";
+  return out.empty() ? "none" : out;
+}
+
+// "OLD=NEW" applied to one name.
+std::string mapped(const std::string& name, const std::string& from, const std::string& to) {
+  return name.rfind(from, 0) == 0 ? to + name.substr(from.size()) : name;
+}
+
+std::vector<std::string> names_of(const NamedTensors& tensors) {
+  std::vector<std::string> out;
+  for (const auto& [name, t] : tensors) out.push_back(name);
+  return out;
+}
+
+// An --init-prefix that turns the file's names into exactly the model's, or "" when none does.
+// Candidates: for each file name f, split f and the model's first name m at the same trailing
+// components (f = OLD + rest, m = NEW + rest) and try OLD=NEW on every name.
+std::string suggest_prefix(const std::vector<std::string>& model_names, const std::vector<std::string>& file_names) {
+  if (model_names.empty() || file_names.empty()) return "";
+  const std::set<std::string> want(model_names.begin(), model_names.end());
+  const std::string& m = model_names.front();
+  for (const std::string& f : file_names) {
+    std::vector<size_t> cuts{0};  // where a component of f starts
+    for (size_t i = 0; i < f.size(); ++i)
+      if (f[i] == '.') cuts.push_back(i + 1);
+    for (size_t cut : cuts) {
+      const std::string rest = f.substr(cut);
+      if (rest.empty() || m.size() < rest.size() || m.compare(m.size() - rest.size(), rest.size(), rest) != 0)
+        continue;
+      const std::string from = f.substr(0, cut), to = m.substr(0, m.size() - rest.size());
+      std::set<std::string> got;
+      for (const std::string& name : file_names) got.insert(mapped(name, from, to));
+      if (got == want) return from + "=" + to;
+    }
+  }
+  return "";
+}
+
+int64_t parse_count(const Metadata& m, const std::string& key, const std::string& path) {
+  const auto it = m.find(key);
+  MT_CHECK(it != m.end(), path, ": the metadata has no '", key, "' (a mini_train model file has)");
+  char* end = nullptr;
+  const long long v = std::strtoll(it->second.c_str(), &end, 10);
+  MT_CHECK(!it->second.empty() && *end == '\0' && v >= 1, path, ": metadata '", key, "' is '", it->second,
+           "', not a positive count");
+  return v;
+}
+
+}  // namespace
+
+Metadata model_metadata(const Options& o, const Data& d, const std::string& signature) {
+  Metadata m = {{"format", kModelFormat},
+                {"model", signature},
+                {"task", d.classification ? "classification" : "regression"},
+                {d.classification ? "classes" : "outputs", std::to_string(d.out_features)},
+                {"inputs", std::to_string(d.in_features)},
+                {"dataset", o.dataset}};
+  if (d.standardized) {
+    m["standardize_mean"] = exact(d.input_mean);
+    m["standardize_std"] = exact(d.input_std);
+  }
+  if (o.dataset == "synthetic") {
+    m["seed"] = std::to_string(o.seed);
+    m["samples"] = std::to_string(o.samples);
+    m["features"] = std::to_string(o.features);
+  }
+  return m;
+}
+
+ModelInfo read_model_info(const Metadata& m, const std::string& path) {
+  const auto format = m.find("format");
+  MT_CHECK(format != m.end() && format->second == kModelFormat, path, ": not a model file saved by mini_train "
+           "(its metadata has no \"format\": \"", kModelFormat, "\"); mini_train eval/predict need the model's "
+           "shape, task and preprocessing from there");
+  ModelInfo info;
+  info.metadata = m;
+  info.signature = m.at("model");
+  const size_t colon = info.signature.find(':');
+  info.model = info.signature.substr(0, colon);
+  std::vector<int64_t> widths;
+  std::stringstream ss(colon == std::string::npos ? "" : info.signature.substr(colon + 1));
+  for (std::string part; std::getline(ss, part, '-');) widths.push_back(std::atoll(part.c_str()));
+  MT_CHECK((info.model == "linear" || info.model == "mlp") && widths.size() >= 2, path, ": metadata 'model' is '",
+           info.signature, "', not a model mini_train builds");
+  info.in_features = widths.front(), info.out_features = widths.back();
+  info.hidden.assign(widths.begin() + 1, widths.end() - 1);
+  MT_CHECK(m.count("task") && (m.at("task") == "classification" || m.at("task") == "regression"), path,
+           ": metadata 'task' must be classification or regression");
+  info.classification = m.at("task") == "classification";
+  MT_CHECK(parse_count(m, info.classification ? "classes" : "outputs", path) == info.out_features &&
+               parse_count(m, "inputs", path) == info.in_features,
+           path, ": the metadata's widths disagree with its model '", info.signature, "'");
+  info.standardized = m.count("standardize_mean") && m.count("standardize_std");
+  if (info.standardized) {
+    info.mean = std::strtod(m.at("standardize_mean").c_str(), nullptr);
+    info.std = std::strtod(m.at("standardize_std").c_str(), nullptr);
+    MT_CHECK(std::isfinite(info.mean) && info.std > 0, path, ": standardize_mean/std are not usable numbers");
+  }
+  return info;
+}
+
+Tensor standardize_with(const Tensor& x, double mean, double std) {
+  return raw::unary(UnaryOp::MulScalar, raw::unary(UnaryOp::AddScalar, x, -mean), 1.0 / std);
+}
+
+void load_init(nn::Module& model, const std::string& path, const std::string& prefix) {
+  const size_t eq = prefix.find('=');
+  MT_CHECK(prefix.empty() || eq != std::string::npos, "--init-prefix '", prefix, "': expected OLD=NEW, e.g. "
+           "net.=0. (OLD may be empty: =0. turns 'weight' into '0.weight')");
+  const std::string from = prefix.empty() ? "" : prefix.substr(0, eq), to = prefix.empty() ? "" : prefix.substr(eq + 1);
+  const SafetensorsFile file = load_safetensors(path);
+  NamedTensors weights;
+  for (const auto& [name, t] : file.tensors) weights.emplace_back(mapped(name, from, to), t);
+
+  const NamedTensors own = model.state_dict();
+  const std::vector<std::string> model_names = names_of(own), file_names = names_of(weights);
+  if (std::set<std::string>(model_names.begin(), model_names.end()) !=
+      std::set<std::string>(file_names.begin(), file_names.end())) {
+    const std::string hint = suggest_prefix(model_names, names_of(file.tensors));
+    MT_FAIL("--init ", path, ": the file's tensors (", some_names(file_names), ") are not the model's (",
+            some_names(model_names), "); ",
+            hint.empty() ? "give the --model/--hidden the weights were trained with, or map the names with "
+                           "--init-prefix OLD=NEW"
+                         : "map the names with --init-prefix " + hint);
+  }
+  for (auto& [name, t] : weights) {
+    const Tensor& dst = std::find_if(own.begin(), own.end(), [&](const auto& p) { return p.first == name; })->second;
+    MT_CHECK(t.sizes() == dst.sizes(), "--init ", path, ": '", name, "' is ", t.sizes(), " in the file but ",
+             dst.sizes(), " in the model; give the --model/--hidden and data the weights were trained with");
+    if (t.dtype() != dst.dtype()) t = raw::cast(t, dst.dtype());  // F64 or widened F16/BF16 weights
+  }
+  model.load_state_dict(weights);
+}
+
+}  // namespace mt::app
