@@ -240,7 +240,9 @@ int launch(int argc, char** argv, const Options& o) {
   // from the environment (export the same MT_JOB_TOKEN on every node), or is empty, as with torchrun.
   const char* env_token = std::getenv("MT_JOB_TOKEN");
   const std::string token = o.nnodes == 1 ? random_token() : env_token ? env_token : "";
-  std::vector<std::string> worker_argv{"/proc/self/exe"};  // this binary, whatever its name
+  // This binary by its real path, not /proc/self/exe: ps and top then show "mini_train ..." with
+  // the worker's arguments.
+  std::vector<std::string> worker_argv{self_path()};
   worker_argv.insert(worker_argv.end(), args.begin(), args.end());
 
   LauncherSignals signals;

@@ -28,9 +28,11 @@ const char* kDescription =
     "SGD lr 0.01, MSE, 5 epochs, and saves final_model.safetensors.\n"
     "  mini_train --dataset fashion-mnist --model mlp --eval   # Fashion-MNIST, ~0.89 test accuracy\n"
     "  mini_train --inputs x.npy --targets y.npy               # your own data (NPY or CSV)\n"
+    "  mini_train eval --init final_model.safetensors          # test score of a saved model\n"
+    "  mini_train predict --init m.safetensors --inputs x.npy --output y.npy   # its predictions\n"
     "  mini_train --checkpoint-dir ckpt --resume auto           # checkpoint each epoch, resume\n"
     "  mini_train --nproc 2                                     # data-parallel on 2 CPU processes\n"
-    "  mpirun -np 2 mini_train                                  # the same, started by MPI (or srun)\n"
+    "  mpirun --allow-run-as-root -np 2 mini_train              # the same, started by MPI (or srun)\n"
     "  mini_train --gpus 0,1                                    # data-parallel on 2 GPUs (NCCL)\n"
   "  mini_train --env                                         # what this machine offers\n";
 

@@ -374,6 +374,34 @@ nproc2_seed)
   sleep 0.2
   ! pgrep -f -- "$work/m2.safetensors" >/dev/null || fail "mini_train processes left running"
   ;;
+worker_names)
+  # Workers run this binary by its real path, so ps shows mini_train and its arguments, never
+  # /proc/self/exe.
+  "$bin" --nproc 2 --backend gloo --epochs 100000 --save "$work/w.safetensors" >out.txt 2>err.txt &
+  pid=$!
+  for _ in $(seq 100); do grep -q '^Epoch' out.txt && break; sleep 0.1; done
+  ps -eo args | grep -F -- "--save $work/w.safetensors" | grep -v grep >ps.txt
+  kill -INT "$pid"
+  wait "$pid"
+  [[ $(grep -c "^$bin " ps.txt) -eq 3 ]] || { cat ps.txt; fail "expected the launcher and 2 workers as $bin"; }
+  ! grep -q "/proc/self/exe" ps.txt || { cat ps.txt; fail "workers show as /proc/self/exe"; }
+  ;;
+readme_mpirun)
+  # Every 'mpirun' command line of the README works here as written (as root too, on 2 cores).
+  mpi_leaks_are_not_ours
+  command -v mpirun >/dev/null || { echo "SKIP: no mpirun"; exit 77; }
+  readme=$(dirname "$0")/../../README.md
+  grep -o '^\$ mpirun[^#]*' "$readme" | sed 's/^\$ //' >lines.txt
+  [[ -s lines.txt ]] || fail "the README shows no mpirun line"
+  while read -r line; do
+    # shellcheck disable=SC2086
+    timeout 120 ${line//build\/mini_train/$bin} --epochs 1 --save "$work/r.safetensors" >out.txt 2>&1 </dev/null || {
+      grep -q "this build has no MPI" out.txt && { echo "SKIP: no MPI in this build"; exit 77; }
+      cat out.txt; fail "README line failed: $line"
+    }
+    grep -q "(mpi" out.txt && [[ -s r.safetensors ]] || { cat out.txt; fail "README line did not train with MPI: $line"; }
+  done <lines.txt
+  ;;
 nnodes2)
   # Two "machines" on loopback: two launchers, --nnodes 2 with one worker each, meet at node 0's
   # fixed port and train exactly like one launcher with --nproc 2 (same ranks, same shards, same
