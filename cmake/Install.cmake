@@ -1,5 +1,5 @@
-# `cmake --install` puts the library, its public headers and a CMake package config under the prefix,
-# so that an out-of-tree project can do:
+# `cmake --install` puts the library, its public headers, a CMake package config and the mini_train
+# program (PREFIX/bin) under the prefix, so that an out-of-tree project can do:
 #   find_package(minitrain REQUIRED)
 #   target_link_libraries(app PRIVATE minitrain::minitrain)
 # tests/install/ proves it by building a tiny consumer against an installed copy.
@@ -9,6 +9,7 @@ include(CMakePackageConfigHelpers)
 install(TARGETS minitrain EXPORT minitrainTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+install(TARGETS mini_train RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 
 # Public headers keep their layer folders: #include "tensor/tensor.h" works the same installed.
 install(FILES minitrain.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/minitrain)

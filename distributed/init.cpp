@@ -13,7 +13,20 @@ bool is_loopback(const std::string& host) {
   return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
 }
 
-std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& opts) {
+std::string resolve_backend(const InitOptions& opts) {
+  if (opts.backend != "auto") return opts.backend;
+  if (opts.cuda_device >= 0) return "nccl";
+  // RANK is what torchrun and mini_train's launcher set: their ranks meet through a store, even
+  // inside a Slurm allocation whose variables would also name a rank.
+  const bool under_mpi = !process_env("RANK") && rendezvous_from_mpi_launcher().has_value();
+  if (under_mpi && ProcessGroupMPI::is_available()) return "mpi";
+  if (opts.rendezvous.world_size == 1 && !opts.store) return "local";
+  return "gloo";
+}
+
+std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& given) {
+  InitOptions opts = given;
+  opts.backend = resolve_backend(given);
   const RendezvousInfo& info = opts.rendezvous;
   validate(info);
   if (opts.backend == "local") {
@@ -32,7 +45,7 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& opts) {
     return pg;
   }
   MT_CHECK(opts.backend == "gloo" || opts.backend == "nccl", "init_process_group: unknown backend '", opts.backend,
-           "' (gloo, mpi, nccl, local)");
+           "' (auto, gloo, mpi, nccl, local)");
 
   std::shared_ptr<Store> store = opts.store;
   if (!store) {

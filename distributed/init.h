@@ -2,9 +2,12 @@
 // the way torch.distributed.init_process_group does it:
 //
 //   auto info = mt::dist::rendezvous_from_env().value_or(mt::dist::RendezvousInfo{});
-//   auto pg = mt::dist::init_process_group({.backend = info.world_size > 1 ? "gloo" : "local",
-//                                           .rendezvous = info});
+//   auto pg = mt::dist::init_process_group({.rendezvous = info});   // backend "auto"
 //
+//   "auto"   (the default) what the launch implies: "nccl" when cuda_device is set; "mpi" when
+//            mpirun/mpiexec/srun started this process (and not a RANK-setting launcher such as
+//            torchrun or mini_train's) and this build has MPI; "local" for a world of one without a
+//            store; else "gloo". pg->backend() says which was chosen.
 //   "local"  a world of one (ProcessGroupLocal); needs no store
 //   "gloo"   rank 0 hosts a TCPStore at master_addr:master_port, every rank connects to it, and the
 //            ranks meet there to build a ProcessGroupGloo
@@ -31,7 +34,7 @@
 namespace mt::dist {
 
 struct InitOptions {
-  std::string backend = "gloo";    // "gloo", "mpi", "nccl" or "local"
+  std::string backend = "auto";    // "auto", "gloo", "mpi", "nccl" or "local" (see above)
   RendezvousInfo rendezvous{};     // default: a world of one
   std::chrono::milliseconds timeout = kDefaultTimeout;  // the store's and every collective's
   std::optional<std::string> job_token{};  // for the TCPStore (Note [Job token]); default $MT_JOB_TOKEN
@@ -45,6 +48,9 @@ struct InitOptions {
 };
 
 std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& opts = {});
+
+// The backend init_process_group uses for `opts`: opts.backend, or what "auto" resolves to.
+std::string resolve_backend(const InitOptions& opts);
 
 // Whether `host` names this machine's loopback interface ("127.0.0.1", "127.x.y.z", "localhost", "::1").
 bool is_loopback(const std::string& host);

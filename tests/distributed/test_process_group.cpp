@@ -61,6 +61,17 @@ TEST_CASE("ProcessGroupLocal: a world of one runs the same collectives and check
                        doctest::Contains("the local backend is a world of one"), Error);
 }
 
+TEST_CASE("init_process_group's default backend \"auto\" follows the launch (outside mpirun here)") {
+  // A world of one: no store, no sockets.
+  CHECK(init_process_group()->backend() == "local");
+  // Ranks that meet through a store (env://: torchrun, mini_train's launcher): Gloo.
+  const RendezvousInfo two{.rank = 0, .world_size = 2, .master_port = 1};
+  CHECK(resolve_backend({.rendezvous = two}) == "gloo");
+  // A CUDA device: NCCL. An explicit backend is kept. (Under mpirun: tests/distributed_mpi/.)
+  CHECK(resolve_backend({.rendezvous = two, .cuda_device = 0}) == "nccl");
+  CHECK(resolve_backend({.backend = "gloo", .rendezvous = {}}) == "gloo");
+}
+
 TEST_CASE("ProcessGroupGloo: closed-form results for world sizes 1 to 4" * doctest::skip(kNoGloo)) {
   for (int world = 1; world <= 4; ++world) {
     CAPTURE(world);

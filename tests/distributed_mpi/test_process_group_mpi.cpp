@@ -59,6 +59,16 @@ TEST_CASE("ProcessGroupMPI: rank and size come from the launcher, and the collec
   });
 }
 
+TEST_CASE("init_process_group under mpirun: the default backend (auto) is MPI, with or without a rendezvous") {
+  const RendezvousInfo who = job();
+  test::run_as_mpi_rank(who.world_size, [&](int rank) {
+    // Before "auto", the default was gloo, and rank 1 of 2 failed: it had no master_port.
+    auto pg = init_process_group({.rendezvous = who, .timeout = 10s});
+    MT_CHECK(pg->backend() == "mpi" && pg->rank() == rank, "auto chose ", pg->backend(), " for rank ", rank);
+    test::check_collectives(*pg);
+  });
+}
+
 TEST_CASE("ProcessGroupMPI: collectives return at once and complete in the order issued; a short wait only "
           "stops waiting") {
   test::run_as_mpi_rank(2, [](int rank) {

@@ -1,5 +1,9 @@
-// Uses the installed headers and library: one gradient, checked against its known value.
+// Uses the installed headers and library: one gradient, checked against its known value; a
+// data-parallel step in a world of one (init_process_group's default backend); and an error raised
+// by a check inlined from an installed header, whose location must read as in the repository
+// ("tensor/tensor.h"), not as the install prefix (tests/install/check.sh reads this output).
 #include <cstdio>
+#include <memory>
 
 #include "minitrain.h"
 
@@ -8,5 +12,19 @@ int main() {
   (w * w).sum().backward();  // d/dw Σw² = 2w = 4
   const double g = w.grad().sum().item();
   std::printf("consumer: grad sum %.1f\n", g);
-  return g == 12.0 ? 0 : 1;
+
+  auto net = std::make_shared<mt::nn::Linear>(2, 1);
+  auto pg = mt::dist::init_process_group();  // "auto": a world of one is "local"
+  auto ddp = std::make_shared<mt::dist::DistributedDataParallel>(net, pg);
+  ddp->zero_grad();
+  ddp->forward(mt::ones({4, 2})).sum().backward();  // dL/db = 4 rows
+  const double db = net->bias.grad().item();
+  std::printf("consumer: %s backend, bias grad %.1f\n", pg->backend().c_str(), db);
+
+  try {
+    mt::full({1}, 1.0).data_ptr<int64_t>();  // float32 read as int64: the check in tensor/tensor.h
+  } catch (const mt::Error& e) {
+    std::printf("consumer: error: %s\n", e.what());
+  }
+  return g == 12.0 && db == 4.0 ? 0 : 1;
 }
