@@ -1,12 +1,20 @@
 # `cmake --install` puts the library, its public headers, a CMake package config and the mini_train
 # program (PREFIX/bin) under the prefix, so that an out-of-tree project can do:
-#   find_package(minitrain REQUIRED)
+#   find_package(minitrain REQUIRED)                  # COMPONENTS cuda: minitrain::cuda too
 #   target_link_libraries(app PRIVATE minitrain::minitrain)
 # tests/install/ proves it by building a tiny consumer against an installed copy.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-install(TARGETS minitrain EXPORT minitrainTargets
+# A CUDA build installs both libraries (Note [Two libraries in a CUDA build] in CMakeLists.txt):
+#   find_package(minitrain)                    minitrain::minitrain, the CPU library (no CUDA needed)
+#   find_package(minitrain COMPONENTS cuda)    minitrain::cuda as well: everything plus the CUDA
+#                                              backend and NCCL; link it instead of minitrain::minitrain
+set(mt_installed_libraries minitrain)
+if(TARGET minitrain_cpu)
+  list(APPEND mt_installed_libraries minitrain_cpu)
+endif()
+install(TARGETS ${mt_installed_libraries} EXPORT minitrainTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(TARGETS mini_train RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})

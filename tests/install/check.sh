@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs the build in $1 into a temporary prefix, then checks what a user of the installed copy
 # meets: mini_train runs from PREFIX/bin; tests/install/consumer configures, builds and runs against
-# it with find_package(minitrain); the consumer, which uses no GPU, links no CUDA library (ldd);
-# and an error from a check inlined from an installed header names it as "tensor/tensor.h", not by
-# the prefix. Registered with CTest.
+# it with find_package(minitrain); that consumer, which uses no GPU, links no CUDA library (ldd) even
+# when minitrain was built with CUDA; an error from a check inlined from an installed header names it
+# as "tensor/tensor.h", not by the prefix; and COMPONENTS cuda gives minitrain::cuda with the CUDA
+# backend where the build has one, and fails where it has not. Registered with CTest.
 # $2 (optional): linker flags a sanitizer build of the library needs in its consumers.
 set -euo pipefail
 build_dir=$1
@@ -20,16 +21,34 @@ cmake --install "$build_dir" --prefix "$work/prefix" >/dev/null
 
 generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
-cmake -S "$here/consumer" -B "$work/build" "${generator[@]}" -DCMAKE_PREFIX_PATH="$work/prefix" \
-  -DCMAKE_EXE_LINKER_FLAGS="$link_flags" >/dev/null
-cmake --build "$work/build" >/dev/null
-"$work/build/consumer" >"$work/out.txt" || { cat "$work/out.txt"; fail "the consumer failed"; }
-cat "$work/out.txt"
+# Configures, builds and runs the consumer in $work/$1 with the cmake options that follow.
+consumer() {
+  local dir=$work/$1
+  shift
+  cmake -S "$here/consumer" -B "$dir" "${generator[@]}" -DCMAKE_PREFIX_PATH="$work/prefix" \
+    -DCMAKE_EXE_LINKER_FLAGS="$link_flags" "$@" >"$dir.log" 2>&1 || return 1
+  cmake --build "$dir" >>"$dir.log" 2>&1 || { cat "$dir.log"; fail "the consumer ($*) does not build"; }
+  "$dir/consumer" >"$dir.txt" || { cat "$dir.txt"; fail "the consumer ($*) failed"; }
+  cat "$dir.txt"
+}
 
-# A CPU-only program pays for no GPU stack: no libcudart, libcublas or libnccl among its libraries.
-if ldd "$work/build/consumer" | grep -E 'libcudart|libcublas|libnccl' >&2; then
+consumer cpu || { cat "$work/cpu.log"; fail "find_package(minitrain) failed"; }
+# A CPU-only program pays for no GPU stack: no libcudart, libcublas or libnccl among its libraries,
+# even from a CUDA build of minitrain (Note [Two libraries in a CUDA build] in CMakeLists.txt).
+if ldd "$work/cpu/consumer" | grep -E 'libcudart|libcublas|libnccl' >&2; then
   fail "a CPU-only consumer links CUDA libraries"
 fi
-grep -q "^consumer: error: .*(tensor/tensor.h:[0-9]*)$" "$work/out.txt" ||
+grep -q "^consumer: CUDA backend absent$" "$work/cpu.txt" || fail "minitrain::minitrain brought the CUDA backend"
+grep -q "^consumer: error: .*(tensor/tensor.h:[0-9]*)$" "$work/cpu.txt" ||
   fail "an error from an installed header does not name it as tensor/tensor.h"
-! grep -qF "$work/prefix" "$work/out.txt" || fail "an error names the install prefix"
+! grep -qF "$work/prefix" "$work/cpu.txt" || fail "an error names the install prefix"
+
+# COMPONENTS cuda: minitrain::cuda from a CUDA build (it has libminitrain_cpu.a beside it); refused
+# by find_package from a CPU build.
+if [[ -e $work/prefix/lib/libminitrain_cpu.a || -n $(find "$work/prefix" -name libminitrain_cpu.a) ]]; then
+  consumer gpu -DCONSUMER_CUDA=ON || { cat "$work/gpu.log"; fail "find_package(minitrain COMPONENTS cuda) failed"; }
+  grep -q "^consumer: CUDA backend linked$" "$work/gpu.txt" || fail "minitrain::cuda has no CUDA backend"
+else
+  ! consumer gpu -DCONSUMER_CUDA=ON || fail "a CPU build of minitrain offered COMPONENTS cuda"
+  grep -q "built without its CUDA backend" "$work/gpu.log" || { cat "$work/gpu.log"; fail "no word on the missing component"; }
+fi

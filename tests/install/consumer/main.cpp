@@ -1,11 +1,13 @@
 // Uses the installed headers and library: one gradient, checked against its known value; a
-// data-parallel step in a world of one (init_process_group's default backend); and an error raised
+// data-parallel step in a world of one (init_process_group's default backend); whether the CUDA
+// backend came with the library it linked; and an error raised
 // by a check inlined from an installed header, whose location must read as in the repository
 // ("tensor/tensor.h"), not as the install prefix (tests/install/check.sh reads this output).
 #include <cstdio>
 #include <memory>
 
 #include "minitrain.h"
+#include "tensor/cuda_info.h"
 
 int main() {
   mt::Tensor w = mt::full({3}, 2.0, {.requires_grad = true});
@@ -20,6 +22,9 @@ int main() {
   ddp->forward(mt::ones({4, 2})).sum().backward();  // dL/db = 4 rows
   const double db = net->bias.grad().item();
   std::printf("consumer: %s backend, bias grad %.1f\n", pg->backend().c_str(), db);
+
+  // Whether the CUDA backend is linked in: only through minitrain::cuda (check.sh reads this).
+  std::printf("consumer: CUDA backend %s\n", mt::cuda_is_built() ? "linked" : "absent");
 
   try {
     mt::full({1}, 1.0).data_ptr<int64_t>();  // float32 read as int64: the check in tensor/tensor.h
