@@ -171,7 +171,7 @@ bool parse_command_line(CLI::App& app, int argc, char** argv, int* exit_code) {
     std::string what = e.what();
     for (char& c : what)
       if (c == '\n') c = ' ';
-    std::fprintf(stderr, "mini_train: error: %s (mini_train --help lists the options)\n", what.c_str());
+    std::fprintf(stderr, "mini_train: error: %s (%s --help lists the options)\n", what.c_str(), app.get_name().c_str());
     *exit_code = 2;
   }
   return false;
