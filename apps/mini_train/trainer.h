@@ -1,5 +1,5 @@
 // The training run: config table, epochs with per-epoch lines and checkpoints, resume, evaluation
-// and the final save. Single process for now; the distributed issue wraps this loop in DDP.
+// and the final save, in this process or as one rank of a data-parallel job (trainer.cpp).
 #pragma once
 
 #include "apps/mini_train/options.h"
