@@ -52,14 +52,16 @@ void standardize(Tensor& train, Tensor& test, Data& d) {
   d.standardized = true, d.input_mean = mean, d.input_std = std;
 }
 
-// --task auto on CSV targets (which have no integer dtype): one column of whole numbers >= 0 is
-// read as class indices, and the config table says so.
-bool whole_number_column(const Tensor& y) {
+// --task auto on CSV targets (which have no integer dtype): one column of whole numbers in
+// 0..kMaxAutoClasses-1 is read as class indices, and the config table says so. Larger whole
+// numbers (prices, counts) stay a regression.
+constexpr double kMaxAutoClasses = 1000;
+bool class_index_column(const Tensor& y) {
   if (y.dim() > 2 || (y.dim() == 2 && y.size(1) != 1) || y.numel() == 0) return false;
   const Tensor v = raw::cast(y, kFloat64);
   const Tensor rounded = raw::cast(raw::cast(v, kInt64), kFloat64);
   return raw::sum(raw::binary(BinaryOp::Ne, rounded, v)).item() == 0 &&
-         raw::max(raw::unary(UnaryOp::Neg, v)).item() <= 0;
+         raw::max(raw::unary(UnaryOp::Neg, v)).item() <= 0 && raw::max(v).item() < kMaxAutoClasses;
 }
 
 }  // namespace
@@ -95,9 +97,9 @@ Data load_data(const Options& o) {
 
   // Classification when asked, or when the targets are integers (file data) or labels (Fashion-MNIST).
   d.classification = o.task == "classification" || (o.task == "auto" && y_train.dtype() == kInt64);
-  if (o.task == "auto" && ends_with(o.targets, ".csv") && whole_number_column(y_train)) {
+  if (o.task == "auto" && ends_with(o.targets, ".csv") && class_index_column(y_train)) {
     d.classification = true;
-    d.task_reason = "--task auto: the CSV targets are whole numbers, read as class indices; "
+    d.task_reason = "--task auto: the CSV targets are whole numbers below 1000, read as class indices; "
                     "--task regression fits them as numbers";
   }
   if (d.classification) {

@@ -236,6 +236,10 @@ csv_classes)
   grep -q "linear:2-3 " out.txt || { cat out.txt; fail "three classes expected"; }
   "$bin" --inputs x.csv --targets y.csv --epochs 1 --task regression >out.txt 2>err.txt || fail "regression failed"
   grep -q "task         regression, mean squared error$" out.txt || { cat out.txt; fail "--task regression"; }
+  # Whole numbers from 1000 up are quantities, not classes.
+  { for i in $(seq 200); do echo "$((1000 + i))"; done; } >big.csv
+  "$bin" --inputs x.csv --targets big.csv --epochs 1 >out.txt 2>err.txt || fail "large targets failed"
+  grep -q "task         regression, mean squared error$" out.txt || { cat out.txt; fail "large whole numbers"; }
   ;;
 model_file)
   # The saved model carries its shape, task and preprocessing; eval and predict use them.
