@@ -193,6 +193,21 @@ outputs_checked)
   [[ ! -e nodir ]] || fail "a probe left a folder behind"
   [[ -z $(ls -A adir) ]] || fail "a probe left a file behind"
   ;;
+full_disk)
+  # A filesystem without room for the model: refused before training, naming the path. A 256 KiB
+  # tmpfs needs root (mount); elsewhere the case is skipped.
+  mkdir small
+  mount -t tmpfs -o size=256k tmpfs small 2>/dev/null || { echo "SKIP: cannot mount a small tmpfs here"; exit 77; }
+  trap 'umount "$work/small"; rm -rf "$work"' EXIT
+  flags=(--model mlp --hidden 512 --features 512 --samples 64 --epochs 1)  # 263k parameters: about 1 MB
+  expect_error "--save small/m.safetensors: small has" "${flags[@]}" --save small/m.safetensors
+  ! grep -q '^Epoch' out.txt || fail "trained before refusing"
+  expect_error "--checkpoint-dir small/ck: small/ck has" "${flags[@]}" --checkpoint-dir small/ck --save m.safetensors
+  rm -f m.safetensors
+  # A model that fits is saved there.
+  "$bin" --epochs 1 -q --save small/m.safetensors >/dev/null || fail "a small model did not fit"
+  [[ -s small/m.safetensors ]] || fail "small/m.safetensors missing"
+  ;;
 batch_overflow)
   # A batch larger than the data is the whole data: one step per epoch, never 0 or -1 steps.
   for b in 9223372036854775807 9223372036854775000 5000; do
