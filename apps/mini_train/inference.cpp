@@ -34,7 +34,7 @@ SavedModel load_saved_model(const std::string& path) {
   Data shape;
   shape.in_features = m.info.in_features, shape.out_features = m.info.out_features;
   m.module = build_model(o, shape);
-  m.module->load_state_dict(file.tensors);
+  load_weights(*m.module, file.tensors, path, "");
   m.module->eval();
   return m;
 }
@@ -78,9 +78,9 @@ int run_eval(int argc, char** argv) {
            path, " does not say which data it was trained on; give --dataset or --inputs/--targets");
   if (o.data_dir.empty()) o.data_dir = data_dir;
   if (o.dataset == "synthetic") {  // the same generator and seed regenerate the same test split
-    o.seed = std::stoull(meta.at("seed"));
-    o.samples = std::stoll(meta.at("samples"));
-    o.features = std::stoll(meta.at("features"));
+    o.seed = static_cast<uint64_t>(metadata_count(meta, "seed", path, 0));
+    o.samples = metadata_count(meta, "samples", path, 1);
+    o.features = metadata_count(meta, "features", path, 1);
   }
   o.task = m.info.classification ? "classification" : "regression";
   o.standardize = false;  // the model file's own statistics, not fresh ones from this data

@@ -2,6 +2,7 @@
 #include "apps/mini_train/model_file.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -67,17 +68,18 @@ std::string suggest_prefix(const std::vector<std::string>& model_names, const st
   return "";
 }
 
-int64_t parse_count(const Metadata& m, const std::string& key, const std::string& path) {
+}  // namespace
+
+int64_t metadata_count(const Metadata& m, const std::string& key, const std::string& path, int64_t min) {
   const auto it = m.find(key);
   MT_CHECK(it != m.end(), path, ": the metadata has no '", key, "' (a mini_train model file has)");
   char* end = nullptr;
+  errno = 0;
   const long long v = std::strtoll(it->second.c_str(), &end, 10);
-  MT_CHECK(!it->second.empty() && *end == '\0' && v >= 1, path, ": metadata '", key, "' is '", it->second,
-           "', not a positive count");
+  MT_CHECK(!it->second.empty() && *end == '\0' && errno == 0 && v >= min, path, ": metadata '", key, "' is '",
+           it->second, "', not a whole number >= ", min);
   return v;
 }
-
-}  // namespace
 
 Metadata model_metadata(const Options& o, const Data& d, const std::string& signature) {
   Metadata m = {{"format", kModelFormat},
@@ -105,6 +107,7 @@ ModelInfo read_model_info(const Metadata& m, const std::string& path) {
            "shape, task and preprocessing from there");
   ModelInfo info;
   info.metadata = m;
+  MT_CHECK(m.count("model"), path, ": the metadata has no 'model' (a mini_train model file has)");
   info.signature = m.at("model");
   const size_t colon = info.signature.find(':');
   info.model = info.signature.substr(0, colon);
@@ -118,8 +121,8 @@ ModelInfo read_model_info(const Metadata& m, const std::string& path) {
   MT_CHECK(m.count("task") && (m.at("task") == "classification" || m.at("task") == "regression"), path,
            ": metadata 'task' must be classification or regression");
   info.classification = m.at("task") == "classification";
-  MT_CHECK(parse_count(m, info.classification ? "classes" : "outputs", path) == info.out_features &&
-               parse_count(m, "inputs", path) == info.in_features,
+  MT_CHECK(metadata_count(m, info.classification ? "classes" : "outputs", path, 1) == info.out_features &&
+               metadata_count(m, "inputs", path, 1) == info.in_features,
            path, ": the metadata's widths disagree with its model '", info.signature, "'");
   info.standardized = m.count("standardize_mean") && m.count("standardize_std");
   if (info.standardized) {
@@ -135,19 +138,22 @@ Tensor standardize_with(const Tensor& x, double mean, double std) {
 }
 
 void load_init(nn::Module& model, const std::string& path, const std::string& prefix) {
+  load_weights(model, load_safetensors(path).tensors, path, prefix);
+}
+
+void load_weights(nn::Module& model, const NamedTensors& tensors, const std::string& path, const std::string& prefix) {
   const size_t eq = prefix.find('=');
   MT_CHECK(prefix.empty() || eq != std::string::npos, "--init-prefix '", prefix, "': expected OLD=NEW, e.g. "
            "net.=0. (OLD may be empty: =0. turns 'weight' into '0.weight')");
   const std::string from = prefix.empty() ? "" : prefix.substr(0, eq), to = prefix.empty() ? "" : prefix.substr(eq + 1);
-  const SafetensorsFile file = load_safetensors(path);
   NamedTensors weights;
-  for (const auto& [name, t] : file.tensors) weights.emplace_back(mapped(name, from, to), t);
+  for (const auto& [name, t] : tensors) weights.emplace_back(mapped(name, from, to), t);
 
   const NamedTensors own = model.state_dict();
   const std::vector<std::string> model_names = names_of(own), file_names = names_of(weights);
   if (std::set<std::string>(model_names.begin(), model_names.end()) !=
       std::set<std::string>(file_names.begin(), file_names.end())) {
-    const std::string hint = suggest_prefix(model_names, names_of(file.tensors));
+    const std::string hint = suggest_prefix(model_names, names_of(tensors));
     MT_FAIL("--init ", path, ": the file's tensors (", some_names(file_names), ") are not the model's (",
             some_names(model_names), "); ",
             hint.empty() ? "give the --model/--hidden the weights were trained with, or map the names with "

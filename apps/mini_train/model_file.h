@@ -45,6 +45,8 @@ struct ModelInfo {
   Metadata metadata;                 // all of it, for dataset details
 };
 ModelInfo read_model_info(const Metadata& metadata, const std::string& path);
+// metadata[key] as a whole number >= min; an error names the file and the key otherwise.
+int64_t metadata_count(const Metadata& metadata, const std::string& key, const std::string& path, int64_t min);
 
 // x' = (x - mean) / std, elementwise (x: any float32 tensor). The one formula training and
 // inference both use, so a reloaded model sees bit-identical inputs.
@@ -53,5 +55,7 @@ Tensor standardize_with(const Tensor& x, double mean, double std);
 // Loads `path` into `model` for --init: keys mapped by `prefix` ("OLD=NEW" or ""), then a strict
 // load. Throws mt::Error with one line that says what to do when the names or shapes differ.
 void load_init(nn::Module& model, const std::string& path, const std::string& prefix);
+// The same for tensors already read from `path` (named in errors).
+void load_weights(nn::Module& model, const NamedTensors& tensors, const std::string& path, const std::string& prefix);
 
 }  // namespace mt::app
