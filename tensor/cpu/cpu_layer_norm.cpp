@@ -1,21 +1,25 @@
 // CpuBackend::layer_norm and layer_norm_backward: the fused kernels, one row at a time. The
-// composition they replace (mean, sub, mul, mean, add, rsqrt, mul, mul, add: nine ops and as many
-// temporaries) stays in autograd/reference_ops.h, and tests compare the two.
+// composition they replace (mean, sub, mul, mean, add, sqrt, div, mul, add: nine ops and as many
+// temporaries) is mt::reference::layer_norm (autograd/reference_ops.h); tests compare the two.
 //
 // Forward, per row x of n values (two passes: the mean first, then the variance around it, which
 // keeps the digits that the one-pass Σx² - (Σx)²/n loses when the mean is large):
 //   mean = Σx/n,  rstd = 1/√(Σ(x - mean)²/n + eps),  y = (x - mean)·rstd·w + b
-// Backward, with x̂ = (x - mean)·rstd and g = dy·w (the derivation: x̂ depends on every x of its row
-// through mean and rstd; dx̂/dx = rstd·(I - 1/n - x̂x̂ᵀ/n)):
+// Backward, with x̂ = (x - mean)·rstd and g = dy·w (x̂ depends on every x of its row through mean
+// and rstd: dx̂/dx = rstd·(I - 1/n - x̂x̂ᵀ/n)):
 //   dx = rstd·(g - mean(g) - x̂·mean(g·x̂)),  dw = Σ_rows dy·x̂,  db = Σ_rows dy
-// Accumulations are in double for float32 rows too: a row is short (the model width), so the cost is
-// small, and the result then does not depend on the row length's rounding.
-#include <cmath>
-
+// The row sums are Eigen reductions, which are vectorised (a plain `sum += x[i]` loop is not: the
+// compiler may not reorder float additions), and accumulate in T.
 #include "tensor/cpu/cpu_backend.h"
+#include "tensor/cpu/eigen_core.h"
 
 namespace mt {
 namespace {
+
+template <typename T>
+using Row = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
+template <typename T>
+using ConstRow = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
 
 void check_layer_norm(const char* op, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& mean,
                       const Tensor& rstd) {
@@ -37,24 +41,15 @@ void CpuBackend::layer_norm(const Tensor& out, const Tensor& mean, const Tensor&
   check_layer_norm("layer_norm", x, weight, bias, mean, rstd);
   const int64_t rows = x.sizes()[0], n = x.sizes()[1];
   MT_DISPATCH_FLOAT(x.dtype(), "layer_norm", [&]<typename T>() {
-    const T* xs = cpu::data<const T>(x);
-    const T* w = cpu::data<const T>(weight);
-    const T* b = cpu::data<const T>(bias);
-    T* y = cpu::data<T>(out);
+    const ConstRow<T> w(cpu::data<const T>(weight), n), b(cpu::data<const T>(bias), n);
     T* mu = cpu::data<T>(mean);
     T* rs = cpu::data<T>(rstd);
     for (int64_t r = 0; r < rows; ++r) {
-      const T* xr = xs + r * n;
-      double sum = 0;
-      for (int64_t i = 0; i < n; ++i) sum += xr[i];
-      const double m = sum / n;
-      double sq = 0;
-      for (int64_t i = 0; i < n; ++i) sq += (xr[i] - m) * (xr[i] - m);
-      const double inv = 1.0 / std::sqrt(sq / n + eps);
-      const T mt = T(m), it = T(inv);
-      T* yr = y + r * n;
-      for (int64_t i = 0; i < n; ++i) yr[i] = (xr[i] - mt) * it * w[i] + b[i];
-      mu[r] = mt, rs[r] = it;
+      const ConstRow<T> xr(cpu::data<const T>(x) + r * n, n);
+      const T m = xr.sum() / T(n);
+      const T inv = T(1) / std::sqrt((xr - m).square().sum() / T(n) + T(eps));
+      Row<T>(cpu::data<T>(out) + r * n, n) = (xr - m) * inv * w + b;
+      mu[r] = m, rs[r] = inv;
     }
   });
 }
@@ -67,31 +62,20 @@ void CpuBackend::layer_norm_backward(const Tensor& dx, const Tensor& dweight, co
            "layer_norm_backward: dy ", dy.sizes(), " and dx ", dx.sizes(), " must be contiguous like x ", x.sizes());
   const int64_t rows = x.sizes()[0], n = x.sizes()[1];
   MT_DISPATCH_FLOAT(x.dtype(), "layer_norm_backward", [&]<typename T>() {
-    const T* xs = cpu::data<const T>(x);
-    const T* g = cpu::data<const T>(dy);
-    const T* w = cpu::data<const T>(weight);
+    const ConstRow<T> w(cpu::data<const T>(weight), n);
     const T* mu = cpu::data<const T>(mean);
     const T* rs = cpu::data<const T>(rstd);
-    T* dxs = cpu::data<T>(dx);
-    T* dw = cpu::data<T>(dweight);
-    T* db = cpu::data<T>(dbias);
-    std::fill(dw, dw + n, T(0));
-    std::fill(db, db + n, T(0));
+    Row<T> dw(cpu::data<T>(dweight), n), db(cpu::data<T>(dbias), n);
+    dw.setZero(), db.setZero();
+    Eigen::Array<T, Eigen::Dynamic, 1> xhat(n), gw(n);
     for (int64_t r = 0; r < rows; ++r) {
-      const T* xr = xs + r * n;
-      const T* gr = g + r * n;
-      const T m = mu[r], s = rs[r];
-      double sum_g = 0, sum_gx = 0;  // Σ dy·w and Σ dy·w·x̂ over the row
-      for (int64_t i = 0; i < n; ++i) {
-        const T xhat = (xr[i] - m) * s;
-        const T gw = gr[i] * w[i];
-        sum_g += gw, sum_gx += gw * xhat;
-        dw[i] += gr[i] * xhat;
-        db[i] += gr[i];
-      }
-      const T mean_g = T(sum_g / n), mean_gx = T(sum_gx / n);
-      T* dxr = dxs + r * n;
-      for (int64_t i = 0; i < n; ++i) dxr[i] = s * (gr[i] * w[i] - mean_g - (xr[i] - m) * s * mean_gx);
+      const ConstRow<T> xr(cpu::data<const T>(x) + r * n, n), gr(cpu::data<const T>(dy) + r * n, n);
+      xhat = (xr - mu[r]) * rs[r];
+      gw = gr * w;
+      dw += gr * xhat;
+      db += gr;
+      const T mean_g = gw.sum() / T(n), mean_gx = (gw * xhat).sum() / T(n);
+      Row<T>(cpu::data<T>(dx) + r * n, n) = rs[r] * (gw - mean_g - xhat * mean_gx);
     }
   });
 }
