@@ -83,7 +83,7 @@ __global__ void attention_kernel(T* out, T* lse, const T* q, const T* k, const T
     T m = -INFINITY, l = 0;
     for (int64_t j = 0; j < end; ++j) {
       const T s = T(p.scale) * qi.dot(k + lk.offset(bh, j), n.d, lane);
-      const T m_new = max(m, s);
+      const T m_new = (s > m || s != s) ? s : m;  // NaN propagates, as on the CPU
       const T correction = exp(m - m_new), pj = exp(s - m_new);
       l = l * correction + pj;
       for (int c = 0; c < kPerLane; ++c) acc.v[c] *= correction;
