@@ -157,6 +157,13 @@ TEST_CASE("scaled_dot_product_attention: fused equals the composition, values an
   check_same([&](V v) { return scaled_dot_product_attention(v[0], v[1], v[2], o); },
              [&](V v) { return reference::scaled_dot_product_attention(v[0], v[1], v[2], o); },
              {input({1, 2, 3, 4}), input({1, 2, 7, 4}), input({1, 2, 7, 4})}, 1e-13);
+  // More queries than keys (rows past the last key see every key), over several causal row blocks.
+  check_same([&](V v) { return scaled_dot_product_attention(v[0], v[1], v[2], o); },
+             [&](V v) { return reference::scaled_dot_product_attention(v[0], v[1], v[2], o); },
+             {input({1, 1, 40, 4}), input({1, 1, 21, 4}), input({1, 1, 21, 4})}, 1e-13);
+  check_same([](V v) { return scaled_dot_product_attention(v[0], v[1], v[2], {.causal = true}); },
+             [](V v) { return reference::scaled_dot_product_attention(v[0], v[1], v[2], {.causal = true}); },
+             {input({2, 2, 37, 8}), input({2, 2, 37, 8}), input({2, 2, 37, 8})}, 1e-13);
   check_grad([&](V v) { return scaled_dot_product_attention(v[0], v[1], v[2], {.scale = 0.7}); },
              {input({2, 1, 3, 2}), input({2, 1, 4, 2}), input({2, 1, 4, 2})});
 }
