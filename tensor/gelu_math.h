@@ -1,6 +1,7 @@
-// GELU and its derivative for one value, written once for the CPU backend (tensor/cpu/cpu_gelu.cpp)
-// and the CUDA kernel (tensor/cuda/cuda_gelu.cu). The formulas are in Backend::gelu's comment
-// (tensor/backend.h). float calls the C library's float functions (erff, expf, tanhf), which exist
+// GELU and its derivative for one value, for the CUDA kernel (tensor/cuda/cuda_gelu.cu), and the
+// constants the CPU kernel (tensor/cpu/cpu_gelu.cpp, which evaluates the same formulas as Eigen
+// array expressions, vectorised) shares with it. Each function's comment gives its formula.
+// float calls the C library's float functions (erff, expf, tanhf), which exist
 // both on the host and in CUDA device code, so float stays float on both.
 #pragma once
 
