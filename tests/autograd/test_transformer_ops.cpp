@@ -9,6 +9,7 @@
 
 #include "autograd/reference_ops.h"
 #include "minitrain.h"
+#include "tensor/caching_allocator.h"
 
 using namespace mt;
 
@@ -193,4 +194,24 @@ TEST_CASE("scaled_dot_product_attention: bad shapes are one clear error") {
                        doctest::Contains("must be [1, 2, 5, 4] for q [1, 2, 3, 4]"), Error);
   CHECK_THROWS_WITH_AS(scaled_dot_product_attention(zeros({2, 3, 4}), k, k), doctest::Contains("must be 4-D"), Error);
   CHECK_THROWS_WITH_AS(scaled_dot_product_attention(q, k.to(kFloat64), k), doctest::Contains("k is float64"), Error);
+}
+
+TEST_CASE("matmul and attention on head views allocate their results only, no copies of the operands") {
+  // Every tensor here is >= 128 KiB, so each allocation goes through the CPU block cache and counts.
+  const int64_t B = 2, T = 64, H = 4, d = 64;  // a (B, H, T, d) float64 view: 256 KiB
+  const Tensor qkv = rand({B, T, 3, H, d}, gen, {.dtype = kFloat64});
+  const auto part = [&](int64_t p) { return qkv.narrow(2, p, 1).squeeze(2).transpose(1, 2); };
+  const Tensor q = part(0), k = part(1), v = part(2);
+  REQUIRE_FALSE(q.is_contiguous());
+  const auto allocations = [] { return cpu_cache_stats().allocations; };
+  uint64_t before = allocations();
+  const Tensor copy = q.contiguous();  // what a copy of an operand would cost: one more
+  CHECK(allocations() - before == 1);
+  before = allocations();
+  const Tensor s = matmul(q, k.transpose(-1, -2));  // (B, H, T, T): the one allocation
+  CHECK(allocations() - before == 1);
+  before = allocations();
+  const Tensor o = scaled_dot_product_attention(q, k, v, {.causal = true});  // out; lse is small
+  CHECK(allocations() - before == 1);
+  CHECK(max_abs_diff(s, matmul(q.contiguous(), k.contiguous().transpose(-1, -2))) <= 1e-13);
 }
