@@ -12,6 +12,7 @@
 #include "data/idx.h"
 #include "data/npy.h"
 #include "data/sampler.h"
+#include "data/text.h"
 #include "distributed/file_store.h"
 #include "distributed/init.h"
 #include "distributed/process_group_gloo.h"

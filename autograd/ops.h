@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "tensor/tensor.h"
+#include "tensor/transformer_options.h"
 
 namespace mt {
 
@@ -83,5 +84,29 @@ inline Tensor operator-(double s, const Tensor& a) { return add(neg(a), s); }
 inline Tensor operator*(const Tensor& a, double s) { return mul(a, s); }
 inline Tensor operator*(double s, const Tensor& a) { return mul(a, s); }
 inline Tensor operator/(const Tensor& a, double s) { return mul(a, 1.0 / s); }
+
+}  // namespace mt
+
+// ---- transformer ops (autograd/functions/transformer.cpp) -------------------------------------
+// The fused ones keep their compositions beside them in autograd/reference_ops.h.
+namespace mt {
+
+// Layer norm over the last dim, one fused node: y = (x - mean)/√(var + eps)·weight + bias, with the
+// biased variance (÷n), like torch.nn.functional.layer_norm. x: (..., n)  weight, bias: (n)
+Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
+// GELU, one fused node; formulas in tensor/gelu_math.h.
+Tensor gelu(const Tensor& x, GeluApproximate approximate = GeluApproximate::None);
+// softmax(scale·q·kᵀ, masked to j <= i when causal)·v, one fused node; no (Tq, Tk) matrix is kept
+// for the backward. q: (B, H, Tq, d)  k, v: (B, H, Tk, d)  ->  (B, H, Tq, d)
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const AttentionOptions& options = {});
+// Rows of weight: out[..., :] = weight[indices[...], :]. The gradient adds each output row back to
+// its index's row (index_add), so a repeated index gets the sum of its rows' gradients.
+// weight: (num, dim)  indices: (...) int64  ->  (..., dim)
+Tensor embedding(const Tensor& weight, const Tensor& indices);
+// x where mask is 0, value where it is not (mask broadcasts to x); no gradient flows to filled places.
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
+// x with the elements above the diagonal-th diagonal of its last two dims zeroed (torch.tril).
+Tensor tril(const Tensor& x, int64_t diagonal = 0);
 
 }  // namespace mt

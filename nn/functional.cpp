@@ -1,4 +1,4 @@
-// nn::functional: GELU, dropout and the losses, composed from differentiable ops (autograd/ops.h).
+// nn::functional: dropout and the losses, composed from differentiable ops (autograd/ops.h).
 // Masks and checks use raw ops (tensor/raw_ops.h): they need no gradient.
 #include "nn/functional.h"
 
@@ -65,17 +65,8 @@ namespace mt::nn::functional {
 
 // ---- activations ----------------------------------------------------------------------------------
 
-Tensor gelu(const Tensor& x, GeluApproximate approximate) {
-  if (approximate == GeluApproximate::None) {
-    // 0.5·x·(1 + erf(x/√2)), written x·(0.5 + 0.5·erf(x/√2))
-    const Tensor phi = mt::erf(x * (1.0 / std::numbers::sqrt2)) * 0.5 + 0.5;
-    return x * phi;
-  }
-  // 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))
-  const double k = std::sqrt(2.0 / std::numbers::pi);
-  const Tensor inner = (x + mt::pow(x, 3.0) * 0.044715) * k;
-  return x * (mt::tanh(inner) * 0.5 + 0.5);
-}
+// One fused node (autograd/functions/transformer.cpp); the composition is mt::reference::gelu.
+Tensor gelu(const Tensor& x, GeluApproximate approximate) { return mt::gelu(x, approximate); }
 
 Tensor dropout(const Tensor& x, DropoutFuncOptions o) {
   MT_CHECK(o.p >= 0.0 && o.p <= 1.0, "dropout: p must be in [0, 1], got ", o.p);

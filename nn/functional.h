@@ -34,8 +34,8 @@ struct LossOptions {
   Reduction reduction = kMean;
 };
 
-// GELU's two forms, as PyTorch's approximate='none' | 'tanh'.
-enum class GeluApproximate : uint8_t { None, Tanh };
+// GELU's two forms, as PyTorch's approximate='none' | 'tanh' (tensor/transformer_options.h).
+using mt::GeluApproximate;
 
 struct DropoutFuncOptions {
   double p = 0.5;                  // probability of zeroing an element, in [0, 1]

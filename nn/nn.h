@@ -11,3 +11,8 @@
 #include "nn/loss.h"
 #include "nn/module.h"
 #include "nn/sequential.h"
+// Transformers: Embedding, LayerNorm, MultiheadAttention, TransformerBlock, GPT.
+#include "nn/attention.h"
+#include "nn/embedding.h"
+#include "nn/layer_norm.h"
+#include "nn/transformer.h"

@@ -15,6 +15,7 @@ packages=(
   libgloo-dev                        # CPU collectives
   libopenmpi-dev openmpi-bin         # CPU collectives through MPI (ProcessGroupMPI), mpirun for its tests
   dataset-fashion-mnist              # real data for the readers' tests and mini_train
+  fortunes                           # the default text corpus (data/text.h): /usr/share/games/fortunes
   python3 python3-numpy              # tests that read our files from Python (json + numpy only)
   clang libclang-rt-14-dev           # libFuzzer, for the short fuzz run in the tests (fuzz/run.sh)
 )

@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "tensor/tensor.h"
+#include "tensor/transformer_options.h"
 
 namespace mt {
 
@@ -83,6 +84,35 @@ class Backend {
   // Random fills of a contiguous floating tensor, drawing from gen (and advancing it).
   virtual void uniform(const Tensor& out, Generator& gen, double low, double high) = 0;
   virtual void normal(const Tensor& out, Generator& gen, double mean, double std) = 0;
+
+  // ---- transformer kernels (tensor/raw_transformer.cpp calls them) ---------------------------------
+  // Layer normalisation over the last dim (Ba et al., 2016), per row r of x: (rows, n):
+  //   mean[r] = Σx/n,  rstd[r] = 1/√(Σ(x - mean)²/n + eps),  out = (x - mean)·rstd·weight + bias
+  // x, out: (rows, n)  weight, bias: (n)  mean, rstd: (rows), kept for the backward. All contiguous.
+  virtual void layer_norm(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& x,
+                          const Tensor& weight, const Tensor& bias, double eps) = 0;
+  // With x̂ = (x - mean)·rstd and g = dy·weight:
+  //   dx = rstd·(g - mean(g) - x̂·mean(g·x̂)),  dweight = Σ_rows dy·x̂,  dbias = Σ_rows dy
+  // dx, dy, x: (rows, n)  dweight, dbias: (n), overwritten. All contiguous.
+  virtual void layer_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias,
+                                   const Tensor& dy, const Tensor& x, const Tensor& weight,
+                                   const Tensor& mean, const Tensor& rstd) = 0;
+  // out = GELU(x) and dx = dy·GELU'(x), elementwise over contiguous tensors of one shape.
+  virtual void gelu(const Tensor& out, const Tensor& x, GeluApproximate approximate) = 0;
+  virtual void gelu_backward(const Tensor& dx, const Tensor& dy, const Tensor& x, GeluApproximate approximate) = 0;
+  // Scaled dot-product attention, per (batch b, head h, query i):
+  //   s_j = scale·q_i·k_j (j <= i when causal),  p = softmax(s),  out_i = Σ_j p_j v_j,  lse_i = log Σ_j e^{s_j}
+  // q: (B, H, Tq, d)  k, v: (B, H, Tk, d), any strides with a unit last stride (so the per-head views
+  // of a fused qkv projection need no copy); out: (B, H, Tq, d) and lse: (B, H, Tq) contiguous.
+  virtual void attention(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
+                         const AttentionParams& params) = 0;
+  // The backward, recomputing p_ij = exp(s_ij - lse_i) instead of keeping the (Tq, Tk) matrix:
+  //   D_i = dout_i·out_i,  dp_ij = dout_i·v_j,  ds_ij = p_ij·(dp_ij - D_i)
+  //   dq_i = scale·Σ_j ds_ij k_j,  dk_j = scale·Σ_i ds_ij q_i,  dv_j = Σ_i p_ij dout_i
+  // dout: like out (unit last stride); dq, dk, dv: contiguous, shaped like q, k, v, overwritten.
+  virtual void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dout,
+                                  const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                                  const Tensor& lse, const AttentionParams& params) = 0;
 
   // Waits for queued work (no-op on CPU).
   virtual void synchronize() {}

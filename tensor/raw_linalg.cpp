@@ -23,6 +23,36 @@ Tensor gemm_operand(const Tensor& m) {
   return row_major || col_major ? m : contiguous(m);
 }
 
+// Note [Batched matmul on head views]: attention multiplies (B, H, T, d) tensors that are views of
+// a (B, T, H, d) (or (B, T, 3, H, d)) projection: their B and H dims have strides that cannot merge
+// into the one batch stride a GEMM call takes, and flattening them would copy every operand. Instead
+// matmul then calls the GEMM once per index of the leading batch dims, each call batched over the
+// last batch dim (which always has a single stride). Batch dims that do merge keep the one call.
+
+// The batch dims of t (all but the last two) can be viewed as one dim with a single stride.
+bool batch_merges(const Tensor& t) {
+  int64_t expected = -1;  // the stride the next outer non-trivial dim must have
+  for (int d = t.dim() - 3; d >= 0; --d) {
+    if (t.sizes()[d] == 1) continue;
+    if (expected >= 0 && t.strides()[d] != expected) return false;
+    expected = t.strides()[d] * t.sizes()[d];
+  }
+  return true;
+}
+
+// Batch o of t's leading batch dims (all but the last batch dim): (inner, R, C), a view.
+Tensor batch_slice(const Tensor& t, int64_t o) {
+  const int nd = t.dim() - 2;
+  int64_t offset = t.storage_offset();
+  for (int d = nd - 2; d >= 0; --d) {
+    offset += (o % t.sizes()[d]) * t.strides()[d];
+    o /= t.sizes()[d];
+  }
+  const int last = nd - 1;
+  return as_strided(t, Shape{t.sizes()[last], t.sizes()[nd], t.sizes()[nd + 1]},
+                    Shape{t.strides()[last], t.strides()[nd], t.strides()[nd + 1]}, offset);
+}
+
 // A 2-D matrix as a batch of one with batch stride 0.
 Tensor as_batch(const Tensor& m) {
   return as_strided(m, Shape{1, m.sizes()[0], m.sizes()[1]}, Shape{0, m.strides()[0], m.strides()[1]},
@@ -60,10 +90,20 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   shape_b.push_back(k), shape_b.push_back(n);
   shape_out.push_back(m), shape_out.push_back(n);
   const int64_t nb = batch.numel();
-  Tensor a3 = reshape(expand(a, shape_a), Shape{nb, m, k});
-  Tensor b3 = reshape(expand(b, shape_b), Shape{nb, k, n});
+  const Tensor ae = expand(a, shape_a), be = expand(b, shape_b);
   Tensor out = empty(Shape{nb, m, n}, {.dtype = a.dtype(), .device = a.device()});
-  backend(a.device()).gemm(out, gemm_operand(a3), gemm_operand(b3), false);
+  Backend& bk = backend(a.device());
+  if (batch_merges(ae) && batch_merges(be)) {
+    bk.gemm(out, gemm_operand(reshape(ae, Shape{nb, m, k})), gemm_operand(reshape(be, Shape{nb, k, n})), false);
+  } else {
+    // Note [Batched matmul on head views]: one GEMM per index of the leading batch dims.
+    const auto nd = static_cast<int>(batch.size());
+    const int64_t inner = batch[nd - 1], outer = nb / std::max<int64_t>(inner, 1);
+    for (int64_t o = 0; o < outer; ++o) {
+      const Tensor out3 = as_strided(out, Shape{inner, m, n}, Shape{m * n, n, 1}, o * inner * m * n);
+      bk.gemm(out3, gemm_operand(batch_slice(ae, o)), gemm_operand(batch_slice(be, o)), false);
+    }
+  }
   return view(out, shape_out);
 }
 

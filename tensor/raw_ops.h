@@ -77,3 +77,43 @@ void uniform_(const Tensor& t, Generator& gen, double low = 0.0, double high = 1
 void normal_(const Tensor& t, Generator& gen, double mean = 0.0, double std = 1.0);
 
 }  // namespace mt::raw
+
+// ---- transformer kernels (tensor/raw_transformer.cpp) -----------------------------------------
+namespace mt::raw {
+
+// Layer norm over the last dim (formulas: Backend::layer_norm in tensor/backend.h).
+// x: (..., n)  weight, bias: (n)  ->  out: (..., n), and mean, rstd: (...) for the backward.
+struct LayerNormResult {
+  Tensor out, mean, rstd;
+};
+LayerNormResult layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps);
+struct LayerNormGrads {
+  Tensor dx, dweight, dbias;
+};
+LayerNormGrads layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean,
+                                   const Tensor& rstd);
+
+// GELU(x) and dy·GELU'(x), elementwise.
+Tensor gelu(const Tensor& x, GeluApproximate approximate);
+Tensor gelu_backward(const Tensor& dy, const Tensor& x, GeluApproximate approximate);
+
+// softmax(scale·q·kᵀ (causal: j <= i)) · v, fused: no (Tq, Tk) matrix is materialised.
+// q: (B, H, Tq, d)  k, v: (B, H, Tk, d)  ->  out: (B, H, Tq, d), lse: (B, H, Tq) (log Σ e^{s}, for the backward).
+// Operands with a unit last stride (per-head views of a fused qkv projection) are read in place.
+struct AttentionResult {
+  Tensor out, lse;
+};
+AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                             const AttentionOptions& options);
+AttentionParams attention_params(const Tensor& q, const AttentionOptions& options);
+struct AttentionGrads {
+  Tensor dq, dk, dv;
+};
+AttentionGrads scaled_dot_product_attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k,
+                                                     const Tensor& v, const Tensor& out, const Tensor& lse,
+                                                     const AttentionParams& params);
+
+// (rows, cols) int64: 1 where j <= i + diagonal (torch.ones(rows, cols).tril(diagonal)), else 0.
+Tensor tril_mask(int64_t rows, int64_t cols, int64_t diagonal, Device device);
+
+}  // namespace mt::raw

@@ -6,6 +6,7 @@
 //   cpu_reduce.cpp    reduce                      cpu_softmax.cpp      softmax, log_softmax
 //   cpu_gemm.cpp      gemm (BLAS/Eigen + loops)   cpu_index.cpp        index_select/add, gather, scatter_add
 //   cpu_random.cpp    uniform, normal             cpu_allocator.cpp    the 64-byte aligned allocator
+//   cpu_layer_norm.cpp, cpu_gelu.cpp, cpu_attention.cpp: the fused transformer kernels
 // and backend_registry.cpp holds the device-type -> Backend table. Shared loops: strided_loop.h
 // (any strides) and elementwise.h (with the contiguous and broadcast-scalar fast paths).
 // Kernels run on the calling thread; only BLAS may use threads of its own.
@@ -38,6 +39,18 @@ class CpuBackend final : public Backend {
   void scatter_add(const Tensor& out, const Tensor& index, const Tensor& src) override;
   void uniform(const Tensor& out, Generator& gen, double low, double high) override;
   void normal(const Tensor& out, Generator& gen, double mean, double std) override;
+  // Transformer kernels: cpu_layer_norm.cpp, cpu_gelu.cpp, cpu_attention.cpp.
+  void layer_norm(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& x, const Tensor& weight,
+                  const Tensor& bias, double eps) override;
+  void layer_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias, const Tensor& dy,
+                           const Tensor& x, const Tensor& weight, const Tensor& mean, const Tensor& rstd) override;
+  void gelu(const Tensor& out, const Tensor& x, GeluApproximate approximate) override;
+  void gelu_backward(const Tensor& dx, const Tensor& dy, const Tensor& x, GeluApproximate approximate) override;
+  void attention(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
+                 const AttentionParams& params) override;
+  void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dout, const Tensor& q,
+                          const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
+                          const AttentionParams& params) override;
 };
 
 namespace cpu {

@@ -11,6 +11,7 @@
 //   cuda_elementwise.cu  unary, binary, where          cuda_reduce.cu   reduce (sum, max, min, argmax)
 //   cuda_softmax.cu      softmax, log_softmax          cuda_index.cu    index_select/add, gather, scatter_add
 //   cuda_random.cu       uniform, normal (Philox)      cuda_gemm.cu     gemm (cuBLAS; int64 by a plain kernel)
+//   cuda_layer_norm.cu, cuda_gelu.cu, cuda_attention.cu: the transformer kernels
 // Shared device loops: cuda_loops.cuh. Index math and launch geometry: indexer.h, launch.h.
 // Only compiled into CUDA builds.
 #pragma once
@@ -41,6 +42,18 @@ class CudaBackend final : public Backend {
   void scatter_add(const Tensor& out, const Tensor& index, const Tensor& src) override;
   void uniform(const Tensor& out, Generator& gen, double low, double high) override;
   void normal(const Tensor& out, Generator& gen, double mean, double std) override;
+  // Transformer kernels: cuda_layer_norm.cu, cuda_gelu.cu, cuda_attention.cu.
+  void layer_norm(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& x, const Tensor& weight,
+                  const Tensor& bias, double eps) override;
+  void layer_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias, const Tensor& dy,
+                           const Tensor& x, const Tensor& weight, const Tensor& mean, const Tensor& rstd) override;
+  void gelu(const Tensor& out, const Tensor& x, GeluApproximate approximate) override;
+  void gelu_backward(const Tensor& dx, const Tensor& dy, const Tensor& x, GeluApproximate approximate) override;
+  void attention(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
+                 const AttentionParams& params) override;
+  void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dout, const Tensor& q,
+                          const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
+                          const AttentionParams& params) override;
   // Waits for this device's compute stream, then reports kernel-side errors (Note [Device errors]).
   void synchronize() override;
 

@@ -1,0 +1,19 @@
+// The obviously correct compositions of the fused transformer ops (autograd/ops.h): layer norm,
+// GELU and attention written with the elementwise, reduction, matmul and softmax ops they replace.
+// Tests compare the fused ops with these, values and gradients; benchmarks time them side by side.
+// Not for models: each costs several nodes and temporaries where the fused op costs one.
+#pragma once
+
+#include "autograd/ops.h"
+
+namespace mt::reference {
+
+// mean = x.mean(-1); var = ((x - mean)²).mean(-1); (x - mean)/√(var + eps)·weight + bias
+Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
+// 0.5·x·(1 + erf(x/√2)), or 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))
+Tensor gelu(const Tensor& x, GeluApproximate approximate = GeluApproximate::None);
+// softmax(masked_fill(scale·q·kᵀ, j > i, -inf), -1)·v: the (B, H, Tq, Tk) matrix made explicitly.
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const AttentionOptions& options = {});
+
+}  // namespace mt::reference

@@ -1,0 +1,166 @@
+// CpuBackend::attention and attention_backward: scaled dot-product attention one (batch, head) at
+// a time. Formulas: tensor/backend.h.
+//
+// Each head's (Tq, Tk) scores live in one scratch matrix while that head is computed, and the
+// products are Eigen GEMMs on the operands in place (q, k, v are read through their row strides,
+// unit stride in the last dim, so the (B, H, T, d) head views of a fused qkv projection are not
+// copied). Nothing of size (Tq, Tk) is kept after the call: the forward saves only
+// lse_i = m_i + log Σ_j e^{s_ij - m_i}, and the backward rebuilds p_ij = e^{s_ij - lse_i} from it.
+// The composition (autograd/reference_ops.h) instead keeps the whole (B, H, Tq, Tk) probability
+// tensor for its backward, and makes a temporary of that size for each of its ops.
+//
+// The causal mask also skips work: Note [Causal row blocks].
+//   forward, per head:   S = scale·Q·Kᵀ;  P = softmax over j < end(i);  O = P·V
+//   backward, per head:  P from S and lse;  dP = dO·Vᵀ;  D_i = dO_i·O_i;  dS = P∘(dP - D)·scale
+//                        dQ = dS·K;  dK = dSᵀ·Q;  dV = Pᵀ·dO
+// with end(i) = i + 1 when causal (top-left aligned), else Tk. Masked entries of P are exactly 0.
+#include <cmath>
+#include <vector>
+
+#include "tensor/cpu/cpu_backend.h"
+#include "tensor/cpu/eigen_core.h"
+
+namespace mt {
+namespace {
+
+template <typename T>
+using RowMajor = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+template <typename T>
+using HeadMap = Eigen::Map<RowMajor<T>, 0, Eigen::OuterStride<>>;
+template <typename T>
+using ConstHeadMap = Eigen::Map<const RowMajor<T>, 0, Eigen::OuterStride<>>;
+
+struct AttentionDims {
+  int64_t B, H, Tq, Tk, d;
+};
+
+// Head (b, h) of a (B, H, T, d) tensor with a unit last stride, as a (T, d) row-major matrix.
+template <typename T>
+ConstHeadMap<T> head(const Tensor& t, int64_t b, int64_t h) {
+  const T* p = cpu::data<const T>(t) + b * t.strides()[0] + h * t.strides()[1];
+  return ConstHeadMap<T>(p, t.sizes()[2], t.sizes()[3], Eigen::OuterStride<>(t.strides()[2]));
+}
+template <typename T>
+HeadMap<T> head_out(const Tensor& t, int64_t b, int64_t h) {  // t contiguous
+  T* p = cpu::data<T>(t) + (b * t.sizes()[1] + h) * t.sizes()[2] * t.sizes()[3];
+  return HeadMap<T>(p, t.sizes()[2], t.sizes()[3], Eigen::OuterStride<>(t.sizes()[3]));
+}
+
+void check_head_tensor(const char* op, const char* what, const Tensor& t, const Shape& want) {
+  MT_CHECK(t.sizes() == want && t.strides()[3] == 1, op, ": CPU kernel needs ", what, " of shape ", want,
+           " with a unit last stride, got ", t.sizes(), " with strides ", t.strides());
+}
+
+AttentionDims check_attention(const char* op, const Tensor& q, const Tensor& k, const Tensor& v) {
+  MT_CHECK(q.dim() == 4, op, ": q must be (B, H, T, d), got ", q.sizes());
+  const AttentionDims n{q.sizes()[0], q.sizes()[1], q.sizes()[2], k.sizes()[2], q.sizes()[3]};
+  check_head_tensor(op, "q", q, q.sizes());
+  check_head_tensor(op, "k", k, Shape{n.B, n.H, n.Tk, n.d});
+  check_head_tensor(op, "v", v, Shape{n.B, n.H, n.Tk, n.d});
+  return n;
+}
+
+// Keys query i attends to: [0, end).
+int64_t key_end(int64_t i, const AttentionDims& n, const AttentionParams& p) {
+  return p.causal ? std::min(i + 1, n.Tk) : n.Tk;
+}
+
+// Note [Causal row blocks]: with a causal mask, queries [first, first + rows) see only keys
+// [0, first + rows), so each block of kCausalBlock query rows multiplies against that prefix of K
+// and V alone: the GEMMs skip most of the masked upper triangle (at T = 64 in blocks of 16, 5/8 of
+// the full products' work). Without a mask there is one block of all rows and all keys.
+constexpr int64_t kCausalBlock = 16;
+struct RowBlock {
+  int64_t first, rows, keys;
+};
+std::vector<RowBlock> row_blocks(const AttentionDims& n, const AttentionParams& p) {
+  if (!p.causal) return {{0, n.Tq, n.Tk}};
+  std::vector<RowBlock> blocks;
+  for (int64_t first = 0; first < n.Tq; first += kCausalBlock) {
+    const int64_t rows = std::min(kCausalBlock, n.Tq - first);
+    blocks.push_back({first, rows, std::min(first + rows, n.Tk)});
+  }
+  return blocks;
+}
+
+}  // namespace
+
+void CpuBackend::attention(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
+                           const AttentionParams& params) {
+  const AttentionDims n = check_attention("attention", q, k, v);
+  const Shape lse_shape{n.B, n.H, n.Tq};
+  MT_CHECK(cpu::is_contiguous(out) && out.sizes() == q.sizes() && cpu::is_contiguous(lse) && lse.sizes() == lse_shape,
+           "attention: out and lse must be contiguous (B, H, Tq, d) and (B, H, Tq), got ", out.sizes(), " and ",
+           lse.sizes());
+  MT_DISPATCH_FLOAT(q.dtype(), "attention", [&]<typename T>() {
+    RowMajor<T> S(n.Tq, n.Tk);  // one head's scores, then probabilities
+    T* l = cpu::data<T>(lse);
+    for (int64_t b = 0; b < n.B; ++b)
+      for (int64_t h = 0; h < n.H; ++h) {
+        const ConstHeadMap<T> Q = head<T>(q, b, h), K = head<T>(k, b, h), V = head<T>(v, b, h);
+        HeadMap<T> O = head_out<T>(out, b, h);
+        for (const RowBlock& rb : row_blocks(n, params)) {
+          auto Sb = S.block(rb.first, 0, rb.rows, rb.keys);
+          Sb.noalias() = T(params.scale) * (Q.middleRows(rb.first, rb.rows) * K.topRows(rb.keys).transpose());
+          for (int64_t r = 0; r < rb.rows; ++r) {
+            const int64_t i = rb.first + r, end = key_end(i, n, params);
+            auto row = Sb.row(r).head(end).array();
+            const T m = row.template maxCoeff<Eigen::PropagateNaN>();
+            row = (row - m).exp();  // Eigen's vectorised exp
+            const T sum = row.sum();
+            row *= T(1) / sum;
+            Sb.row(r).tail(rb.keys - end).setZero();
+            l[(b * n.H + h) * n.Tq + i] = m + std::log(sum);
+          }
+          O.middleRows(rb.first, rb.rows).noalias() = Sb * V.topRows(rb.keys);
+        }
+      }
+  });
+}
+
+void CpuBackend::attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dout,
+                                    const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                                    const Tensor& lse, const AttentionParams& params) {
+  const AttentionDims n = check_attention("attention_backward", q, k, v);
+  check_head_tensor("attention_backward", "dout", dout, q.sizes());
+  check_head_tensor("attention_backward", "out", out, q.sizes());
+  MT_CHECK(cpu::is_contiguous(dq) && cpu::is_contiguous(dk) && cpu::is_contiguous(dv) && dq.sizes() == q.sizes() &&
+               dk.sizes() == k.sizes() && dv.sizes() == v.sizes() && cpu::is_contiguous(lse),
+           "attention_backward: dq, dk, dv must be contiguous and shaped like q, k, v");
+  MT_DISPATCH_FLOAT(q.dtype(), "attention_backward", [&]<typename T>() {
+    RowMajor<T> P(n.Tq, n.Tk), dS(n.Tq, n.Tk);
+    const T* l = cpu::data<const T>(lse);
+    const T scale = T(params.scale);
+    for (int64_t b = 0; b < n.B; ++b)
+      for (int64_t h = 0; h < n.H; ++h) {
+        const ConstHeadMap<T> Q = head<T>(q, b, h), K = head<T>(k, b, h), V = head<T>(v, b, h);
+        const ConstHeadMap<T> dO = head<T>(dout, b, h), O = head<T>(out, b, h);
+        HeadMap<T> dQ = head_out<T>(dq, b, h), dK = head_out<T>(dk, b, h), dV = head_out<T>(dv, b, h);
+        dK.setZero(), dV.setZero();
+        for (const RowBlock& rb : row_blocks(n, params)) {
+          auto Pb = P.block(rb.first, 0, rb.rows, rb.keys);
+          auto dSb = dS.block(rb.first, 0, rb.rows, rb.keys);
+          const auto Qb = Q.middleRows(rb.first, rb.rows);
+          const auto dOb = dO.middleRows(rb.first, rb.rows);
+          Pb.noalias() = scale * (Qb * K.topRows(rb.keys).transpose());
+          dSb.noalias() = dOb * V.topRows(rb.keys).transpose();  // dP
+          for (int64_t r = 0; r < rb.rows; ++r) {
+            const int64_t i = rb.first + r, end = key_end(i, n, params);
+            auto p = Pb.row(r).head(end).array();
+            auto ds = dSb.row(r).head(end).array();
+            const T lse_i = l[(b * n.H + h) * n.Tq + i];
+            const T D = dO.row(i).dot(O.row(i));
+            p = (p - lse_i).exp();
+            ds = p * (ds - D) * scale;  // scale folded in: dq and dk both need it
+            Pb.row(r).tail(rb.keys - end).setZero();
+            dSb.row(r).tail(rb.keys - end).setZero();
+          }
+          dQ.middleRows(rb.first, rb.rows).noalias() = dSb * K.topRows(rb.keys);
+          dK.topRows(rb.keys).noalias() += dSb.transpose() * Qb;
+          dV.topRows(rb.keys).noalias() += Pb.transpose() * dOb;
+        }
+      }
+  });
+}
+
+}  // namespace mt

@@ -1,0 +1,72 @@
+// CpuBackend::gelu and gelu_backward: GELU in one pass instead of the five or six elementwise ops of
+// its composition (mt::reference::gelu in autograd/reference_ops.h; tests compare the two).
+//   exact: y = x·Φ(x) = 0.5·x·(1 + erf(x/√2))          y' = Φ(x) + x·φ(x),  φ(x) = e^{-x²/2}/√(2π)
+//   tanh:  y = 0.5·x·(1 + t),  t = tanh(u),  u = √(2/π)·(x + 0.044715·x³)
+//          y' = 0.5·(1 + t) + 0.5·x·(1 - t²)·√(2/π)·(1 + 3·0.044715·x²)
+// Written as Eigen array expressions: erf, exp and tanh are then vectorised for float32 (erf by
+// Eigen's rational approximation, accurate to a couple of ulp), where the C library's erff is one
+// value at a time and would cost more than the whole composition. float64 calls std::erf per value.
+// The CUDA kernel (tensor/cuda/cuda_gelu.cu) evaluates the same formulas through tensor/gelu_math.h.
+#include "tensor/cpu/cpu_backend.h"
+#include "tensor/cpu/eigen_core.h"
+#include "tensor/gelu_math.h"
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include <unsupported/Eigen/SpecialFunctions>
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+namespace mt {
+namespace {
+
+using gelu_detail::kCubic;
+using gelu_detail::kInvSqrt2;
+using gelu_detail::kInvSqrt2Pi;
+using gelu_detail::kSqrt2OverPi;
+
+template <typename T>
+using Array = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
+template <typename T>
+using ConstArray = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
+
+void check_same(const char* op, const Tensor& a, const Tensor& b) {
+  MT_CHECK(cpu::is_contiguous(a) && cpu::is_contiguous(b) && a.sizes() == b.sizes(), op,
+           ": CPU kernel needs contiguous tensors of one shape, got ", a.sizes(), " and ", b.sizes());
+}
+
+}  // namespace
+
+void CpuBackend::gelu(const Tensor& out, const Tensor& x, GeluApproximate approximate) {
+  check_same("gelu", out, x);
+  MT_DISPATCH_FLOAT(x.dtype(), "gelu", [&]<typename T>() {
+    const ConstArray<T> xs(cpu::data<const T>(x), x.numel());
+    Array<T> y(cpu::data<T>(out), out.numel());
+    if (approximate == GeluApproximate::Tanh) {
+      y = T(0.5) * xs * (T(1) + (T(kSqrt2OverPi) * (xs + T(kCubic) * xs.cube())).tanh());
+    } else {
+      y = T(0.5) * xs * (T(1) + (xs * T(kInvSqrt2)).erf());
+    }
+  });
+}
+
+void CpuBackend::gelu_backward(const Tensor& dx, const Tensor& dy, const Tensor& x, GeluApproximate approximate) {
+  check_same("gelu_backward", dx, x);
+  check_same("gelu_backward", dy, x);
+  MT_DISPATCH_FLOAT(x.dtype(), "gelu_backward", [&]<typename T>() {
+    const ConstArray<T> xs(cpu::data<const T>(x), x.numel()), g(cpu::data<const T>(dy), dy.numel());
+    Array<T> d(cpu::data<T>(dx), dx.numel());
+    if (approximate == GeluApproximate::Tanh) {
+      const auto t = (T(kSqrt2OverPi) * (xs + T(kCubic) * xs.cube())).tanh().eval();
+      d = g * (T(0.5) * (T(1) + t) +
+               T(0.5) * xs * (T(1) - t.square()) * T(kSqrt2OverPi) * (T(1) + T(3 * kCubic) * xs.square()));
+    } else {
+      d = g * (T(0.5) * (T(1) + (xs * T(kInvSqrt2)).erf()) + xs * T(kInvSqrt2Pi) * (T(-0.5) * xs.square()).exp());
+    }
+  });
+}
+
+}  // namespace mt

@@ -1,0 +1,127 @@
+// Raw ops, part 4: the transformer kernels (layer norm, GELU, scaled dot-product attention) and the
+// causal mask. Each checks its arguments, brings the operands into the layout the Backend method
+// documents (tensor/backend.h), allocates the results and calls the device's kernel. The
+// differentiable ops over these are in autograd/functions/transformer.cpp.
+#include <cmath>
+
+#include "tensor/raw_ops.h"
+
+namespace mt::raw {
+
+namespace {
+
+void check_same_place(const Tensor& a, const Tensor& b, const char* op, const char* what) {
+  MT_CHECK(a.device() == b.device(), op, ": ", what, " is on ", b.device(), " but the input on ", a.device());
+  MT_CHECK(a.dtype() == b.dtype(), op, ": ", what, " is ", b.dtype(), " but the input ", a.dtype());
+}
+
+// t itself when its last dim has unit stride (what the attention kernels read), else a copy.
+Tensor unit_last_stride(const Tensor& t) { return t.stride(-1) == 1 || t.size(-1) == 1 ? t : contiguous(t); }
+
+Shape without_last(const Shape& s) { return Shape(s.begin(), s.end() - 1); }
+
+}  // namespace
+
+// ---- layer norm ---------------------------------------------------------------------------------
+
+LayerNormResult layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
+  MT_CHECK(is_floating(x.dtype()), "layer_norm: needs a floating dtype, got ", x.dtype());
+  MT_CHECK(x.dim() >= 1, "layer_norm: input must have at least 1 dim (the normalised one)");
+  const int64_t n = x.size(-1);
+  for (const Tensor* t : {&weight, &bias}) {
+    check_same_place(x, *t, "layer_norm", t == &weight ? "weight" : "bias");
+    MT_CHECK(t->sizes() == Shape{n}, "layer_norm: ", t == &weight ? "weight " : "bias ", t->sizes(),
+             " must be (", n, "), the size of the input's last dim (input ", x.sizes(), ")");
+  }
+  MT_CHECK(eps >= 0, "layer_norm: eps must be non-negative, got ", eps);
+  const Tensor x2 = reshape(contiguous(x), Shape{-1, n});
+  const TensorOptions opts{.dtype = x.dtype(), .device = x.device()};
+  LayerNormResult r{empty(x.sizes(), opts), empty(without_last(x.sizes()), opts), empty(without_last(x.sizes()), opts)};
+  const int64_t rows = x2.size(0);
+  backend(x.device()).layer_norm(view(r.out, Shape{rows, n}), view(r.mean, Shape{rows}), view(r.rstd, Shape{rows}),
+                                 x2, contiguous(weight), contiguous(bias), eps);
+  return r;
+}
+
+LayerNormGrads layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean,
+                                   const Tensor& rstd) {
+  MT_CHECK(dy.sizes() == x.sizes(), "layer_norm_backward: gradient ", dy.sizes(), " must match the input ", x.sizes());
+  const int64_t n = x.size(-1);
+  const Tensor x2 = reshape(contiguous(x), Shape{-1, n});
+  const int64_t rows = x2.size(0);
+  const TensorOptions opts{.dtype = x.dtype(), .device = x.device()};
+  LayerNormGrads g{empty(x.sizes(), opts), empty(Shape{n}, opts), empty(Shape{n}, opts)};
+  backend(x.device()).layer_norm_backward(view(g.dx, Shape{rows, n}), g.dweight, g.dbias,
+                                          reshape(contiguous(cast(dy, x.dtype())), Shape{rows, n}), x2,
+                                          contiguous(weight), reshape(mean, Shape{rows}), reshape(rstd, Shape{rows}));
+  return g;
+}
+
+// ---- GELU ---------------------------------------------------------------------------------------
+
+Tensor gelu(const Tensor& x, GeluApproximate approximate) {
+  MT_CHECK(is_floating(x.dtype()), "gelu: needs a floating dtype, got ", x.dtype());
+  Tensor out = empty(x.sizes(), {.dtype = x.dtype(), .device = x.device()});
+  backend(x.device()).gelu(out, contiguous(x), approximate);
+  return out;
+}
+
+Tensor gelu_backward(const Tensor& dy, const Tensor& x, GeluApproximate approximate) {
+  MT_CHECK(dy.sizes() == x.sizes(), "gelu_backward: gradient ", dy.sizes(), " must match the input ", x.sizes());
+  Tensor dx = empty(x.sizes(), {.dtype = x.dtype(), .device = x.device()});
+  backend(x.device()).gelu_backward(dx, contiguous(cast(dy, x.dtype())), contiguous(x), approximate);
+  return dx;
+}
+
+// ---- attention ----------------------------------------------------------------------------------
+
+AttentionParams attention_params(const Tensor& q, const AttentionOptions& options) {
+  const double scale = options.scale.value_or(1.0 / std::sqrt(static_cast<double>(q.size(-1))));
+  return {.causal = options.causal, .scale = scale};
+}
+
+AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                             const AttentionOptions& options) {
+  const char* op = "scaled_dot_product_attention";
+  MT_CHECK(is_floating(q.dtype()), op, ": needs a floating dtype, got ", q.dtype());
+  MT_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, op, ": q, k, v must be 4-D (B, H, T, d), got ", q.sizes(),
+           ", ", k.sizes(), ", ", v.sizes());
+  check_same_place(q, k, op, "k");
+  check_same_place(q, v, op, "v");
+  const Shape kv{q.size(0), q.size(1), k.size(2), q.size(3)};
+  MT_CHECK(k.sizes() == kv && v.sizes() == kv, op, ": k ", k.sizes(), " and v ", v.sizes(), " must be ", kv,
+           " for q ", q.sizes(), " (same batch, heads and head size)");
+  MT_CHECK(q.size(2) > 0 && k.size(2) > 0, op, ": needs at least one query and one key, got q ", q.sizes(),
+           " and k ", k.sizes());
+  const TensorOptions opts{.dtype = q.dtype(), .device = q.device()};
+  AttentionResult r{empty(q.sizes(), opts), empty(without_last(q.sizes()), opts)};
+  backend(q.device()).attention(r.out, r.lse, unit_last_stride(q), unit_last_stride(k), unit_last_stride(v),
+                                attention_params(q, options));
+  return r;
+}
+
+AttentionGrads scaled_dot_product_attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k,
+                                                     const Tensor& v, const Tensor& out, const Tensor& lse,
+                                                     const AttentionParams& params) {
+  MT_CHECK(dout.sizes() == out.sizes(), "scaled_dot_product_attention_backward: gradient ", dout.sizes(),
+           " must match the output ", out.sizes());
+  const TensorOptions opts{.dtype = q.dtype(), .device = q.device()};
+  AttentionGrads g{empty(q.sizes(), opts), empty(k.sizes(), opts), empty(v.sizes(), opts)};
+  backend(q.device()).attention_backward(g.dq, g.dk, g.dv, unit_last_stride(cast(dout, q.dtype())),
+                                         unit_last_stride(q), unit_last_stride(k), unit_last_stride(v),
+                                         unit_last_stride(out), contiguous(lse), params);
+  return g;
+}
+
+// ---- masks --------------------------------------------------------------------------------------
+
+// [i + diagonal >= j] as a (rows, 1) column against a (1, cols) row: one comparison, any backend.
+Tensor tril_mask(int64_t rows, int64_t cols, int64_t diagonal, Device device) {
+  MT_CHECK(rows >= 0 && cols >= 0, "tril_mask: sizes must be non-negative, got ", rows, " x ", cols);
+  const auto d = static_cast<double>(diagonal);
+  const Tensor i = arange(d, d + static_cast<double>(rows), 1.0, {.dtype = kInt64, .device = device});
+  const Tensor j = arange(cols, {.dtype = kInt64, .device = device});
+  return binary(BinaryOp::Ge, view(i, Shape{rows, 1}), view(j, Shape{1, cols}));
+}
+
+}  // namespace mt::raw

@@ -1,0 +1,128 @@
+// The transformer kernels on CUDA against the CPU backend: layer norm, GELU and attention, forward
+// and backward, in both floating dtypes, over row lengths below and above one warp's width, head
+// views of a fused qkv projection (strided operands), causal and full masks, Tq != Tk; then a small
+// GPT's loss and gradients, cuda:0 against the CPU. Needs a GPU (tests/cuda/main.cpp skips otherwise).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "minitrain.h"
+#include "tensor/raw_ops.h"
+
+using namespace mt;
+
+namespace {
+
+const Device kGpu = cuda_device(0);
+
+Tensor gpu(const Tensor& t) { return raw::to_device(t, kGpu); }
+
+Tensor sample(const Shape& s, DType dtype, uint64_t seed) {
+  Generator gen(seed);
+  Tensor t = empty(s, {.dtype = dtype});
+  raw::uniform_(t, gen, -2.0, 2.0);
+  return t;
+}
+
+void check_close(const Tensor& want_t, const Tensor& got_t, double tol, const std::string& what) {
+  INFO(what);
+  REQUIRE(got_t.device() == kGpu);
+  REQUIRE(want_t.sizes() == got_t.sizes());
+  const std::vector<double> want = want_t.to_vector<double>(), got = got_t.to_vector<double>();
+  int bad = 0;
+  for (size_t i = 0; i < want.size() && bad < 5; ++i)
+    if (!(std::abs(want[i] - got[i]) <= tol * (1 + std::abs(want[i])))) {
+      ++bad;
+      FAIL_CHECK("element " << i << ": cpu " << want[i] << ", cuda " << got[i]);
+    }
+}
+double tol_for(DType t) { return t == kFloat32 ? 1e-4 : 1e-11; }
+
+}  // namespace
+
+TEST_CASE("layer_norm matches the CPU, forward and backward, short and long rows") {
+  for (DType dt : {kFloat32, kFloat64})
+    for (int64_t n : {7, 128, 1500}) {
+      const std::string what = std::string(dtype_name(dt)) + " n=" + std::to_string(n);
+      const Tensor x = sample({33, n}, dt, 1), w = sample({n}, dt, 2), b = sample({n}, dt, 3), dy = sample({33, n}, dt, 4);
+      const raw::LayerNormResult c = raw::layer_norm(x, w, b, 1e-5);
+      const raw::LayerNormResult g = raw::layer_norm(gpu(x), gpu(w), gpu(b), 1e-5);
+      check_close(c.out, g.out, tol_for(dt), what + " out");
+      check_close(c.rstd, g.rstd, tol_for(dt), what + " rstd");
+      const raw::LayerNormGrads cg = raw::layer_norm_backward(dy, x, w, c.mean, c.rstd);
+      const raw::LayerNormGrads gg = raw::layer_norm_backward(gpu(dy), gpu(x), gpu(w), g.mean, g.rstd);
+      check_close(cg.dx, gg.dx, tol_for(dt), what + " dx");
+      check_close(cg.dweight, gg.dweight, tol_for(dt), what + " dweight");
+      check_close(cg.dbias, gg.dbias, tol_for(dt), what + " dbias");
+    }
+}
+
+TEST_CASE("gelu matches the CPU in both forms, forward and backward") {
+  for (DType dt : {kFloat32, kFloat64})
+    for (GeluApproximate a : {GeluApproximate::None, GeluApproximate::Tanh}) {
+      const Tensor x = sample({1000, 3}, dt, 5), dy = sample({1000, 3}, dt, 6);
+      check_close(raw::gelu(x, a), raw::gelu(gpu(x), a), tol_for(dt), "gelu");
+      check_close(raw::gelu_backward(dy, x, a), raw::gelu_backward(gpu(dy), gpu(x), a), tol_for(dt), "gelu_backward");
+    }
+}
+
+TEST_CASE("attention matches the CPU: head views, causal and full, Tq != Tk, head sizes up to 256") {
+  struct Case {
+    int64_t B, H, Tq, Tk, d;
+    bool causal;
+  };
+  for (DType dt : {kFloat32, kFloat64})
+    for (const Case& c : {Case{2, 3, 17, 17, 4, true}, Case{1, 2, 70, 70, 64, true}, Case{2, 1, 5, 40, 100, false},
+                          Case{1, 1, 9, 9, 256, true}, Case{3, 2, 33, 33, 32, false}}) {
+      const std::string what = std::string(dtype_name(dt)) + " T=" + std::to_string(c.Tq) + "x" + std::to_string(c.Tk) +
+                               " d=" + std::to_string(c.d) + (c.causal ? " causal" : "");
+      // q from a (B, Tq, H, d) tensor, transposed: a strided view, as from a fused projection.
+      const Tensor q = raw::transpose(sample({c.B, c.Tq, c.H, c.d}, dt, 7), 1, 2);
+      const Tensor k = sample({c.B, c.H, c.Tk, c.d}, dt, 8), v = sample({c.B, c.H, c.Tk, c.d}, dt, 9);
+      const Tensor dout = sample({c.B, c.H, c.Tq, c.d}, dt, 10);
+      const AttentionOptions o{.causal = c.causal};
+      const raw::AttentionResult cr = raw::scaled_dot_product_attention(q, k, v, o);
+      const raw::AttentionResult gr = raw::scaled_dot_product_attention(gpu(q), gpu(k), gpu(v), o);
+      check_close(cr.out, gr.out, tol_for(dt), what + " out");
+      check_close(cr.lse, gr.lse, tol_for(dt), what + " lse");
+      const AttentionParams p = raw::attention_params(q, o);
+      const raw::AttentionGrads cg = raw::scaled_dot_product_attention_backward(dout, q, k, v, cr.out, cr.lse, p);
+      const raw::AttentionGrads gg =
+          raw::scaled_dot_product_attention_backward(gpu(dout), gpu(q), gpu(k), gpu(v), gr.out, gr.lse, p);
+      check_close(cg.dq, gg.dq, tol_for(dt), what + " dq");
+      check_close(cg.dk, gg.dk, tol_for(dt), what + " dk");
+      check_close(cg.dv, gg.dv, tol_for(dt), what + " dv");
+    }
+  CHECK_THROWS_WITH_AS(raw::scaled_dot_product_attention(gpu(sample({1, 1, 2, 300}, kFloat32, 1)),
+                                                         gpu(sample({1, 1, 2, 300}, kFloat32, 2)),
+                                                         gpu(sample({1, 1, 2, 300}, kFloat32, 3)), {}),
+                       doctest::Contains("head sizes up to 256"), Error);
+}
+
+TEST_CASE("a small GPT on cuda:0: loss and gradients like on the CPU") {
+  const auto make = [] {
+    Generator gen(11);
+    auto m = std::make_shared<nn::GPT>(nn::GPTOptions{.vocab = 256, .context = 32, .dim = 64, .layers = 2, .heads = 4});
+    for (Tensor p : m->parameters()) {
+      NoGradGuard no_grad;
+      p.copy_(randn(p.sizes(), gen) * 0.05);
+    }
+    m->to(kFloat64);
+    return m;
+  };
+  auto cpu_model = make(), gpu_model = make();
+  gpu_model->to(kGpu);
+  Generator gen(3);
+  const Tensor idx = raw::cast(raw::unary(UnaryOp::MulScalar, rand({4, 32}, gen, {.dtype = kFloat64}), 255.99), kInt64);
+  const Tensor targets = raw::cast(raw::unary(UnaryOp::MulScalar, rand({4, 32}, gen, {.dtype = kFloat64}), 255.99), kInt64);
+  const auto loss_of = [&](nn::GPT& m, Device d) {
+    return nn::F::cross_entropy(m.forward(raw::to_device(idx, d)).reshape({-1, 256}), raw::to_device(targets, d).reshape({-1}));
+  };
+  const Tensor lc = loss_of(*cpu_model, kCPU), lg = loss_of(*gpu_model, kGpu);
+  CHECK(lg.item() == doctest::Approx(lc.item()).epsilon(1e-10));
+  lc.backward(), lg.backward();
+  const NamedTensors pc = cpu_model->named_parameters(), pg = gpu_model->named_parameters();
+  for (size_t i = 0; i < pc.size(); ++i) check_close(pc[i].second.grad(), pg[i].second.grad(), 1e-9, pc[i].first);
+}

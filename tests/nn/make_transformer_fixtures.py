@@ -1,0 +1,135 @@
+"""Writes tests/nn/fixtures/transformer.safetensors: PyTorch's values for the transformer tests.
+
+Run with Debian's python3-torch (1.13 was used):  /usr/bin/python3 tests/nn/make_transformer_fixtures.py
+Everything is float64 and seeded, so a rerun writes the same file. tests/nn/test_transformer.cpp
+reads it and compares minitrain's LayerNorm, GELU, attention and a tiny GPT (forward, loss and every
+parameter's gradient) with these numbers.
+
+The GPT here is written out with torch.nn.functional, parameter by parameter, under the names of
+minitrain's nn::GPT state dict (nn/transformer.h), so the two models are the same function of the
+same tensors: pre-LayerNorm blocks, a fused qkv projection, causal attention, GELU (exact erf), and
+the output head tied to the token embedding.
+"""
+import json
+import math
+import os
+import struct
+
+import torch
+import torch.nn.functional as F
+
+torch.manual_seed(1234)
+D = torch.float64
+out = {}
+
+
+def randn(*shape, scale=1.0):
+    return torch.randn(*shape, dtype=D) * scale
+
+
+def grads_of(y, inputs, prefix):
+    """Gradients of sum(w·y) for a fixed random w, stored under prefix + input name."""
+    w = randn(*y.shape)
+    out[prefix + "w"] = w
+    gs = torch.autograd.grad((y * w).sum(), [t for _, t in inputs])
+    for (name, _), g in zip(inputs, gs):
+        out[prefix + "d" + name] = g
+
+
+# ---- layer norm: x (2, 3, 8), weight and bias (8) --------------------------------------------------
+x = randn(2, 3, 8, scale=2.0).requires_grad_()
+w = (1 + randn(8, scale=0.5)).requires_grad_()
+b = randn(8, scale=0.5).requires_grad_()
+y = F.layer_norm(x, (8,), w, b, eps=1e-5)
+out.update({"ln.x": x.detach(), "ln.weight": w.detach(), "ln.bias": b.detach(), "ln.y": y.detach()})
+grads_of(y, [("x", x), ("weight", w), ("bias", b)], "ln.")
+
+# ---- GELU, both forms: x (24) in [-6, 6) -----------------------------------------------------------
+x = (torch.rand(24, dtype=D) * 12 - 6).requires_grad_()
+out["gelu.x"] = x.detach()
+for form in ("none", "tanh"):
+    y = F.gelu(x, approximate=form)
+    out["gelu." + form + ".y"] = y.detach()
+    grads_of(y, [("x", x)], "gelu." + form + ".")
+
+# ---- attention: q, k, v (2, 2, 5, 4), causal and not -----------------------------------------------
+q, k, v = (randn(2, 2, 5, 4).requires_grad_() for _ in range(3))
+out.update({"attn.q": q.detach(), "attn.k": k.detach(), "attn.v": v.detach()})
+for causal in (False, True):
+    s = (q @ k.transpose(-1, -2)) / math.sqrt(4)
+    if causal:
+        s = s.masked_fill(torch.ones(5, 5, dtype=torch.bool).tril().logical_not(), float("-inf"))
+    y = torch.softmax(s, -1) @ v
+    tag = "attn.causal." if causal else "attn.full."
+    out[tag + "y"] = y.detach()
+    grads_of(y, [("q", q), ("k", k), ("v", v)], tag)
+
+# ---- a tiny GPT: vocab 64, context 8, dim 16, 2 layers, 2 heads -------------------------------------
+V, T, C, L, H = 64, 8, 16, 2, 2
+params = {"tok_emb.weight": randn(V, C, scale=0.3), "pos_emb.weight": randn(T, C, scale=0.3)}
+for l in range(L):
+    p = f"blocks.{l}."
+    for ln in ("ln1", "ln2"):
+        params[p + ln + ".weight"] = 1 + randn(C, scale=0.1)
+        params[p + ln + ".bias"] = randn(C, scale=0.1)
+    for name, (o, i) in {"attn.qkv": (3 * C, C), "attn.proj": (C, C), "fc1": (4 * C, C), "fc2": (C, 4 * C)}.items():
+        params[p + name + ".weight"] = randn(o, i, scale=0.2)
+        params[p + name + ".bias"] = randn(o, scale=0.1)
+params["ln_f.weight"] = 1 + randn(C, scale=0.1)
+params["ln_f.bias"] = randn(C, scale=0.1)
+for t in params.values():
+    t.requires_grad_()
+
+
+def gpt(idx):
+    P = params
+    B = idx.shape[0]
+    h = P["tok_emb.weight"][idx] + P["pos_emb.weight"][: idx.shape[1]]
+    for l in range(L):
+        p = f"blocks.{l}."
+        a = F.layer_norm(h, (C,), P[p + "ln1.weight"], P[p + "ln1.bias"])
+        qkv = F.linear(a, P[p + "attn.qkv.weight"], P[p + "attn.qkv.bias"])
+        q, k, v = (t.view(B, T, H, C // H).transpose(1, 2) for t in qkv.split(C, dim=2))
+        s = (q @ k.transpose(-1, -2)) / math.sqrt(C // H)
+        s = s.masked_fill(torch.ones(T, T, dtype=torch.bool).tril().logical_not(), float("-inf"))
+        a = (torch.softmax(s, -1) @ v).transpose(1, 2).reshape(B, T, C)
+        h = h + F.linear(a, P[p + "attn.proj.weight"], P[p + "attn.proj.bias"])
+        m = F.layer_norm(h, (C,), P[p + "ln2.weight"], P[p + "ln2.bias"])
+        h = h + F.linear(F.gelu(F.linear(m, P[p + "fc1.weight"], P[p + "fc1.bias"])), P[p + "fc2.weight"],
+                         P[p + "fc2.bias"])
+    h = F.layer_norm(h, (C,), P["ln_f.weight"], P["ln_f.bias"])
+    return F.linear(h, P["tok_emb.weight"])  # the tied head
+
+
+idx = torch.randint(0, V, (2, T))
+idx[0, :3] = 7  # a repeated token: its embedding row's gradient sums three positions (and the head's)
+targets = torch.randint(0, V, (2, T))
+logits = gpt(idx)
+loss = F.cross_entropy(logits.reshape(-1, V), targets.reshape(-1))
+loss.backward()
+out.update({"gpt.idx": idx, "gpt.targets": targets, "gpt.logits": logits.detach(), "gpt.loss": loss.detach()})
+for name, t in params.items():
+    out["gpt.param." + name] = t.detach()
+    out["gpt.grad." + name] = t.grad
+
+
+def save_safetensors(path, tensors):
+    header, chunks, offset = {}, [], 0
+    for name, t in tensors.items():
+        t = t.contiguous()
+        dtype = {torch.float64: "F64", torch.int64: "I64"}[t.dtype]
+        data = t.numpy().astype("<f8" if dtype == "F64" else "<i8").tobytes()
+        header[name] = {"dtype": dtype, "shape": list(t.shape), "data_offsets": [offset, offset + len(data)]}
+        chunks.append(data)
+        offset += len(data)
+    header["__metadata__"] = {"generator": "tests/nn/make_transformer_fixtures.py", "torch": torch.__version__}
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + b"".join(chunks))
+
+
+here = os.path.dirname(os.path.abspath(__file__))
+path = os.path.join(here, "fixtures", "transformer.safetensors")
+save_safetensors(path, out)
+print(f"wrote {os.path.relpath(path)}: {len(out)} tensors, {os.path.getsize(path)} bytes, loss {loss.item():.6f}")
