@@ -6,6 +6,7 @@
 //   cpu_reduce.cpp    reduce                      cpu_softmax.cpp      softmax, log_softmax
 //   cpu_gemm.cpp      gemm (BLAS/Eigen + loops)   cpu_index.cpp        index_select/add, gather, scatter_add
 //   cpu_random.cpp    uniform, normal             cpu_allocator.cpp    the 64-byte aligned allocator
+//   cpu_conv.cpp      im2col, col2im, max_pool2d
 // and backend_registry.cpp holds the device-type -> Backend table. Shared loops: strided_loop.h
 // (any strides) and elementwise.h (with the contiguous and broadcast-scalar fast paths).
 // Kernels run on the calling thread; only BLAS may use threads of its own.
@@ -38,6 +39,9 @@ class CpuBackend final : public Backend {
   void scatter_add(const Tensor& out, const Tensor& index, const Tensor& src) override;
   void uniform(const Tensor& out, Generator& gen, double low, double high) override;
   void normal(const Tensor& out, Generator& gen, double mean, double std) override;
+  void im2col(const Tensor& cols, const Tensor& x, const Window2d& w) override;
+  void col2im(const Tensor& x, const Tensor& cols, const Window2d& w) override;
+  void max_pool2d(const Tensor& out, const Tensor& indices, const Tensor& x, const Window2d& w) override;
 };
 
 namespace cpu {

@@ -11,6 +11,7 @@
 //   cuda_elementwise.cu  unary, binary, where          cuda_reduce.cu   reduce (sum, max, min, argmax)
 //   cuda_softmax.cu      softmax, log_softmax          cuda_index.cu    index_select/add, gather, scatter_add
 //   cuda_random.cu       uniform, normal (Philox)      cuda_gemm.cu     gemm (cuBLAS; int64 by a plain kernel)
+//   cuda_conv.cu         im2col, col2im, max_pool2d
 // Shared device loops: cuda_loops.cuh. Index math and launch geometry: indexer.h, launch.h.
 // Only compiled into CUDA builds.
 #pragma once
@@ -41,6 +42,9 @@ class CudaBackend final : public Backend {
   void scatter_add(const Tensor& out, const Tensor& index, const Tensor& src) override;
   void uniform(const Tensor& out, Generator& gen, double low, double high) override;
   void normal(const Tensor& out, Generator& gen, double mean, double std) override;
+  void im2col(const Tensor& cols, const Tensor& x, const Window2d& w) override;
+  void col2im(const Tensor& x, const Tensor& cols, const Window2d& w) override;
+  void max_pool2d(const Tensor& out, const Tensor& indices, const Tensor& x, const Window2d& w) override;
   // Waits for this device's compute stream, then reports kernel-side errors (Note [Device errors]).
   void synchronize() override;
 
