@@ -11,3 +11,8 @@
 #include "nn/loss.h"
 #include "nn/module.h"
 #include "nn/sequential.h"
+
+// Convolutional networks
+#include "nn/batchnorm.h"
+#include "nn/conv.h"
+#include "nn/pooling.h"
