@@ -4,11 +4,12 @@
 //
 // Convolution as a GEMM, per group g (C = groups·Cg input channels, O = groups·Og outputs,
 // K = Cg·kh·kw, L = OH·OW):
-//   cols = im2col(x)                        (N, groups·K, L)
+//   cols[n] = im2col(x[n])                  (groups·K, L)
 //   y[n, g]  = w[g] · cols[n, g]            (Og, K)·(K, L) -> (Og, L), + b[g] broadcast over L
-//   dcols[n, g] = w[g]ᵀ · dy[n, g]          (K, Og)·(Og, L) -> (K, L);   dx = col2im(dcols)
+//   dcols[n, g] = w[g]ᵀ · dy[n, g]          (K, Og)·(Og, L) -> (K, L);   dx[n] = col2im(dcols[n])
 //   dw[g]    = Σ_n dy[n, g] · cols[n, g]ᵀ   (Og, L)·(L, K) -> (Og, K)
 //   db       = Σ_{n, l} dy[n, :, l]
+// one sample at a time (Note [Convolution one sample at a time]).
 // The backward recomputes cols instead of saving it from the forward: cols is kh·kw times the size
 // of x, and im2col is cheap next to the GEMMs.
 #include "tensor/raw_ops.h"
@@ -16,11 +17,6 @@
 namespace mt::raw {
 
 namespace {
-
-// A (B, rows, cols) matrix batch read from t's storage at `offset` with the given strides.
-Tensor batch_view(const Tensor& t, int64_t b, int64_t rows, int64_t cols, const Shape& strides, int64_t offset) {
-  return as_strided(t, Shape{b, rows, cols}, strides, t.storage_offset() + offset);
-}
 
 void check_4d(const Tensor& x, const char* op, const char* what) {
   MT_CHECK(x.dim() == 4, op, ": ", what, " must be 4-D (N, C, H, W), got shape ", x.sizes());
@@ -98,71 +94,79 @@ ConvDims conv_dims(const Tensor& x, const Tensor& wt, const Conv2dOptions& o) {
           cg * w.kernel_h * w.kernel_w, w.out_h() * w.out_w(), w};
 }
 
-// Makes a (groups, N, rows, L) result laid out as (N, groups·rows, L), copying only when groups > 1.
-Tensor groups_to_channels(const Tensor& per_group, const ConvDims& d, int64_t rows) {
-  if (d.groups == 1) return view(per_group, Shape{d.n, rows, d.l});
-  return view(contiguous(permute(per_group, Shape{1, 0, 2, 3})), Shape{d.n, d.groups * rows, d.l});
+// One (rows, cols) matrix of t at element `offset` past t's own offset, stored row-major
+// (col_major = false) or column-major (a transposed view), as a GEMM batch of one.
+Tensor matrix(const Tensor& t, int64_t rows, int64_t cols, int64_t offset, bool col_major = false) {
+  return as_strided(t, Shape{1, rows, cols}, col_major ? Shape{0, 1, rows} : Shape{0, cols, 1},
+                    t.storage_offset() + offset);
 }
 
 }  // namespace
 
-Tensor conv2d(const Tensor& x, const Tensor& wt, const Tensor& b, const Conv2dOptions& o) {
-  const ConvDims d = conv_dims(x, wt, o);
+// Note [Convolution one sample at a time]: the loops below run im2col, the GEMMs and col2im for one
+// sample n before the next, into one (groups·K, L) column buffer. The buffer (K·L floats: 1.8 MB for
+// a 64-channel 3x3 layer at 28x28) stays in cache between the im2col that writes it and the GEMM
+// that reads it, where a whole-batch buffer (N times larger) would go out to memory and back; and
+// per sample, y[n, g] and dy[n, g] are dense (Og, L) blocks, so groups need no layout copies. The
+// GEMMs keep their full size (M = Og, N = L, K = Cg·kh·kw), which OpenBLAS runs at its peak rate.
+// On CUDA this costs N launches per op where one batched launch would do: measured there, it may
+// want a batched path.
+Tensor conv2d(const Tensor& x_in, const Tensor& wt, const Tensor& b, const Conv2dOptions& o) {
+  const ConvDims d = conv_dims(x_in, wt, o);
   if (b.defined())
-    MT_CHECK(b.dim() == 1 && b.size(0) == d.o && b.dtype() == x.dtype(), "conv2d: bias ", b.sizes(),
-             " must be (", d.o, ") of dtype ", x.dtype());
-  Backend& be = backend(x.device());
-  const Tensor cols = unfold(x, {.kernel_size = {d.w.kernel_h, d.w.kernel_w}, .dilation = o.dilation,
-                                 .padding = o.padding, .stride = o.stride});
-  const Tensor w = contiguous(wt);
-  Tensor y = empty(Shape{d.groups, d.n, d.og, d.l}, {.dtype = x.dtype(), .device = x.device()});
-  for (int64_t g = 0; g < d.groups; ++g) {
-    // y[g]: (N, Og, L)  w[g] shared by every n (batch stride 0): (N, Og, K)  cols[:, g]: (N, K, L)
-    const Tensor y_g = batch_view(y, d.n, d.og, d.l, Shape{d.og * d.l, d.l, 1}, g * d.n * d.og * d.l);
-    if (b.defined()) be.copy(y_g, expand(view(narrow(b, 0, g * d.og, d.og), Shape{1, d.og, 1}), y_g.sizes()));
-    const Tensor w_g = batch_view(w, d.n, d.og, d.k, Shape{0, d.k, 1}, g * d.og * d.k);
-    const Tensor cols_g = batch_view(cols, d.n, d.k, d.l, Shape{d.groups * d.k * d.l, d.l, 1}, g * d.k * d.l);
-    if (y_g.numel() > 0) be.gemm(y_g, w_g, cols_g, /*accumulate=*/b.defined());
+    MT_CHECK(b.dim() == 1 && b.size(0) == d.o && b.dtype() == x_in.dtype(), "conv2d: bias ", b.sizes(),
+             " must be (", d.o, ") of dtype ", x_in.dtype());
+  Backend& be = backend(x_in.device());
+  const TensorOptions like{.dtype = x_in.dtype(), .device = x_in.device()};
+  const Tensor x = contiguous(x_in), w = contiguous(wt);  // x: (N, C, H, W)  w: (groups, Og, K)
+  Tensor y = empty(Shape{d.n, d.o, d.w.out_h(), d.w.out_w()}, like);
+  if (y.numel() == 0) return y;
+  const Tensor cols = empty(Shape{1, d.groups * d.k, d.l}, like);  // one sample's columns
+  const Tensor bias = b.defined() ? expand(view(b, Shape{d.o, 1}), Shape{d.o, d.l}) : Tensor();
+  for (int64_t n = 0; n < d.n; ++n) {
+    be.im2col(cols, narrow(x, 0, n, 1), d.w);
+    const int64_t y_n = n * d.o * d.l;
+    if (b.defined()) be.copy(as_strided(y, Shape{d.o, d.l}, Shape{d.l, 1}, y.storage_offset() + y_n), bias);  // y[n] = b, then +=
+    for (int64_t g = 0; g < d.groups; ++g) {
+      // y[n, g] (Og, L) (+)= w[g] (Og, K) · cols[g] (K, L)
+      be.gemm(matrix(y, d.og, d.l, y_n + g * d.og * d.l), matrix(w, d.og, d.k, g * d.og * d.k),
+              matrix(cols, d.k, d.l, g * d.k * d.l), /*accumulate=*/b.defined());
+    }
   }
-  return view(groups_to_channels(y, d, d.og), Shape{d.n, d.o, d.w.out_h(), d.w.out_w()});
+  return y;
 }
 
-Conv2dGrads conv2d_backward(const Tensor& dy_in, const Tensor& x, const Tensor& wt, const Conv2dOptions& o,
+Conv2dGrads conv2d_backward(const Tensor& dy_in, const Tensor& x_in, const Tensor& wt, const Conv2dOptions& o,
                             Conv2dNeeds needs) {
-  const ConvDims d = conv_dims(x, wt, o);
-  Backend& be = backend(x.device());
+  const ConvDims d = conv_dims(x_in, wt, o);
+  Backend& be = backend(x_in.device());
+  const TensorOptions like{.dtype = x_in.dtype(), .device = x_in.device()};
   const Tensor dy = contiguous(dy_in);  // (N, O, OH, OW) = (N, groups, Og, L)
-  const UnfoldOptions uo{.kernel_size = {d.w.kernel_h, d.w.kernel_w}, .dilation = o.dilation,
-                         .padding = o.padding, .stride = o.stride};
-  const TensorOptions like{.dtype = x.dtype(), .device = x.device()};
-  const int64_t dy_n = d.o * d.l;  // dy's stride between samples
+  const Tensor x = contiguous(x_in), w = contiguous(wt);
   Conv2dGrads r;
   if (needs.db) r.db = sum(dy, {0, 2, 3});
-  if (needs.dw) {
-    const Tensor cols = unfold(x, uo);  // (N, groups·K, L)
-    r.dw = empty(wt.sizes(), like);     // (O, Cg, kh, kw) = (groups, Og, K)
-    for (int64_t g = 0; g < d.groups; ++g) {
-      const Tensor dw_g = batch_view(r.dw, 1, d.og, d.k, Shape{0, d.k, 1}, g * d.og * d.k);
-      if (d.n == 0) be.fill(dw_g, 0.0);
-      for (int64_t n = 0; n < d.n; ++n) {
-        // dw[g] += dy[n, g] (Og, L) · cols[n, g]ᵀ (L, K): the transpose is a column-major view
-        const Tensor dy_ng = batch_view(dy, 1, d.og, d.l, Shape{0, d.l, 1}, n * dy_n + g * d.og * d.l);
-        const Tensor cols_t = batch_view(cols, 1, d.l, d.k, Shape{0, 1, d.l}, (n * d.groups + g) * d.k * d.l);
-        be.gemm(dw_g, dy_ng, cols_t, /*accumulate=*/n > 0);
+  if (needs.dw) r.dw = zeros(wt.sizes(), like);  // (O, Cg, kh, kw) = (groups, Og, K), accumulated over n
+  if (needs.dx) r.dx = empty(x.sizes(), like);
+  if (!needs.dw && !needs.dx) return r;
+  const Tensor cols = empty(Shape{1, d.groups * d.k, d.l}, like);  // im2col(x[n]) for dw, dcols for dx
+  for (int64_t n = 0; n < d.n; ++n) {
+    const int64_t dy_n = n * d.o * d.l;
+    if (needs.dw) {
+      be.im2col(cols, narrow(x, 0, n, 1), d.w);
+      for (int64_t g = 0; g < d.groups; ++g) {
+        // dw[g] (Og, K) += dy[n, g] (Og, L) · cols[g]ᵀ (L, K), the transpose a column-major view
+        be.gemm(matrix(r.dw, d.og, d.k, g * d.og * d.k), matrix(dy, d.og, d.l, dy_n + g * d.og * d.l),
+                matrix(cols, d.l, d.k, g * d.k * d.l, /*col_major=*/true), /*accumulate=*/true);
       }
     }
-  }
-  if (needs.dx) {
-    const Tensor w = contiguous(wt);
-    Tensor dcols = empty(Shape{d.groups, d.n, d.k, d.l}, like);
-    for (int64_t g = 0; g < d.groups; ++g) {
-      // dcols[g]: (N, K, L) = w[g]ᵀ (K, Og), shared, column-major · dy[:, g] (N, Og, L)
-      const Tensor dcols_g = batch_view(dcols, d.n, d.k, d.l, Shape{d.k * d.l, d.l, 1}, g * d.n * d.k * d.l);
-      const Tensor w_t = batch_view(w, d.n, d.k, d.og, Shape{0, 1, d.k}, g * d.og * d.k);
-      const Tensor dy_g = batch_view(dy, d.n, d.og, d.l, Shape{dy_n, d.l, 1}, g * d.og * d.l);
-      if (dcols_g.numel() > 0) be.gemm(dcols_g, w_t, dy_g, /*accumulate=*/false);
+    if (needs.dx) {
+      for (int64_t g = 0; g < d.groups; ++g) {
+        // dcols[g] (K, L) = w[g]ᵀ (K, Og) · dy[n, g] (Og, L)
+        be.gemm(matrix(cols, d.k, d.l, g * d.k * d.l), matrix(w, d.k, d.og, g * d.og * d.k, /*col_major=*/true),
+                matrix(dy, d.og, d.l, dy_n + g * d.og * d.l), /*accumulate=*/false);
+      }
+      be.col2im(narrow(r.dx, 0, n, 1), cols, d.w);  // dx[n] = col2im(dcols)
     }
-    r.dx = fold(groups_to_channels(dcols, d, d.k), {d.w.in_h, d.w.in_w}, uo);
   }
   return r;
 }

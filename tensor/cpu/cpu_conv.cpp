@@ -69,7 +69,11 @@ void CpuBackend::im2col(const Tensor& cols, const Tensor& x, const Window2d& w) 
             T* out = row + o;
             std::fill(out, out + r.lo, T(0));
             const int64_t base = in_row + off_w;  // in[base + ow·sw] is the tap's input for ow in r
-            for (int64_t ow = r.lo; ow < r.hi; ++ow) out[ow] = in[base + ow * w.stride_w];
+            if (w.stride_w == 1) {
+              if (r.hi > r.lo) std::copy_n(in + base + r.lo, r.hi - r.lo, out + r.lo);
+            } else {
+              for (int64_t ow = r.lo; ow < r.hi; ++ow) out[ow] = in[base + ow * w.stride_w];
+            }
             std::fill(out + r.hi, out + ow_n, T(0));
           });
         }
@@ -93,9 +97,17 @@ void CpuBackend::col2im(const Tensor& x, const Tensor& cols, const Window2d& w) 
           const T* row = src + (p * kk + i * w.kernel_w + j) * l;
           const int64_t off_w = j * w.dilation_w - w.pad_w;
           for_each_tap(w, i, j, [&](int64_t o, int64_t in_row, Range r) {
-            if (in_row < 0) return;  // a padding row: nothing flows back
-            const int64_t base = in_row + off_w;
-            for (int64_t ow = r.lo; ow < r.hi; ++ow) out[base + ow * w.stride_w] += row[o + ow];
+            if (in_row < 0 || r.hi == r.lo) return;  // all padding: nothing flows back
+            // to[e·sw] += from[e] for ow = lo + e. cols and x never overlap: restrict lets the
+            // stride-1 loop vectorise.
+            T* __restrict to = out + in_row + off_w + r.lo * w.stride_w;
+            const T* __restrict from = row + o + r.lo;
+            const int64_t count = r.hi - r.lo;
+            if (w.stride_w == 1) {
+              for (int64_t e = 0; e < count; ++e) to[e] += from[e];
+            } else {
+              for (int64_t e = 0; e < count; ++e) to[e * w.stride_w] += from[e];
+            }
           });
         }
     }
