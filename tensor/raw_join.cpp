@@ -1,6 +1,6 @@
-// Raw ops: joining tensors (cat) and the min reduction. cat writes each input into its
-// narrow() window of one fresh output through Backend::copy, so it needs no kernel of its own;
-// split/chunk need none at all (they are narrow views, autograd/functions/join.cpp).
+// Raw ops: joining tensors. cat writes each input into its narrow() window of one fresh output
+// through Backend::copy, so it needs no kernel of its own; split/chunk need none at all (they are
+// narrow views, autograd/functions/join.cpp).
 #include "tensor/raw_ops.h"
 
 namespace mt::raw {
@@ -29,10 +29,6 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
     offset += t.size(d);
   }
   return out;
-}
-
-Tensor min(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
-  return reduce(ReduceOp::Min, x, dims, keepdim, "min");
 }
 
 }  // namespace mt::raw

@@ -50,6 +50,7 @@ Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, bo
 Tensor sum(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
 Tensor mean(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
 Tensor max(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+Tensor min(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);
 // Sums a broadcast result back down to `shape` (the backward of broadcasting).
 Tensor sum_to(const Tensor& x, const Shape& shape);
@@ -77,10 +78,9 @@ Tensor scatter_add_zeros(const Shape& shape, int64_t dim, const Tensor& index, c
 void uniform_(const Tensor& t, Generator& gen, double low = 0.0, double high = 1.0);
 void normal_(const Tensor& t, Generator& gen, double mean = 0.0, double std = 1.0);
 
-// ---- joining and splitting (tensor/raw_join.cpp) ----------------------------------------------
+// ---- joining (tensor/raw_join.cpp) -------------------------------------------------------------
 // Concatenation along dim: same rank, dtype and device, equal sizes in every other dim.
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim);
-Tensor min(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
 
 // ---- sliding windows: convolution and pooling (tensor/raw_conv.cpp) ---------------------------
 // The geometry of a window over x's last two dims, checked: positive kernel, stride and dilation,
