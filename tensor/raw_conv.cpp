@@ -101,6 +101,12 @@ Tensor matrix(const Tensor& t, int64_t rows, int64_t cols, int64_t offset, bool 
                     t.storage_offset() + offset);
 }
 
+// A pointwise convolution (1x1 kernel, stride 1, no padding) needs no im2col: x[n] viewed as
+// (C, H·W) already is its columns, and col2im of the column gradient is the identity.
+bool is_pointwise(const Window2d& w) {
+  return w.kernel_h == 1 && w.kernel_w == 1 && w.stride_h == 1 && w.stride_w == 1 && w.pad_h == 0 && w.pad_w == 0;
+}
+
 }  // namespace
 
 // Note [Convolution one sample at a time]: the loops below run im2col, the GEMMs and col2im for one
@@ -121,16 +127,19 @@ Tensor conv2d(const Tensor& x_in, const Tensor& wt, const Tensor& b, const Conv2
   const Tensor x = contiguous(x_in), w = contiguous(wt);  // x: (N, C, H, W)  w: (groups, Og, K)
   Tensor y = empty(Shape{d.n, d.o, d.w.out_h(), d.w.out_w()}, like);
   if (y.numel() == 0) return y;
-  const Tensor cols = empty(Shape{1, d.groups * d.k, d.l}, like);  // one sample's columns
+  // One sample's columns (groups·K, L): a buffer im2col fills, or x itself for a pointwise conv.
+  const bool pointwise = is_pointwise(d.w);
+  const Tensor cols = pointwise ? x : empty(Shape{1, d.groups * d.k, d.l}, like);
   const Tensor bias = b.defined() ? expand(view(b, Shape{d.o, 1}), Shape{d.o, d.l}) : Tensor();
   for (int64_t n = 0; n < d.n; ++n) {
-    be.im2col(cols, narrow(x, 0, n, 1), d.w);
+    if (!pointwise) be.im2col(cols, narrow(x, 0, n, 1), d.w);
+    const int64_t cols_n = pointwise ? n * d.c * d.l : 0;
     const int64_t y_n = n * d.o * d.l;
     if (b.defined()) be.copy(as_strided(y, Shape{d.o, d.l}, Shape{d.l, 1}, y.storage_offset() + y_n), bias);  // y[n] = b, then +=
     for (int64_t g = 0; g < d.groups; ++g) {
       // y[n, g] (Og, L) (+)= w[g] (Og, K) · cols[g] (K, L)
       be.gemm(matrix(y, d.og, d.l, y_n + g * d.og * d.l), matrix(w, d.og, d.k, g * d.og * d.k),
-              matrix(cols, d.k, d.l, g * d.k * d.l), /*accumulate=*/b.defined());
+              matrix(cols, d.k, d.l, cols_n + g * d.k * d.l), /*accumulate=*/b.defined());
     }
   }
   return y;
@@ -145,27 +154,32 @@ Conv2dGrads conv2d_backward(const Tensor& dy_in, const Tensor& x_in, const Tenso
   const Tensor x = contiguous(x_in), w = contiguous(wt);
   Conv2dGrads r;
   if (needs.db) r.db = sum(dy, {0, 2, 3});
-  if (needs.dw) r.dw = zeros(wt.sizes(), like);  // (O, Cg, kh, kw) = (groups, Og, K), accumulated over n
+  // dw: (O, Cg, kh, kw) = (groups, Og, K), written by sample 0's GEMM and accumulated over the rest
+  if (needs.dw) r.dw = d.n == 0 ? zeros(wt.sizes(), like) : empty(wt.sizes(), like);
   if (needs.dx) r.dx = empty(x.sizes(), like);
   if (!needs.dw && !needs.dx) return r;
-  const Tensor cols = empty(Shape{1, d.groups * d.k, d.l}, like);  // im2col(x[n]) for dw, dcols for dx
+  // im2col(x[n]) for dw, then dcols[n] for dx, in one buffer; pointwise: x[n] and dx[n] themselves.
+  const bool pointwise = is_pointwise(d.w);
+  const Tensor cols = pointwise ? Tensor() : empty(Shape{1, d.groups * d.k, d.l}, like);
   for (int64_t n = 0; n < d.n; ++n) {
-    const int64_t dy_n = n * d.o * d.l;
+    const int64_t dy_n = n * d.o * d.l, x_n = pointwise ? n * d.c * d.l : 0;
     if (needs.dw) {
-      be.im2col(cols, narrow(x, 0, n, 1), d.w);
+      if (!pointwise) be.im2col(cols, narrow(x, 0, n, 1), d.w);
+      const Tensor& xcols = pointwise ? x : cols;
       for (int64_t g = 0; g < d.groups; ++g) {
         // dw[g] (Og, K) += dy[n, g] (Og, L) · cols[g]ᵀ (L, K), the transpose a column-major view
         be.gemm(matrix(r.dw, d.og, d.k, g * d.og * d.k), matrix(dy, d.og, d.l, dy_n + g * d.og * d.l),
-                matrix(cols, d.l, d.k, g * d.k * d.l, /*col_major=*/true), /*accumulate=*/true);
+                matrix(xcols, d.l, d.k, x_n + g * d.k * d.l, /*col_major=*/true), /*accumulate=*/n > 0);
       }
     }
     if (needs.dx) {
+      const Tensor& dcols = pointwise ? r.dx : cols;
       for (int64_t g = 0; g < d.groups; ++g) {
         // dcols[g] (K, L) = w[g]ᵀ (K, Og) · dy[n, g] (Og, L)
-        be.gemm(matrix(cols, d.k, d.l, g * d.k * d.l), matrix(w, d.k, d.og, g * d.og * d.k, /*col_major=*/true),
+        be.gemm(matrix(dcols, d.k, d.l, x_n + g * d.k * d.l), matrix(w, d.k, d.og, g * d.og * d.k, /*col_major=*/true),
                 matrix(dy, d.og, d.l, dy_n + g * d.og * d.l), /*accumulate=*/false);
       }
-      be.col2im(narrow(r.dx, 0, n, 1), cols, d.w);  // dx[n] = col2im(dcols)
+      if (!pointwise) be.col2im(narrow(r.dx, 0, n, 1), cols, d.w);  // dx[n] = col2im(dcols)
     }
   }
   return r;

@@ -48,7 +48,8 @@ TEST_CASE("gradcheck: conv2d over stride, padding, dilation and groups") {
       {{1, 2, 7, 6}, {3, 2, 3, 3}, {.stride = {1, 2}, .padding = {2, 1}, .dilation = 2}},
       {{2, 4, 5, 5}, {6, 2, 3, 3}, {.padding = 1, .groups = 2}},
       {{1, 4, 4, 4}, {4, 1, 2, 2}, {.stride = 2, .groups = 4}},  // depthwise
-      {{2, 3, 4, 4}, {5, 3, 1, 1}, {}},                            // 1x1
+      {{2, 3, 4, 4}, {5, 3, 1, 1}, {}},                            // pointwise: no im2col
+      {{2, 4, 3, 4}, {2, 2, 1, 1}, {.groups = 2}},
   };
   for (const Case& c : cases) {
     CAPTURE(c.x);

@@ -53,6 +53,7 @@ TEST_CASE("cuda: unfold, fold, conv2d and its backward equal the CPU's") {
       {{2, 3, 9, 8}, {4, 3, 3, 2}, {.stride = 2, .padding = 1}},
       {{1, 4, 11, 10}, {6, 2, 3, 3}, {.stride = {1, 2}, .padding = {2, 1}, .dilation = 2, .groups = 2}},
       {{64, 16, 28, 28}, {32, 16, 3, 3}, {.padding = 1}},  // many blocks: the grid-stride loops
+      {{3, 8, 5, 6}, {4, 4, 1, 1}, {.groups = 2}},           // pointwise: no im2col
   };
   for (DType dt : {kFloat32, kFloat64}) {
     const double rtol = dt == kFloat32 ? 1e-4 : 1e-10;

@@ -62,7 +62,9 @@ TEST_CASE("conv2d equals its definition over stride, padding, dilation and group
       {{1, 2, 9, 8}, {3, 2, 3, 2}, {.stride = {2, 1}, .padding = {0, 3}, .dilation = {2, 3}}},
       {{2, 6, 5, 5}, {4, 3, 3, 3}, {.padding = 1, .groups = 2}},
       {{3, 4, 6, 6}, {8, 1, 3, 3}, {.stride = 2, .padding = 1, .groups = 4}},
-      {{1, 8, 3, 3}, {16, 8, 1, 1}, {}},  // 1x1, large enough for the BLAS path
+      {{1, 8, 3, 3}, {16, 8, 1, 1}, {}},  // pointwise (no im2col), large enough for the BLAS path
+      {{2, 6, 4, 5}, {4, 3, 1, 1}, {.groups = 2}},  // pointwise with groups
+      {{2, 3, 5, 5}, {4, 3, 1, 1}, {.stride = 2}},  // 1x1 but strided: im2col again
   };
   for (const DType dt : {kFloat32, kFloat64}) {
     for (const Case& c : cases) {
