@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# bench/conv.sh: one Conv2d 3x3 layer, forward and forward + backward, in minitrain (bench_conv.cpp),
-# libtorch C++ (torch/bench_conv_torch.cpp) and PyTorch (conv_torch.py), single-threaded, in the same
-# run: x (64, 64, 28, 28), w (64, 64, 3, 3), padding 1. Each program runs MT_BENCH_ROUNDS times
+# bench/conv.sh: one Conv2d 3x3 layer, forward and forward + backward, and a training step of a small
+# CNN, in minitrain (bench_conv.cpp), libtorch C++ (torch/bench_conv_torch.cpp) and PyTorch
+# (conv_torch.py), single-threaded, in the same run: the layer is x (64, 64, 28, 28), w (64, 64, 3, 3),
+# padding 1; the CNN is issue 12's Fashion-MNIST model at batch 64. Each program runs MT_BENCH_ROUNDS times
 # (default 3), interleaved; the table shows the medians and time(other) / time(minitrain).
 #   bench/conv.sh        (libtorch-dev and python3-torch for the other two columns)
 # Environment: MT_BENCH_BUILD_DIR, MT_BENCH_TORCH_BUILD_DIR, MT_BENCH_PYTHON, MT_BENCH_ROUNDS,
@@ -43,7 +44,7 @@ done
 suffix=""
 [ "$clock" = cpu ] && suffix=":cpu"
 echo
-echo "Conv2d 3x3, x (64, 64, 28, 28), one thread, $clock clock, median of $rounds round(s), $(date +%F)"
+echo "Conv2d 3x3 with x (64, 64, 28, 28), and the CNN step; one thread, $clock clock, median of $rounds round(s), $(date +%F)"
 echo "| metric | minitrain | libtorch | PyTorch | libtorch/minitrain | PyTorch/minitrain |"
 echo "|---|---:|---:|---:|---:|---:|"
 awk -v suffix="$suffix" '
@@ -58,8 +59,8 @@ awk -v suffix="$suffix" '
   # time(other)/time(minitrain): ms are times; gflops is a rate (inverted).
   function ratio(other, mine, rate) { return other == "" || mine == "" ? "n/a" : sprintf("%.2f×", rate ? mine / other : other / mine) }
   END {
-    split("conv3x3_fwd_ms conv3x3_fwd_gflops conv3x3_fwd_bwd_ms", metrics, " ")
-    for (k = 1; k <= 3; k++) {
+    split("conv3x3_fwd_ms conv3x3_fwd_gflops conv3x3_fwd_bwd_ms cnn_step_ms", metrics, " ")
+    for (k = 1; k <= 4; k++) {
       m = metrics[k] suffix; rate = metrics[k] ~ /gflops/
       a = med("minitrain " m); l = med("libtorch " m); p = med("pytorch " m)
       printf "| %s | %s | %s | %s | %s | %s |\n", metrics[k], cell(a), cell(l), cell(p), ratio(l, a, rate), ratio(p, a, rate)

@@ -2,6 +2,7 @@
   conv3x3_fwd_ms      y = F.conv2d(x, w, b, padding=1)   x: (64, 64, 28, 28)  w: (64, 64, 3, 3)  b: (64)
   conv3x3_fwd_gflops  the same as a rate (3.7 GFLOP per call)
   conv3x3_fwd_bwd_ms  the same plus y.backward(dy): dx, dw and db
+  cnn_step_ms         one training step of bench_conv.cpp's CNN (Adam 1e-3, batch 64, random data)
 timed with bench_torch.py's method (bench/timing.h's, in Python), single-threaded.
 """
 import torch
@@ -30,6 +31,21 @@ def main():
         F.conv2d(x, w, b, padding=1).backward(dy)
 
     report("conv3x3_fwd_bwd_ms", lambda s: s * 1e3, time_per_call(step, 0.5, 5))
+
+    torch.manual_seed(2)
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(1, 32, 3, padding=1), torch.nn.BatchNorm2d(32), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+        torch.nn.Conv2d(32, 64, 3, padding=1), torch.nn.BatchNorm2d(64), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+        torch.nn.Flatten(), torch.nn.Linear(3136, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    images, labels = torch.randn(64, 1, 28, 28), torch.arange(64) % 10
+
+    def cnn_step():
+        opt.zero_grad()
+        F.cross_entropy(model(images), labels).backward()
+        opt.step()
+
+    report("cnn_step_ms", lambda s: s * 1e3, time_per_call(cnn_step, 0.5, 5))
     print(f"pytorch cpu_share {totals['cpu'] / totals['wall']:.3f}")
 
 

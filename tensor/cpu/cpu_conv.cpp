@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "tensor/cpu/cpu_backend.h"
 
@@ -114,38 +115,92 @@ void CpuBackend::col2im(const Tensor& x, const Tensor& cols, const Window2d& w) 
   });
 }
 
-// out[p, oh, ow] = max over the window; indices = h·W + w of the winner. A NaN replaces any maximum
-// (PyTorch's CPU rule: `val > max || isnan(val)`), so a NaN in the window gives a NaN out.
+namespace {
+
+// max_pool2d's step: offer element `at` of a window to the running maximum, by PyTorch's CPU rule
+// (`val > max || isnan(val)`): a NaN wins, and only a later NaN replaces it.
+template <typename T>
+inline void offer(const T* in, int64_t at, T& best, int64_t& best_at) {
+  const T v = in[at];
+  if (v > best || v != v) best = v, best_at = at;
+}
+
+// One plane whose windows all lie inside it (no padding, no dilation): no range checks, and for
+// the common kernel widths (KW = 2, 3; 0 = read it from w) an inner loop the compiler unrolls.
+template <typename T, int KW>
+void max_pool_inside(const T* in, T* out, int64_t* idx, const Window2d& w, int64_t oh_n, int64_t ow_n) {
+  const int64_t kw = KW > 0 ? KW : w.kernel_w;
+  for (int64_t oh = 0; oh < oh_n; ++oh)
+    for (int64_t ow = 0; ow < ow_n; ++ow) {
+      const int64_t base = oh * w.stride_h * w.in_w + ow * w.stride_w;
+      T best = in[base];
+      int64_t best_at = base;
+      for (int64_t i = 0; i < w.kernel_h; ++i)
+        for (int64_t j = 0; j < kw; ++j) offer(in, base + i * w.in_w + j, best, best_at);
+      out[oh * ow_n + ow] = best;
+      idx[oh * ow_n + ow] = best_at;
+    }
+}
+
+}  // namespace
+
+// out[p, oh, ow] = max over the window; indices = h·W + w of the winner (see offer for NaN).
+// Windows that lie inside the plane (no padding or dilation, the usual MaxPool2d(2)) take
+// max_pool_inside; otherwise each ow's valid columns are computed once per call (col_range) and the
+// valid rows once per output row, so the inner loop is a plain scan either way.
 void CpuBackend::max_pool2d(const Tensor& out, const Tensor& indices, const Tensor& x, const Window2d& w) {
   check_planes("max_pool2d", x, 3);
   check_planes("max_pool2d", out, 3);
   check_planes("max_pool2d", indices, 3);
   const int64_t planes = x.size(0), oh_n = w.out_h(), ow_n = w.out_w(), plane = w.in_h * w.in_w;
+  // Taps j of column window ow that land inside [0, W): j in [lo, hi).
+  std::vector<Range> col_range(ow_n);
+  // Backend's contract promises every window a real element; check it where it is cheap.
+  const auto check_window = [](Range r, int64_t at) {
+    MT_CHECK(r.lo < r.hi, "max_pool2d: window ", at, " holds only padding");
+  };
+  for (int64_t ow = 0; ow < ow_n; ++ow) {
+    col_range[ow] = valid_range(ow * w.stride_w - w.pad_w, w.dilation_w, w.in_w, w.kernel_w);
+    check_window(col_range[ow], ow);
+  }
   int64_t* idx = cpu::data<int64_t>(indices);
+  const bool inside = w.pad_h == 0 && w.pad_w == 0 && w.dilation_h == 1 && w.dilation_w == 1;
   MT_DISPATCH_FLOAT(x.dtype(), "max_pool2d", [&]<typename T>() {
     const T* src = cpu::data<const T>(x);
     T* dst = cpu::data<T>(out);
+    if (inside) {
+      const int64_t out_plane = oh_n * ow_n;
+      for (int64_t p = 0; p < planes; ++p) {
+        const T* in = src + p * plane;
+        T* o = dst + p * out_plane;
+        int64_t* io = idx + p * out_plane;
+        if (w.kernel_w == 2) max_pool_inside<T, 2>(in, o, io, w, oh_n, ow_n);
+        else if (w.kernel_w == 3) max_pool_inside<T, 3>(in, o, io, w, oh_n, ow_n);
+        else max_pool_inside<T, 0>(in, o, io, w, oh_n, ow_n);
+      }
+      return;
+    }
     for (int64_t p = 0; p < planes; ++p) {
       const T* in = src + p * plane;
-      for (int64_t oh = 0; oh < oh_n; ++oh)
+      for (int64_t oh = 0; oh < oh_n; ++oh) {
+        const int64_t h0 = oh * w.stride_h - w.pad_h;
+        const Range rows = valid_range(h0, w.dilation_h, w.in_h, w.kernel_h);
+        check_window(rows, oh);
+        const int64_t o = (p * oh_n + oh) * ow_n;
         for (int64_t ow = 0; ow < ow_n; ++ow) {
-          const int64_t h0 = oh * w.stride_h - w.pad_h, w0 = ow * w.stride_w - w.pad_w;
-          T best = -std::numeric_limits<T>::infinity();
-          int64_t best_at = -1;
-          for (int64_t i = 0; i < w.kernel_h; ++i) {
-            const int64_t ih = h0 + i * w.dilation_h;
-            if (ih < 0 || ih >= w.in_h) continue;
-            for (int64_t j = 0; j < w.kernel_w; ++j) {
-              const int64_t iw = w0 + j * w.dilation_w;
-              if (iw < 0 || iw >= w.in_w) continue;
-              const T v = in[ih * w.in_w + iw];
-              if (best_at < 0 || v > best || std::isnan(v)) best = v, best_at = ih * w.in_w + iw;
-            }
+          const Range cols = col_range[ow];
+          const int64_t w0 = ow * w.stride_w - w.pad_w;
+          // Start from the window's first real element (padding is -inf, so it never wins).
+          int64_t best_at = (h0 + rows.lo * w.dilation_h) * w.in_w + w0 + cols.lo * w.dilation_w;
+          T best = in[best_at];
+          for (int64_t i = rows.lo; i < rows.hi; ++i) {
+            const int64_t row = (h0 + i * w.dilation_h) * w.in_w + w0;
+            for (int64_t j = cols.lo; j < cols.hi; ++j) offer(in, row + j * w.dilation_w, best, best_at);
           }
-          const int64_t o = (p * oh_n + oh) * ow_n + ow;
-          dst[o] = best;
-          idx[o] = best_at;
+          dst[o + ow] = best;
+          idx[o + ow] = best_at;
         }
+      }
     }
   });
 }
