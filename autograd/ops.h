@@ -102,6 +102,15 @@ Tensor max_pool2d(const Tensor& x, const Pool2dOptions& options);
 std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, const Pool2dOptions& options);
 Tensor avg_pool2d(const Tensor& x, const Pool2dOptions& options);
 Tensor adaptive_avg_pool2d(const Tensor& x, Size2 output_size);
+// Batch normalisation with batch statistics (training mode), one node (autograd/functions/batch_norm.cpp):
+// y = (x - mean)/√(var + eps)·weight + bias per channel (dim 1), var biased. x: (N, C, ...);
+// weight, bias: (C) or undefined. When stats is given it receives the batch mean and biased var, (C),
+// for the running statistics (nn/batchnorm.cpp).
+struct BatchNormStats {
+  Tensor mean, var;
+};
+Tensor batch_norm_train(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
+                        BatchNormStats* stats = nullptr);
 
 // ---- operators --------------------------------------------------------------------------------
 inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }

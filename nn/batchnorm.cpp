@@ -1,5 +1,6 @@
-// Batch normalisation: the functional form (F::batch_norm), composed from differentiable ops so its
-// backward is theirs, and the BatchNorm1d/2d modules that own the parameters, buffers and modes.
+// Batch normalisation: the functional form (F::batch_norm; training is mt::batch_norm_train's one
+// node, eval is composed from differentiable ops) and the BatchNorm1d/2d modules that own the
+// parameters, buffers and modes.
 #include "nn/batchnorm.h"
 
 #include <sstream>
@@ -17,39 +18,30 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
                   const Tensor& bias, BatchNormFuncOptions o) {
   MT_CHECK(x.dim() >= 2, "batch_norm: input must be (N, C, ...), got shape ", x.sizes());
   const int64_t c = x.size(1);
-  std::vector<int64_t> dims;  // every dim but the channels
-  Shape channel_shape;        // (1, C, 1, ...): a per-channel tensor broadcast against x
-  for (int d = 0; d < x.dim(); ++d) {
-    if (d != 1) dims.push_back(d);
-    channel_shape.push_back(d == 1 ? c : 1);
-  }
+  Shape channel_shape;  // (1, C, 1, ...): a per-channel tensor broadcast against x
+  for (int d = 0; d < x.dim(); ++d) channel_shape.push_back(d == 1 ? c : 1);
   const auto per_channel = [&](const Tensor& t) { return t.view(channel_shape); };
-  Tensor y;
   if (o.training) {
-    const int64_t n = x.numel() / c;
-    MT_CHECK(n > 1, "batch_norm: expected more than 1 value per channel when training, got input of shape ",
-             x.sizes(), " (", n, " value per channel)");
-    const Tensor mean = x.mean(dims, /*keepdim=*/true);
-    const Tensor centered = x - mean;
-    const Tensor var = (centered * centered).mean(dims, /*keepdim=*/true);  // biased: / n
-    y = centered * (var + o.eps).pow(-0.5);
+    BatchNormStats stats;
+    const Tensor y = batch_norm_train(x, weight, bias, o.eps, &stats);  // weight and bias applied
     if (running_mean.defined()) {
       NoGradGuard no_grad;
+      const int64_t n = x.numel() / c;
       const double unbias = static_cast<double>(n) / static_cast<double>(n - 1);
       Tensor rm = running_mean, rv = running_var;  // handles sharing the buffers' storage
-      rm.mul_(1.0 - o.momentum).add_(mean.detach().reshape({c}), o.momentum);
-      rv.mul_(1.0 - o.momentum).add_(var.detach().reshape({c}) * unbias, o.momentum);
+      rm.mul_(1.0 - o.momentum).add_(stats.mean, o.momentum);
+      rv.mul_(1.0 - o.momentum).add_(stats.var * unbias, o.momentum);
     }
-  } else {
-    MT_CHECK(running_mean.defined() && running_var.defined(),
-             "batch_norm: eval mode needs running_mean and running_var");
-    // The statistics are constants here: y = x·scale + shift per channel, two passes over x.
-    const Tensor scale = (running_var + o.eps).pow(-0.5);
-    y = (x - per_channel(running_mean)) * per_channel(scale);
+    return y;
   }
-  if (weight.defined()) y = y * per_channel(weight);
-  if (bias.defined()) y = y + per_channel(bias);
-  return y;
+  MT_CHECK(running_mean.defined() && running_var.defined(), "batch_norm: eval mode needs running_mean and running_var");
+  // The statistics are constants: y = x·scale + shift with per-channel scale = w/√(running_var + eps)
+  // and shift = b - running_mean·scale, two passes over x.
+  Tensor scale = (running_var + o.eps).pow(-0.5);
+  if (weight.defined()) scale = scale * weight;
+  Tensor shift = -(running_mean * scale);
+  if (bias.defined()) shift = shift + bias;
+  return x * per_channel(scale) + per_channel(shift);
 }
 
 }  // namespace functional

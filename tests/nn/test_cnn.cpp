@@ -203,6 +203,32 @@ TEST_CASE("gradcheck: BatchNorm in training mode, through its batch statistics")
   const GradcheckResult r1 = gradcheck(f, {input({4, 3}), input({3}), input({3})});
   INFO(r1.message);
   CHECK(r1.ok);
+  const GradcheckResult r2 = gradcheck(  // affine = false: no weight, no bias
+      [](const std::vector<Tensor>& p) { return nn::F::batch_norm(p[0], Tensor(), Tensor(), Tensor(), Tensor(), {.training = true}); },
+      {input({3, 2, 4})});
+  INFO(r2.message);
+  CHECK(r2.ok);
+}
+
+TEST_CASE("batch_norm_train's one node equals BatchNorm composed from differentiable ops") {
+  Generator gen(10);
+  // The reference: the formula written with mean, products and pow, whose backward autograd derives.
+  const auto composed = [](const Tensor& x, const Tensor& w, const Tensor& b) {
+    const Tensor centered = x - x.mean({0, 2, 3}, true);
+    const Tensor var = (centered * centered).mean({0, 2, 3}, true);
+    return centered * (var + 1e-5).pow(-0.5) * w.view({1, -1, 1, 1}) + b.view({1, -1, 1, 1});
+  };
+  const Tensor x0 = randn({4, 3, 5, 2}, gen, {.dtype = kFloat64}) * 3.0 + 1.0;
+  const Tensor w0 = rand({3}, gen, {.dtype = kFloat64}) + 0.5, b0 = randn({3}, gen, {.dtype = kFloat64});
+  const Tensor gy = randn(x0.sizes(), gen, {.dtype = kFloat64});
+  std::vector<Tensor> want, got;
+  for (const bool fused : {false, true}) {
+    const Tensor x = x0.clone().requires_grad_(), w = w0.clone().requires_grad_(), b = b0.clone().requires_grad_();
+    const Tensor y = fused ? batch_norm_train(x, w, b, 1e-5) : composed(x, w, b);
+    (y * gy).sum().backward();
+    (fused ? got : want) = {y, x.grad(), w.grad(), b.grad()};
+  }
+  for (size_t i = 0; i < want.size(); ++i) check_close(got[i], want[i], 1e-12, 1e-10);
 }
 
 TEST_CASE("CNN layers reject bad input with one clear error naming the layer and the shapes") {
