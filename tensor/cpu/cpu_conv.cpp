@@ -125,21 +125,30 @@ inline void offer(const T* in, int64_t at, T& best, int64_t& best_at) {
   if (v > best || v != v) best = v, best_at = at;
 }
 
-// One plane whose windows all lie inside it (no padding, no dilation): no range checks, and for
-// the common kernel widths (KW = 2, 3; 0 = read it from w) an inner loop the compiler unrolls.
-template <typename T, int KW>
-void max_pool_inside(const T* in, T* out, int64_t* idx, const Window2d& w, int64_t oh_n, int64_t ow_n) {
-  const int64_t kw = KW > 0 ? KW : w.kernel_w;
-  for (int64_t oh = 0; oh < oh_n; ++oh)
-    for (int64_t ow = 0; ow < ow_n; ++ow) {
-      const int64_t base = oh * w.stride_h * w.in_w + ow * w.stride_w;
-      T best = in[base];
-      int64_t best_at = base;
-      for (int64_t i = 0; i < w.kernel_h; ++i)
-        for (int64_t j = 0; j < kw; ++j) offer(in, base + i * w.in_w + j, best, best_at);
-      out[oh * ow_n + ow] = best;
-      idx[oh * ow_n + ow] = best_at;
-    }
+// One plane whose windows all lie inside it (no padding, no dilation): no range checks, and the
+// taps in the outer loops with one output row innermost, so each step of the inner loop is an
+// independent select the compiler can vectorise instead of a data-dependent branch.
+template <typename T>
+void max_pool_inside(const T* __restrict in, T* __restrict out, int64_t* __restrict idx, const Window2d& w,
+                     int64_t oh_n, int64_t ow_n) {
+  const int64_t sw = w.stride_w;
+  for (int64_t oh = 0; oh < oh_n; ++oh) {
+    T* o = out + oh * ow_n;
+    int64_t* io = idx + oh * ow_n;
+    const int64_t row0 = oh * w.stride_h * w.in_w;  // the windows' top-left corners: row0 + ow·sw
+    for (int64_t ow = 0; ow < ow_n; ++ow) o[ow] = in[row0 + ow * sw], io[ow] = row0 + ow * sw;
+    for (int64_t i = 0; i < w.kernel_h; ++i)
+      for (int64_t j = 0; j < w.kernel_w; ++j) {
+        if (i == 0 && j == 0) continue;
+        const int64_t base = row0 + i * w.in_w + j;
+        for (int64_t ow = 0; ow < ow_n; ++ow) {
+          const T v = in[base + ow * sw];
+          const bool take = (v > o[ow]) | (v != v);  // offer()'s rule
+          o[ow] = take ? v : o[ow];
+          io[ow] = take ? base + ow * sw : io[ow];
+        }
+      }
+  }
 }
 
 }  // namespace
@@ -174,9 +183,7 @@ void CpuBackend::max_pool2d(const Tensor& out, const Tensor& indices, const Tens
         const T* in = src + p * plane;
         T* o = dst + p * out_plane;
         int64_t* io = idx + p * out_plane;
-        if (w.kernel_w == 2) max_pool_inside<T, 2>(in, o, io, w, oh_n, ow_n);
-        else if (w.kernel_w == 3) max_pool_inside<T, 3>(in, o, io, w, oh_n, ow_n);
-        else max_pool_inside<T, 0>(in, o, io, w, oh_n, ow_n);
+        max_pool_inside(in, o, io, w, oh_n, ow_n);
       }
       return;
     }
