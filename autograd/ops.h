@@ -4,10 +4,13 @@
 // The Tensor methods in tensor/tensor.h (x.sum(), x.view(...)) call these.
 #pragma once
 
+#include <optional>
+#include <utility>
 #include <vector>
 
 #include "tensor/tensor.h"
 #include "tensor/transformer_options.h"
+#include "tensor/window.h"
 
 namespace mt {
 
@@ -70,6 +73,45 @@ Tensor flatten(const Tensor& x, int64_t start_dim = 0, int64_t end_dim = -1);
 Tensor contiguous(const Tensor& x);
 Tensor clone(const Tensor& x);
 Tensor cast(const Tensor& x, DType dtype);
+
+// ---- joining, statistics, clamp: for convolutional networks (autograd/functions/join.cpp) -----
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);  // equal shapes, new dim at `dim`
+// Views along dim: pieces of split_size (the last one may be shorter), or of the given sizes.
+std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0);
+std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim = 0);
+// `chunks` pieces of ceil(n / chunks) (fewer when they run out), as torch.chunk.
+std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);
+Tensor min(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+struct VarOptions {
+  bool unbiased = true;  // divide by n - 1 (Bessel's correction), else by n
+  bool keepdim = false;
+};
+Tensor var(const Tensor& x, const std::vector<int64_t>& dims = {}, VarOptions options = {});
+Tensor std(const Tensor& x, const std::vector<int64_t>& dims = {}, VarOptions options = {});
+// min(max(x, min), max); either bound may be absent. Gradient 1 inside [min, max], bounds included.
+Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max);
+
+// ---- sliding windows: convolution and pooling (autograd/functions/conv.cpp) --------------------
+// x: (N, C, H, W) -> (N, C·kh·kw, OH·OW), and back (summing overlaps), as F.unfold / F.fold.
+Tensor unfold(const Tensor& x, const UnfoldOptions& options);
+Tensor fold(const Tensor& x, Size2 output_size, const UnfoldOptions& options);
+// x: (N, C, H, W)  w: (O, C/groups, kh, kw)  b: (O) or undefined  ->  (N, O, OH, OW)
+Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b = Tensor(), const Conv2dOptions& options = {});
+// (N, C, H, W) -> (N, C, OH, OW). The indices (int64, h·W + w within each plane) are not differentiable.
+Tensor max_pool2d(const Tensor& x, const Pool2dOptions& options);
+std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, const Pool2dOptions& options);
+Tensor avg_pool2d(const Tensor& x, const Pool2dOptions& options);
+Tensor adaptive_avg_pool2d(const Tensor& x, Size2 output_size);
+// Batch normalisation with batch statistics (training mode), one node (autograd/functions/batch_norm.cpp):
+// y = (x - mean)/√(var + eps)·weight + bias per channel (dim 1), var biased. x: (N, C, ...);
+// weight, bias: (C) or undefined. When stats is given it receives the batch mean and biased var, (C),
+// for the running statistics (nn/batchnorm.cpp).
+struct BatchNormStats {
+  Tensor mean, var;
+};
+Tensor batch_norm_train(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
+                        BatchNormStats* stats = nullptr);
 
 // ---- operators --------------------------------------------------------------------------------
 inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }

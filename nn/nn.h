@@ -16,3 +16,8 @@
 #include "nn/embedding.h"
 #include "nn/layer_norm.h"
 #include "nn/transformer.h"
+
+// Convolutional networks
+#include "nn/batchnorm.h"
+#include "nn/conv.h"
+#include "nn/pooling.h"

@@ -31,6 +31,18 @@ enum class BinaryOp : uint8_t {
 
 enum class ReduceOp : uint8_t { Sum, Max, Min, ArgMax };
 
+// The geometry of a 2-D sliding window (convolution, pooling) over one (H, W) plane: what im2col,
+// col2im and max_pool2d agree on. Output size per dim: (in + 2·pad - dilation·(kernel-1) - 1)/stride + 1.
+struct Window2d {
+  int64_t in_h = 0, in_w = 0;
+  int64_t kernel_h = 1, kernel_w = 1;
+  int64_t stride_h = 1, stride_w = 1;
+  int64_t pad_h = 0, pad_w = 0;
+  int64_t dilation_h = 1, dilation_w = 1;
+  int64_t out_h() const { return (in_h + 2 * pad_h - dilation_h * (kernel_h - 1) - 1) / stride_h + 1; }
+  int64_t out_w() const { return (in_w + 2 * pad_w - dilation_w * (kernel_w - 1) - 1) / stride_w + 1; }
+};
+
 const char* op_name(UnaryOp op);
 const char* op_name(BinaryOp op);
 const char* op_name(ReduceOp op);
@@ -113,6 +125,19 @@ class Backend {
   virtual void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dout,
                                   const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                                   const Tensor& lse, const AttentionParams& params) = 0;
+  // ---- sliding windows (convolution, pooling; tensor/raw_conv.cpp) -----------------------------
+  // im2col: cols[n, (c·kh + i)·kw + j, oh·OW + ow] = x[n, c, oh·sh - ph + i·dh, ow·sw - pw + j·dw],
+  // 0 where that position is padding. x: (N, C, H, W) contiguous; cols: (N, C·kh·kw, OH·OW).
+  virtual void im2col(const Tensor& cols, const Tensor& x, const Window2d& w) = 0;
+  // col2im, the adjoint of im2col: x[n, c, h, w] = Σ of the cols entries im2col would read from
+  // (n, c, h, w); padding entries are dropped. cols: (N, C·kh·kw, OH·OW) contiguous; x: (N, C, H, W),
+  // written whole (not accumulated into).
+  virtual void col2im(const Tensor& x, const Tensor& cols, const Window2d& w) = 0;
+  // Max over each window, padding counting as -inf: out[p, oh, ow] and indices[p, oh, ow] = h·W + w of
+  // the first maximum in its plane (NaN wins, like PyTorch). x: (P, H, W) contiguous, P = N·C planes;
+  // out: (P, OH, OW) in x's dtype; indices: (P, OH, OW) int64. Every window holds at least one input
+  // element (raw_conv.cpp checks pad <= kernel/2).
+  virtual void max_pool2d(const Tensor& out, const Tensor& indices, const Tensor& x, const Window2d& w) = 0;
 
   // Waits for queued work (no-op on CPU).
   virtual void synchronize() {}

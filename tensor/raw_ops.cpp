@@ -159,6 +159,10 @@ Tensor max(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
   return reduce(ReduceOp::Max, x, dims, keepdim, "max");
 }
 
+Tensor min(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  return reduce(ReduceOp::Min, x, dims, keepdim, "min");
+}
+
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) {
   return reduce(ReduceOp::ArgMax, x, {dim}, keepdim, "argmax");
 }

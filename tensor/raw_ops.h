@@ -8,6 +8,7 @@
 
 #include "tensor/backend.h"
 #include "tensor/tensor.h"
+#include "tensor/window.h"
 
 namespace mt::raw {
 
@@ -49,6 +50,7 @@ Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, bo
 Tensor sum(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
 Tensor mean(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
 Tensor max(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+Tensor min(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);
 // Sums a broadcast result back down to `shape` (the backward of broadcasting).
 Tensor sum_to(const Tensor& x, const Shape& shape);
@@ -75,6 +77,38 @@ Tensor scatter_add_zeros(const Shape& shape, int64_t dim, const Tensor& index, c
 // ---- random -----------------------------------------------------------------------------------
 void uniform_(const Tensor& t, Generator& gen, double low = 0.0, double high = 1.0);
 void normal_(const Tensor& t, Generator& gen, double mean = 0.0, double std = 1.0);
+
+// ---- joining (tensor/raw_join.cpp) -------------------------------------------------------------
+// Concatenation along dim: same rank, dtype and device, equal sizes in every other dim.
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim);
+
+// ---- sliding windows: convolution and pooling (tensor/raw_conv.cpp) ---------------------------
+// The geometry of a window over x's last two dims, checked: positive kernel, stride and dilation,
+// padding >= 0, and an output of at least 1x1 (else "kernel larger than the padded input"). `op`
+// names the caller in the error.
+Window2d window2d(const Shape& x, Size2 kernel, Size2 stride, Size2 padding, Size2 dilation, const char* op);
+// x: (N, C, H, W) -> (N, C·kh·kw, OH·OW), as torch.nn.functional.unfold.
+Tensor unfold(const Tensor& x, const UnfoldOptions& o);
+// cols: (N, C·kh·kw, L) -> (N, C, H, W) = output_size, summing overlaps; the adjoint of unfold.
+Tensor fold(const Tensor& cols, Size2 output_size, const UnfoldOptions& o);
+// y = x ⋆ w + b.  x: (N, C, H, W)  w: (O, C/groups, kh, kw)  b: (O) or undefined  ->  y: (N, O, OH, OW)
+Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dOptions& o);
+// The gradients of conv2d for the inputs asked for (the others are left undefined).
+struct Conv2dGrads {
+  Tensor dx, dw, db;
+};
+struct Conv2dNeeds {
+  bool dx = true, dw = true, db = true;
+};
+Conv2dGrads conv2d_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Conv2dOptions& o,
+                            Conv2dNeeds needs);
+// Max pooling with the argmax of each window: indices[n, c, oh, ow] = h·W + w within x[n, c].
+struct MaxPool2dResult {
+  Tensor out, indices;  // (N, C, OH, OW); indices int64
+};
+MaxPool2dResult max_pool2d(const Tensor& x, const Pool2dOptions& o);
+// The options with stride 0 replaced by the kernel size (PyTorch's stride=None).
+Pool2dOptions resolve_pool(const Pool2dOptions& o);
 
 }  // namespace mt::raw
 

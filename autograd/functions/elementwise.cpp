@@ -3,6 +3,7 @@
 // input's shape, cast back to its dtype).
 #include <cmath>
 #include <numbers>
+#include <optional>
 
 #include "autograd/ops.h"
 #include "autograd/record.h"
@@ -19,6 +20,17 @@ namespace {
 
 Tensor mul_raw(const Tensor& a, const Tensor& b) { return raw::binary(BinaryOp::Mul, a, b); }
 Tensor scale(const Tensor& a, double s) { return raw::unary(UnaryOp::MulScalar, a, s); }
+
+// Note [Masked gradients]: an op whose derivative is 0 on part of its domain (relu below 0, the
+// losing side of maximum/minimum, clamp outside its range, max's non-maxima) passes no gradient
+// there, whatever arrives. Writing that as dy·mask would turn an infinite dy into inf·0 = NaN: in
+// sqrt(relu(x)) at x <= 0, sqrt's backward sends dy/(2·0) = inf into relu's. PyTorch selects
+// instead (threshold_backward, where), which gives 0, so these backwards select too.
+// dy·share where share != 0, else 0.
+Tensor masked_mul(const Tensor& dy, const Tensor& share) {
+  const Tensor zero = zeros(Shape{}, {.dtype = dy.dtype(), .device = dy.device()});
+  return raw::where(raw::binary(BinaryOp::Ne, share, zero), mul_raw(dy, share), zero);
+}
 
 // ---- binary -------------------------------------------------------------------------------------
 
@@ -80,7 +92,7 @@ struct MaxMinBackward final : Node {
     const Tensor tie = scale(raw::binary(BinaryOp::Eq, av, bv), 0.5);
     const Tensor share_a = raw::binary(BinaryOp::Add, wins_a, tie);
     const Tensor share_b = raw::unary(UnaryOp::AddScalar, raw::unary(UnaryOp::Neg, share_a), 1.0);
-    return {reduce_grad(mul_raw(g[0], share_a), ia), reduce_grad(mul_raw(g[0], share_b), ib)};
+    return {reduce_grad(masked_mul(g[0], share_a), ia), reduce_grad(masked_mul(g[0], share_b), ib)};
   }
   void release_saved() override { a.reset(), b.reset(), Node::release_saved(); }
   std::string name() const override { return is_max ? "MaximumBackward" : "MinimumBackward"; }
@@ -156,7 +168,7 @@ struct UnaryBackward final : Node {
       }
       case U::Relu: {                                                   // y = max(x,0) => dx = dy·[y > 0]
         const Tensor zero = zeros(Shape{}, {.dtype = v.dtype(), .device = v.device()});
-        return {mul_raw(dy, raw::binary(BinaryOp::Gt, v, zero))};
+        return {raw::where(raw::binary(BinaryOp::Gt, v, zero), dy, zero)};  // Note [Masked gradients]
       }
       case U::Abs: return {mul_raw(dy, raw::unary(U::Sign, v))};        // y = |x|      => dx = dy·sign(x)
       case U::Erf: {                                                    // y = erf x    => dx = dy·2/√π·e^(-x²)
@@ -164,6 +176,8 @@ struct UnaryBackward final : Node {
         return {mul_raw(dy, scale(e, 2.0 / std::sqrt(std::numbers::pi)))};
       }
       case U::Pow: {                                                    // y = xᵖ       => dx = dy·p·xᵖ⁻¹
+        // p = 0: y = 1, dx = 0 exactly; p·xᵖ⁻¹ would be 0·inf = NaN at x = 0 (PyTorch's rule too).
+        if (scalar == 0.0) return {zeros_like(dy)};
         // p = 2 (squared errors) is the common case: xᵖ⁻¹ is x itself, no pow call needed.
         const Tensor x_pm1 = scalar == 2.0 ? v : raw::unary(U::Pow, v, scalar - 1.0);
         return {mul_raw(dy, scale(x_pm1, scalar))};
@@ -187,6 +201,25 @@ Tensor unary_op(UnaryOp op, const Tensor& x, double scalar = 0.0) {
 }
 
 Tensor compare(BinaryOp op, const Tensor& a, const Tensor& b) { return raw::binary(op, a, b); }
+
+struct ClampBackward final : Node {
+  SavedTensor x;
+  std::optional<double> lo, hi;
+  // y = min(max(x, lo), hi)   =>   dx = dy·[lo <= x <= hi]   (the bounds themselves pass, like PyTorch)
+  TensorList apply(TensorList&& g) override {
+    check_not_released();
+    const Tensor xv = x.unpack(*this);
+    Tensor inside = ones(Shape{}, {.dtype = xv.dtype(), .device = xv.device()});
+    if (lo) inside = raw::binary(BinaryOp::Ge, xv, full(Shape{}, *lo, {.dtype = xv.dtype(), .device = xv.device()}));
+    if (hi) {
+      const Tensor below = raw::binary(BinaryOp::Le, xv, full(Shape{}, *hi, {.dtype = xv.dtype(), .device = xv.device()}));
+      inside = lo ? mul_raw(inside, below) : below;
+    }
+    return {masked_mul(g[0], inside)};  // Note [Masked gradients]
+  }
+  void release_saved() override { x.reset(), Node::release_saved(); }
+  std::string name() const override { return "ClampBackward"; }
+};
 
 }  // namespace
 
@@ -238,6 +271,20 @@ Tensor relu(const Tensor& x) { return unary_op(UnaryOp::Relu, x); }
 Tensor abs(const Tensor& x) { return unary_op(UnaryOp::Abs, x); }
 Tensor erf(const Tensor& x) { return unary_op(UnaryOp::Erf, x); }
 Tensor pow(const Tensor& x, double exponent) { return unary_op(UnaryOp::Pow, x, exponent); }
+
+Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max) {
+  MT_CHECK(min || max, "clamp: give at least one of min and max");
+  MT_CHECK(!(min && max) || *min <= *max, "clamp: min ", *min, " is above max ", *max);
+  const TensorOptions like{.dtype = x.dtype(), .device = x.device()};
+  Tensor y = x;
+  if (min) y = raw::binary(BinaryOp::Maximum, y, full(Shape{}, *min, like));
+  if (max) y = raw::binary(BinaryOp::Minimum, y, full(Shape{}, *max, like));
+  if (auto node = record<ClampBackward>({&x})) {
+    node->x = SavedTensor(x), node->lo = min, node->hi = max;
+    set_history(y, node);
+  }
+  return y;
+}
 
 Tensor eq(const Tensor& a, const Tensor& b) { return compare(BinaryOp::Eq, a, b); }
 Tensor ne(const Tensor& a, const Tensor& b) { return compare(BinaryOp::Ne, a, b); }

@@ -1,5 +1,6 @@
-// Differentiable reductions: sum, mean, max. Their backward spreads the output gradient back over
-// the reduced dims (a broadcast), scaled for mean, masked to the maxima for max.
+// Differentiable reductions: sum, mean, max, min, and var/std composed from them. Their backward
+// spreads the output gradient back over the reduced dims (a broadcast), scaled for mean, masked to
+// the extrema for max and min.
 #include <algorithm>
 
 #include "autograd/ops.h"
@@ -43,22 +44,46 @@ struct SumBackward final : Node {
   std::string name() const override { return scale == 1.0 ? "SumBackward" : "MeanBackward"; }
 };
 
-struct MaxBackward final : Node {
+// The backward of max and min (the same formula: the extremum is whichever one y holds).
+struct ExtremumBackward final : Node {
   SavedTensor x, y;  // y with keepdim
   std::vector<int64_t> dims;
   bool keepdim = false;
-  // y = max_dims x   =>   dx = dy·[x = y] / (number of maxima), so ties share the gradient evenly
+  bool is_max = true;
+  // y = max_dims x   =>   dx = dy·[x = y] / (number of maxima), so ties share the gradient evenly.
+  // Selected rather than multiplied, so an infinite dy gives 0, not NaN, off the maxima
+  // (Note [Masked gradients] in elementwise.cpp).
   TensorList apply(TensorList&& g) override {
     check_not_released();
     const Tensor xv = x.unpack(*this), yv = y.unpack(*this);
     const Tensor mask = raw::binary(BinaryOp::Eq, xv, yv);
     const Tensor count = raw::sum(mask, dims, /*keepdim=*/true);
-    const Tensor share = raw::binary(BinaryOp::Div, mask, count);
-    return {raw::binary(BinaryOp::Mul, unsqueeze_reduced(g[0], xv.sizes(), dims, keepdim), share)};
+    const Tensor dy = raw::binary(BinaryOp::Div, unsqueeze_reduced(g[0], xv.sizes(), dims, keepdim), count);
+    const Tensor zero = zeros(Shape{}, {.dtype = dy.dtype(), .device = dy.device()});
+    return {raw::where(mask, dy, zero)};
   }
   void release_saved() override { x.reset(), y.reset(), Node::release_saved(); }
-  std::string name() const override { return "MaxBackward"; }
+  std::string name() const override { return is_max ? "MaxBackward" : "MinBackward"; }
 };
+
+Tensor extremum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim, bool is_max) {
+  const char* op = is_max ? "max" : "min";
+  Tensor y_keep = is_max ? raw::max(x, dims, /*keepdim=*/true) : raw::min(x, dims, /*keepdim=*/true);
+  Tensor y = y_keep;
+  if (!keepdim) {
+    Shape dropped;  // y_keep's shape without the reduced dims
+    for (int i = 0; i < x.dim(); ++i)
+      if (!(dims.empty() || std::count_if(dims.begin(), dims.end(), [&](int64_t d) { return wrap_dim(d, x.dim(), op) == i; })))
+        dropped.push_back(x.sizes()[i]);
+    y = raw::view(y_keep, dropped);
+  }
+  if (auto node = record<ExtremumBackward>({&x})) {
+    node->x = SavedTensor(x), node->y = SavedTensor(y_keep), node->dims = dims, node->keepdim = keepdim;
+    node->is_max = is_max;
+    set_history(y, node);
+  }
+  return y;
+}
 
 }  // namespace
 
@@ -81,21 +106,23 @@ Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
   return y;
 }
 
-Tensor max(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
-  Tensor y_keep = raw::max(x, dims, /*keepdim=*/true);
-  Tensor y = y_keep;
-  if (!keepdim) {
-    Shape dropped;  // y_keep's shape without the reduced dims
-    for (int i = 0; i < x.dim(); ++i)
-      if (!(dims.empty() || std::count_if(dims.begin(), dims.end(), [&](int64_t d) { return wrap_dim(d, x.dim(), "max") == i; })))
-        dropped.push_back(x.sizes()[i]);
-    y = raw::view(y_keep, dropped);
-  }
-  if (auto node = record<MaxBackward>({&x})) {
-    node->x = SavedTensor(x), node->y = SavedTensor(y_keep), node->dims = dims, node->keepdim = keepdim;
-    set_history(y, node);
-  }
-  return y;
+Tensor max(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) { return extremum(x, dims, keepdim, true); }
+Tensor min(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) { return extremum(x, dims, keepdim, false); }
+
+// var = Σ (x - mean)² / (n - 1 when unbiased, else n), n the number of elements reduced. Composed
+// from differentiable ops, so its backward is theirs: dx = dy·2(x - mean)/(n - c) (the mean's own
+// gradient contributes Σ(x - mean) = 0). n = 1 with unbiased divides by 0: NaN, as in PyTorch.
+Tensor var(const Tensor& x, const std::vector<int64_t>& dims, VarOptions options) {
+  MT_CHECK(is_floating(x.dtype()), "var: needs a floating dtype, got ", x.dtype());
+  const Tensor centered = x - mean(x, dims, /*keepdim=*/true);
+  Tensor ss = sum(centered * centered, dims, options.keepdim);
+  const int64_t n = x.numel() / std::max<int64_t>(ss.numel(), 1);
+  const double divisor = static_cast<double>(n) - (options.unbiased ? 1.0 : 0.0);
+  return ss * (1.0 / divisor);
+}
+
+Tensor std(const Tensor& x, const std::vector<int64_t>& dims, VarOptions options) {
+  return sqrt(var(x, dims, options));
 }
 
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) { return raw::argmax(x, dim, keepdim); }

@@ -7,6 +7,7 @@
 //   cpu_gemm.cpp      gemm (BLAS/Eigen + loops)   cpu_index.cpp        index_select/add, gather, scatter_add
 //   cpu_random.cpp    uniform, normal             cpu_allocator.cpp    the 64-byte aligned allocator
 //   cpu_layer_norm.cpp, cpu_gelu.cpp, cpu_attention.cpp: the fused transformer kernels
+//   cpu_conv.cpp      im2col, col2im, max_pool2d
 // and backend_registry.cpp holds the device-type -> Backend table. Shared loops: strided_loop.h
 // (any strides) and elementwise.h (with the contiguous and broadcast-scalar fast paths).
 // Kernels run on the calling thread; only BLAS may use threads of its own.
@@ -51,6 +52,9 @@ class CpuBackend final : public Backend {
   void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dout, const Tensor& q,
                           const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
                           const AttentionParams& params) override;
+  void im2col(const Tensor& cols, const Tensor& x, const Window2d& w) override;
+  void col2im(const Tensor& x, const Tensor& cols, const Window2d& w) override;
+  void max_pool2d(const Tensor& out, const Tensor& indices, const Tensor& x, const Window2d& w) override;
 };
 
 namespace cpu {

@@ -97,11 +97,25 @@ void CpuBackend::where(const Tensor& out, const Tensor& cond, const Tensor& a, c
       const C* c = cpu::data<const C>(cond);
       const T* x = cpu::data<const T>(a);
       const T* y = cpu::data<const T>(b);
-      if (cpu::is_contiguous(out) && cpu::is_contiguous(cond) && cpu::is_contiguous(a) &&
-          cpu::is_contiguous(b)) {
-        const int64_t n = out.numel();
-        for (int64_t i = 0; i < n; ++i) o[i] = c[i] != C(0) ? x[i] : y[i];
-        return;
+      const int64_t n = out.numel();
+      if (cpu::is_contiguous(out) && cpu::is_contiguous(cond)) {
+        const bool a_dense = cpu::is_contiguous(a), b_dense = cpu::is_contiguous(b);
+        if (a_dense && b_dense) {
+          for (int64_t i = 0; i < n; ++i) o[i] = c[i] != C(0) ? x[i] : y[i];
+          return;
+        }
+        // One side a broadcast scalar: the masked gradients' where(mask, dy, 0) (autograd/functions/
+        // elementwise.cpp, Note [Masked gradients]) and masked fills.
+        if (a_dense && cpu::is_broadcast_scalar(b)) {
+          const T y0 = *y;
+          for (int64_t i = 0; i < n; ++i) o[i] = c[i] != C(0) ? x[i] : y0;
+          return;
+        }
+        if (b_dense && cpu::is_broadcast_scalar(a)) {
+          const T x0 = *x;
+          for (int64_t i = 0; i < n; ++i) o[i] = c[i] != C(0) ? x0 : y[i];
+          return;
+        }
       }
       cpu::strided_loop(
           out.sizes(),

@@ -12,6 +12,7 @@
 //   cuda_softmax.cu      softmax, log_softmax          cuda_index.cu    index_select/add, gather, scatter_add
 //   cuda_random.cu       uniform, normal (Philox)      cuda_gemm.cu     gemm (cuBLAS; int64 by a plain kernel)
 //   cuda_layer_norm.cu, cuda_gelu.cu, cuda_attention.cu: the transformer kernels
+//   cuda_conv.cu         im2col, col2im, max_pool2d
 // Shared device loops: cuda_loops.cuh. Index math and launch geometry: indexer.h, launch.h.
 // Only compiled into CUDA builds.
 #pragma once
@@ -54,6 +55,9 @@ class CudaBackend final : public Backend {
   void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dout, const Tensor& q,
                           const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
                           const AttentionParams& params) override;
+  void im2col(const Tensor& cols, const Tensor& x, const Window2d& w) override;
+  void col2im(const Tensor& x, const Tensor& cols, const Window2d& w) override;
+  void max_pool2d(const Tensor& out, const Tensor& indices, const Tensor& x, const Window2d& w) override;
   // Waits for this device's compute stream, then reports kernel-side errors (Note [Device errors]).
   void synchronize() override;
 

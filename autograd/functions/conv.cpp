@@ -1,0 +1,151 @@
+// Differentiable sliding-window ops: unfold/fold, conv2d, max and average pooling. conv2d and
+// max_pool2d are one node each over raw ops (tensor/raw_conv.cpp has the GEMM formulation);
+// average pooling is composed from unfold and mean, so its backward is fold's.
+#include <algorithm>
+
+#include "autograd/ops.h"
+#include "autograd/record.h"
+#include "tensor/raw_ops.h"
+
+namespace mt {
+
+using detail::record;
+using detail::set_history;
+
+namespace {
+
+// unfold and fold are each other's adjoint:
+//   y = unfold(x)   =>   dx = fold(dy)        y = fold(x)   =>   dx = unfold(dy)
+struct UnfoldBackward final : Node {
+  UnfoldOptions options;
+  Size2 in_size;  // (H, W) of x
+  TensorList apply(TensorList&& g) override { return {raw::fold(g[0], in_size, options)}; }
+  std::string name() const override { return "UnfoldBackward"; }
+};
+
+struct FoldBackward final : Node {
+  UnfoldOptions options;
+  TensorList apply(TensorList&& g) override { return {raw::unfold(g[0], options)}; }
+  std::string name() const override { return "FoldBackward"; }
+};
+
+// y = x ⋆ w + b   =>   dx = col2im(wᵀ·dy),  dw = Σ_n dy·im2col(x)ᵀ,  db = Σ_{n,h,w} dy
+// (per group; raw::conv2d_backward writes it out).
+struct Conv2dBackward final : Node {
+  SavedTensor x, w;
+  Conv2dOptions options;
+  bool has_bias = false;
+  TensorList apply(TensorList&& g) override {
+    check_not_released();
+    const raw::Conv2dNeeds needs{.dx = next_edges[0].valid(), .dw = next_edges[1].valid(),
+                                 .db = has_bias && next_edges[2].valid()};
+    raw::Conv2dGrads r = raw::conv2d_backward(g[0], x.unpack(*this), w.unpack(*this), options, needs);
+    return {r.dx, r.dw, r.db};
+  }
+  void release_saved() override { x.reset(), w.reset(), Node::release_saved(); }
+  std::string name() const override { return "Conv2dBackward"; }
+};
+
+// y = max over each window   =>   dx[argmax] += dy: the gradient goes to the element that won
+// (one per window; overlapping windows that share a winner add up). A scatter_add along the
+// flattened plane, with the indices the forward recorded.
+struct MaxPool2dBackward final : Node {
+  SavedTensor indices;  // (N, C, OH, OW) int64, h·W + w within each plane
+  Shape in_shape;       // (N, C, H, W)
+  TensorList apply(TensorList&& g) override {
+    check_not_released();
+    const int64_t planes = in_shape[0] * in_shape[1];
+    const Tensor idx = raw::reshape(indices.unpack(*this), Shape{planes, -1});
+    const Tensor dy = raw::reshape(g[0], Shape{planes, -1});
+    const Tensor dx = raw::scatter_add_zeros(Shape{planes, in_shape[2] * in_shape[3]}, 1, idx, dy);
+    return {raw::view(dx, in_shape)};
+  }
+  void release_saved() override { indices.reset(), Node::release_saved(); }
+  std::string name() const override { return "MaxPool2dBackward"; }
+};
+
+}  // namespace
+
+Tensor unfold(const Tensor& x, const UnfoldOptions& options) {
+  Tensor y = raw::unfold(x, options);
+  if (auto node = record<UnfoldBackward>({&x})) {
+    node->options = options, node->in_size = {x.size(2), x.size(3)};
+    set_history(y, node);
+  }
+  return y;
+}
+
+Tensor fold(const Tensor& x, Size2 output_size, const UnfoldOptions& options) {
+  Tensor y = raw::fold(x, output_size, options);
+  if (auto node = record<FoldBackward>({&x})) {
+    node->options = options;
+    set_history(y, node);
+  }
+  return y;
+}
+
+Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dOptions& options) {
+  Tensor y = raw::conv2d(x, w, b, options);
+  if (auto node = record<Conv2dBackward>({&x, &w, &b})) {
+    node->x = SavedTensor(x), node->w = SavedTensor(w), node->options = options, node->has_bias = b.defined();
+    set_history(y, node);
+  }
+  return y;
+}
+
+std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, const Pool2dOptions& options) {
+  raw::MaxPool2dResult r = raw::max_pool2d(x, options);
+  if (auto node = record<MaxPool2dBackward>({&x})) {
+    node->indices = SavedTensor(r.indices), node->in_shape = x.sizes();
+    set_history(r.out, node);
+  }
+  return {r.out, r.indices};
+}
+
+Tensor max_pool2d(const Tensor& x, const Pool2dOptions& options) { return max_pool2d_with_indices(x, options).first; }
+
+// Each plane as a one-channel image, unfolded: (N·C, kh·kw, L); the window mean is the mean over
+// dim 1 (count_include_pad: padding zeros count), or the sum over the real elements divided by
+// their number, which unfold of a plane of ones counts.
+Tensor avg_pool2d(const Tensor& x, const Pool2dOptions& options) {
+  MT_CHECK(x.dim() == 4, "avg_pool2d: input must be 4-D (N, C, H, W), got shape ", x.sizes());
+  const Pool2dOptions o = raw::resolve_pool(options);
+  MT_CHECK(o.dilation == Size2(1), "avg_pool2d: dilation is not supported (got ", o.dilation, ")");
+  MT_CHECK(2 * o.padding.h <= o.kernel_size.h && 2 * o.padding.w <= o.kernel_size.w, "avg_pool2d: padding ",
+           o.padding, " must be at most half the kernel size ", o.kernel_size);
+  const Window2d w = raw::window2d(x.sizes(), o.kernel_size, o.stride, o.padding, 1, "avg_pool2d");
+  const int64_t n = x.size(0), c = x.size(1), h = x.size(2), wd = x.size(3);
+  const UnfoldOptions uo{.kernel_size = o.kernel_size, .padding = o.padding, .stride = o.stride};
+  const Tensor cols = unfold(reshape(x, Shape{n * c, 1, h, wd}), uo);  // (N·C, kh·kw, L)
+  Tensor y;
+  if (o.count_include_pad) {
+    y = mean(cols, {1});
+  } else {
+    const Tensor counts = raw::sum(raw::unfold(ones(Shape{1, 1, h, wd}, {.dtype = x.dtype(), .device = x.device()}), uo), {1});
+    y = sum(cols, {1}) / counts;  // (N·C, L) / (1, L)
+  }
+  return reshape(y, Shape{n, c, w.out_h(), w.out_w()});
+}
+
+// PyTorch's adaptive bins: output cell i of n covers input [floor(i·H/n), ceil((i+1)·H/n)). The mean
+// over a rectangle of bins is the mean over its rows of the mean over its columns, so the two dims
+// are pooled one after the other.
+Tensor adaptive_avg_pool2d(const Tensor& x, Size2 output_size) {
+  MT_CHECK(x.dim() == 4, "adaptive_avg_pool2d: input must be 4-D (N, C, H, W), got shape ", x.sizes());
+  MT_CHECK(output_size.h > 0 && output_size.w > 0, "adaptive_avg_pool2d: output size must be positive, got ",
+           output_size);
+  if (output_size == Size2(1)) return mean(x, {2, 3}, /*keepdim=*/true);  // global average pooling
+  const auto pool_dim = [](const Tensor& t, int dim, int64_t out) {
+    const int64_t in = t.size(dim);
+    MT_CHECK(in > 0, "adaptive_avg_pool2d: input of shape ", t.sizes(), " is empty in dim ", dim);
+    std::vector<Tensor> bins;
+    for (int64_t i = 0; i < out; ++i) {
+      const int64_t start = i * in / out, end = ((i + 1) * in + out - 1) / out;
+      bins.push_back(mean(narrow(t, dim, start, end - start), {dim}, /*keepdim=*/true));
+    }
+    return cat(bins, dim);
+  };
+  return pool_dim(pool_dim(x, 2, output_size.h), 3, output_size.w);
+}
+
+}  // namespace mt

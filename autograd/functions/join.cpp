@@ -1,0 +1,99 @@
+// Differentiable joining and splitting: cat, stack, split, chunk. cat's backward hands each input the
+// narrow() window of the gradient it filled; stack is unsqueeze + cat; split and chunk return narrow
+// views, so each piece carries its own (slice) backward and a piece nobody uses costs nothing.
+#include <algorithm>
+
+#include "autograd/ops.h"
+#include "autograd/record.h"
+#include "tensor/raw_ops.h"
+
+namespace mt {
+
+using detail::record;
+using detail::set_history;
+
+namespace {
+
+// y = cat(x₀, x₁, ...) along dim   =>   dxᵢ = dy[offsetᵢ : offsetᵢ + sizeᵢ] along dim
+struct CatBackward final : Node {
+  int64_t dim = 0;
+  std::vector<int64_t> sizes;  // each input's extent along dim
+  TensorList apply(TensorList&& g) override {
+    TensorList grads;
+    int64_t offset = 0;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      grads.push_back(next_edges[i].valid() ? raw::narrow(g[0], dim, offset, sizes[i]) : Tensor());
+      offset += sizes[i];
+    }
+    return grads;
+  }
+  std::string name() const override { return "CatBackward"; }
+};
+
+}  // namespace
+
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
+  Tensor y = raw::cat(tensors, dim);
+  if (!GradMode::is_enabled()) return y;
+  if (std::none_of(tensors.begin(), tensors.end(), [](const Tensor& t) { return detail::requires_grad(t); }))
+    return y;
+  auto node = std::make_shared<CatBackward>();
+  node->dim = wrap_dim(dim, tensors[0].dim(), "cat");
+  for (const Tensor& t : tensors) {
+    node->sizes.push_back(t.size(node->dim));
+    node->next_edges.push_back(detail::requires_grad(t) ? detail::gradient_edge(t) : Edge{});
+  }
+  set_history(y, node);
+  return y;
+}
+
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
+  MT_CHECK(!tensors.empty(), "stack: needs at least one tensor");
+  const int d = wrap_dim(dim, tensors[0].dim() + 1, "stack");
+  std::vector<Tensor> expanded;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    MT_CHECK(tensors[i].sizes() == tensors[0].sizes(), "stack: tensor ", i, " has shape ", tensors[i].sizes(),
+             ", tensor 0 has ", tensors[0].sizes(), "; stack needs equal shapes");
+    expanded.push_back(unsqueeze(tensors[i], d));
+  }
+  return cat(expanded, d);
+}
+
+std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim) {
+  MT_CHECK(x.dim() > 0, "split: a zero-dimensional tensor cannot be split");
+  const int d = wrap_dim(dim, x.dim(), "split");
+  int64_t total = 0;
+  for (int64_t s : sizes) {
+    MT_CHECK(s >= 0, "split: sizes must be non-negative, got ", s);
+    total += s;
+  }
+  MT_CHECK(total == x.size(d), "split: the sizes add up to ", total, ", but dim ", d, " of ", x.sizes(), " has ",
+           x.size(d));
+  std::vector<Tensor> pieces;
+  int64_t offset = 0;
+  for (int64_t s : sizes) {
+    pieces.push_back(narrow(x, d, offset, s));
+    offset += s;
+  }
+  return pieces;
+}
+
+std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
+  MT_CHECK(split_size > 0, "split: split_size must be positive, got ", split_size);
+  MT_CHECK(x.dim() > 0, "split: a zero-dimensional tensor cannot be split");
+  const int64_t n = x.size(wrap_dim(dim, x.dim(), "split"));
+  std::vector<int64_t> sizes;
+  for (int64_t offset = 0; offset < n; offset += split_size) sizes.push_back(std::min(split_size, n - offset));
+  if (sizes.empty()) sizes.push_back(0);  // PyTorch returns one empty piece for an empty dim
+  return split(x, sizes, dim);
+}
+
+std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
+  MT_CHECK(chunks > 0, "chunk: the number of chunks must be positive, got ", chunks);
+  MT_CHECK(x.dim() > 0, "chunk: a zero-dimensional tensor cannot be chunked");
+  const int64_t n = x.size(wrap_dim(dim, x.dim(), "chunk"));
+  // PyTorch's rule: pieces of ceil(n / chunks), so there may be fewer than `chunks` of them.
+  return split(x, std::max<int64_t>((n + chunks - 1) / chunks, 1), dim);
+}
+
+}  // namespace mt

@@ -1,0 +1,115 @@
+// Batch normalisation: the functional form (F::batch_norm; training is mt::batch_norm_train's one
+// node, eval is composed from differentiable ops) and the BatchNorm1d/2d modules that own the
+// parameters, buffers and modes.
+#include "nn/batchnorm.h"
+
+#include <sstream>
+#include <vector>
+
+#include "autograd/grad_mode.h"
+#include "autograd/ops.h"
+#include "nn/init.h"
+
+namespace mt::nn {
+
+namespace functional {
+
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                  const Tensor& bias, BatchNormFuncOptions o) {
+  MT_CHECK(x.dim() >= 2, "batch_norm: input must be (N, C, ...), got shape ", x.sizes());
+  const int64_t c = x.size(1);
+  Shape channel_shape;  // (1, C, 1, ...): a per-channel tensor broadcast against x
+  for (int d = 0; d < x.dim(); ++d) channel_shape.push_back(d == 1 ? c : 1);
+  const auto per_channel = [&](const Tensor& t) { return t.view(channel_shape); };
+  if (o.training) {
+    BatchNormStats stats;
+    const Tensor y = batch_norm_train(x, weight, bias, o.eps, &stats);  // weight and bias applied
+    if (running_mean.defined()) {
+      NoGradGuard no_grad;
+      const int64_t n = x.numel() / c;
+      const double unbias = static_cast<double>(n) / static_cast<double>(n - 1);
+      Tensor rm = running_mean, rv = running_var;  // handles sharing the buffers' storage
+      rm.mul_(1.0 - o.momentum).add_(stats.mean, o.momentum);
+      rv.mul_(1.0 - o.momentum).add_(stats.var * unbias, o.momentum);
+    }
+    return y;
+  }
+  MT_CHECK(running_mean.defined() && running_var.defined(), "batch_norm: eval mode needs running_mean and running_var");
+  // The statistics are constants: y = x·scale + shift with per-channel scale = w/√(running_var + eps)
+  // and shift = b - running_mean·scale, two passes over x.
+  Tensor scale = (running_var + o.eps).pow(-0.5);
+  if (weight.defined()) scale = scale * weight;
+  Tensor shift = -(running_mean * scale);
+  if (bias.defined()) shift = shift + bias;
+  return x * per_channel(scale) + per_channel(shift);
+}
+
+}  // namespace functional
+
+BatchNorm::BatchNorm(int64_t num_features, BatchNormOptions options)
+    : num_features(num_features), options(options) {
+  MT_CHECK(num_features > 0, "BatchNorm: num_features must be positive, got ", num_features);
+  MT_CHECK(!options.momentum || (*options.momentum >= 0.0 && *options.momentum <= 1.0),
+           "BatchNorm: momentum must be in [0, 1], got ", *options.momentum);
+  if (options.affine) {
+    weight = register_parameter("weight", empty({num_features}));
+    bias = register_parameter("bias", empty({num_features}));
+  }
+  if (options.track_running_stats) {
+    running_mean = register_buffer("running_mean", empty({num_features}));
+    running_var = register_buffer("running_var", empty({num_features}));
+    num_batches_tracked = register_buffer("num_batches_tracked", empty(Shape{}, {.dtype = kInt64}));
+  }
+  reset_parameters();
+}
+
+void BatchNorm::reset_running_stats() {
+  if (!options.track_running_stats) return;
+  NoGradGuard no_grad;
+  running_mean.zero_();
+  running_var.fill_(1.0);
+  num_batches_tracked.zero_();
+}
+
+void BatchNorm::reset_parameters() {
+  reset_running_stats();
+  if (options.affine) init::ones_(weight), init::zeros_(bias);
+}
+
+Tensor BatchNorm::forward(const Tensor& x) {
+  check_input(x);
+  // PyTorch's rule: batch statistics while training, or always when nothing is tracked.
+  const bool batch_stats = is_training() || !options.track_running_stats;
+  MT_CHECK(!batch_stats || x.numel() / num_features > 1, name(), "(", extra_repr(), "): expected more than 1 "
+           "value per channel when training, got input of shape ", x.sizes());
+  double factor = 0.0;
+  if (is_training() && options.track_running_stats) {
+    NoGradGuard no_grad;
+    num_batches_tracked.add_(1.0);
+    factor = options.momentum ? *options.momentum : 1.0 / num_batches_tracked.item();
+  }
+  return functional::batch_norm(x, running_mean, running_var, weight, bias,
+                       {.training = batch_stats, .momentum = factor, .eps = options.eps});
+}
+
+std::string BatchNorm::extra_repr() const {
+  std::ostringstream os;
+  os << num_features << ", eps=" << options.eps << ", momentum=";
+  if (options.momentum) os << *options.momentum;
+  else os << "None";
+  os << ", affine=" << (options.affine ? "true" : "false")
+     << ", track_running_stats=" << (options.track_running_stats ? "true" : "false");
+  return os.str();
+}
+
+void BatchNorm1d::check_input(const Tensor& x) const {
+  MT_CHECK((x.dim() == 2 || x.dim() == 3) && x.size(1) == num_features, name(), "(", extra_repr(),
+           "): expected input of shape (N, ", num_features, ") or (N, ", num_features, ", L), got ", x.sizes());
+}
+
+void BatchNorm2d::check_input(const Tensor& x) const {
+  MT_CHECK(x.dim() == 4 && x.size(1) == num_features, name(), "(", extra_repr(), "): expected input of shape (N, ",
+           num_features, ", H, W), got ", x.sizes());
+}
+
+}  // namespace mt::nn

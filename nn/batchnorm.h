@@ -1,0 +1,81 @@
+// Batch normalisation (Ioffe & Szegedy 2015) as PyTorch's BatchNorm1d / BatchNorm2d. Per channel c
+// (dim 1 of the input), over every other dim:
+//   training:  y = (x - mean_B) / √(var_B + eps) · weight + bias     batch statistics, var_B biased (/n)
+//              running_mean ← (1 - f)·running_mean + f·mean_B
+//              running_var  ← (1 - f)·running_var  + f·var_B·n/(n - 1)   (the unbiased variance)
+//              num_batches_tracked += 1;  f = momentum, or 1/num_batches_tracked when momentum is
+//              nullopt (a cumulative average of every batch so far)
+//   eval:      y = (x - running_mean) / √(running_var + eps) · weight + bias
+// With track_running_stats = false there are no running buffers and both modes use batch statistics.
+// running_mean (zeros), running_var (ones) and num_batches_tracked (int64, 0-dim) are buffers: in the
+// state dict under PyTorch's names, moved by to(), not trained.
+//
+// Shapes: BatchNorm1d takes (N, C) or (N, C, L); BatchNorm2d takes (N, C, H, W). Training needs more
+// than one value per channel (N·L or N·H·W > 1), or the variance is undefined: that is an error.
+// What it does not do: SyncBatchNorm (statistics across ranks; distributed/), BatchNorm3d, and
+// running statistics in a dtype other than the module's.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "nn/module.h"
+
+namespace mt::nn {
+
+struct BatchNormOptions {
+  double eps = 1e-5;
+  std::optional<double> momentum = 0.1;  // nullopt: cumulative moving average
+  bool affine = true;                    // learnable weight (ones) and bias (zeros)
+  bool track_running_stats = true;
+};
+
+class BatchNorm : public Module {
+ public:
+  Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
+  void reset_running_stats();  // running_mean = 0, running_var = 1, num_batches_tracked = 0
+  void reset_parameters();     // the running statistics, and weight = 1, bias = 0
+
+  const int64_t num_features;
+  const BatchNormOptions options;
+  Tensor weight, bias;                                    // (C); undefined without affine
+  Tensor running_mean, running_var, num_batches_tracked;  // (C), (C), () int64; undefined without tracking
+
+ protected:
+  BatchNorm(int64_t num_features, BatchNormOptions options);
+  // Throws naming the layer, the expected and the actual shape, when x is not an input for it.
+  virtual void check_input(const Tensor& x) const = 0;
+};
+
+class BatchNorm1d : public BatchNorm {
+ public:
+  explicit BatchNorm1d(int64_t num_features, BatchNormOptions options = {}) : BatchNorm(num_features, options) {}
+
+ protected:
+  void check_input(const Tensor& x) const override;
+};
+
+class BatchNorm2d : public BatchNorm {
+ public:
+  explicit BatchNorm2d(int64_t num_features, BatchNormOptions options = {}) : BatchNorm(num_features, options) {}
+
+ protected:
+  void check_input(const Tensor& x) const override;
+};
+
+}  // namespace mt::nn
+
+namespace mt::nn::functional {
+
+struct BatchNormFuncOptions {
+  bool training = false;  // true: batch statistics (and running-stat updates when given)
+  double momentum = 0.1;  // the update factor f above
+  double eps = 1e-5;
+};
+// x: (N, C, ...)  running_mean, running_var, weight, bias: (C) or undefined. In training the running
+// statistics, when defined, are updated in place; in eval they must be defined and are used.
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                  const Tensor& bias, BatchNormFuncOptions options = {});
+
+}  // namespace mt::nn::functional
