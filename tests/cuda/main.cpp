@@ -17,7 +17,8 @@ int main(int argc, char** argv) {
                 mt::cuda_is_built() ? "has" : "lacks", reason.empty() ? "" : ": ", reason.c_str());
     return 77;
   }
-  std::printf("running on cuda:0: %s\n", mt::cuda_device_description(0).c_str());
+  // On stderr: stdout is also doctest's --list-test-cases answer, which CTest's discovery parses.
+  std::fprintf(stderr, "running on cuda:0: %s\n", mt::cuda_device_description(0).c_str());
   doctest::Context context(argc, argv);
   return context.run();
 }

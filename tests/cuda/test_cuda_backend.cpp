@@ -181,6 +181,9 @@ TEST_CASE("binary ops and where match the CPU, with broadcasting and NaN") {
           check_close(raw::binary(op, b, a), raw::binary(op, gpu(b), gpu(a)), rtol_for(dt), 0, what + " (bias left)");
         const Tensor c = sample({67, 1}, dt, 9);  // (67, 1) against (67, 129)
         if (op != BinaryOp::Div) check_close(raw::binary(op, a, c), raw::binary(op, gpu(a), gpu(c)), rtol_for(dt), 0, what + " (column)");
+        // Same shape: with the unaligned layout every operand is one dense run, not 16-byte aligned.
+        const Tensor d = raw::binary(BinaryOp::Add, raw::unary(UnaryOp::Abs, sample({67, 129}, dt, 10)), ones({1}, {.dtype = dt}));
+        check_close(raw::binary(op, a, d), raw::binary(op, gpu(a), gpu(d)), rtol_for(dt), 0, what + " (same shape)");
       }
     }
   }
