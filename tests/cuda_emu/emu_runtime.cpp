@@ -238,6 +238,15 @@ void fail_context(cudaError_t error, const std::string& detail) {
   std::fprintf(stderr, "CUDA emulator: %s\n", detail.c_str());
 }
 
+void reset_context() {
+  drain_all();
+  Runtime& r = rt();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  r.sticky = cudaSuccess;
+  r.sticky_detail.clear();
+  t_last = cudaSuccess;
+}
+
 void enqueue(cudaStream_t stream, std::function<void()> task) { resolve(stream)->push(std::move(task)); }
 int stream_device(cudaStream_t stream) { return resolve(stream)->device; }
 int current_device_index() { return t_device; }

@@ -55,6 +55,13 @@ void warp_exchange(WarpOp op, unsigned mask, const void* value, int bytes, int s
 unsigned warp_ballot(unsigned mask, bool predicate, const char* file, int line);
 int lane_id();
 
+// __shfl_sync's source: lane `source % width` of the calling lane's width-lane segment.
+inline int segment_lane(int source, int width) {
+  return lane_id() / width * width + ((source % width) + width) % width;
+}
+
+// source_lane: the absolute lane to read; outside the caller's width-lane segment it reads its own
+// value (as __shfl_down_sync past the end of the segment does).
 template <typename T>
 T shuffle(unsigned mask, T v, int source_lane, int width, const char* file, int line) {
   static_assert(std::is_trivially_copyable_v<T> && sizeof(T) <= 16, "shuffle: a value of at most 16 bytes");
@@ -64,6 +71,10 @@ T shuffle(unsigned mask, T v, int source_lane, int width, const char* file, int 
   warp_exchange(WarpOp::Shuffle, mask, &v, sizeof(T), src, &out, file, line);
   return out;
 }
+
+// For the emulator's own tests: clears a poisoned context (a launch failure or illegal address),
+// which a GPU process could never do. Waits for every stream first.
+void reset_context();
 
 // The launch that replaces kernel<<<grid, block, smem, stream>>>(args): the arguments are copied at
 // the launch, as a GPU copies kernel parameters, and the kernel runs later on the stream.
@@ -112,7 +123,9 @@ inline constexpr int warpSize = 32;  // a builtin variable in CUDA, not a macro
 
 #define __syncthreads() ::mt_emu::syncthreads(__FILE__, __LINE__)
 #define __syncwarp(...) ::mt_emu::warp_exchange(::mt_emu::WarpOp::Sync, (__VA_ARGS__ + 0) ? (__VA_ARGS__ + 0) : 0xffffffffu, nullptr, 0, 0, nullptr, __FILE__, __LINE__)
-#define __shfl_sync(mask, v, lane, ...) ::mt_emu::shuffle((mask), (v), (lane), ::mt_emu::detail_width(__VA_ARGS__ + 0), __FILE__, __LINE__)
+#define __shfl_sync(mask, v, lane, ...) \
+  ::mt_emu::shuffle((mask), (v), ::mt_emu::segment_lane((lane), ::mt_emu::detail_width(__VA_ARGS__ + 0)), \
+                    ::mt_emu::detail_width(__VA_ARGS__ + 0), __FILE__, __LINE__)
 #define __shfl_xor_sync(mask, v, lane_mask, ...) \
   ::mt_emu::shuffle((mask), (v), ::mt_emu::lane_id() ^ (lane_mask), ::mt_emu::detail_width(__VA_ARGS__ + 0), __FILE__, __LINE__)
 #define __shfl_down_sync(mask, v, delta, ...) \
