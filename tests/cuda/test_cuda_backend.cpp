@@ -238,6 +238,14 @@ TEST_CASE("reductions match the CPU over any dims and layouts, with NaN and argm
   check_close(raw::reduce(ReduceOp::Min, t, {0}, false, "min"), raw::reduce(ReduceOp::Min, gpu(t), {0}, false, "min"), 0, 0, "min NaN");
   const Tensor wide = raw::cast(from_vector(std::vector<double>(5000, 7.0), {1, 5000}), kFloat32);
   CHECK(raw::argmax(gpu(wide), 1).item() == 0);  // 5000 equal values: block path, first index
+  // One output of 300000 is split over many blocks (Note [Split reductions]) on any GPU: ties and
+  // NaN must still resolve to the first index across the chunks' partials.
+  std::vector<double> flat(300000, 7.0);
+  CHECK(raw::argmax(gpu(from_vector(flat, {300000})), 0).item() == 0);
+  flat[250000] = kNaN;
+  flat[260000] = kNaN;
+  CHECK(raw::argmax(gpu(from_vector(flat, {300000})), 0).item() == 250000);
+  CHECK(std::isnan(raw::max(gpu(from_vector(flat, {300000})), {0}).item()));
 }
 
 TEST_CASE("softmax and log_softmax match the CPU, for short and long rows, large values and NaN") {
