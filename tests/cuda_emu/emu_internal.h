@@ -14,6 +14,11 @@ namespace mt_emu {
 void enqueue(cudaStream_t stream, std::function<void()> task);
 // The device a stream belongs to (its current device at creation).
 int stream_device(cudaStream_t stream);
+// Waits until `stream` (nullptr: the current device's default stream), or every stream, is idle.
+void wait_stream(cudaStream_t stream);
+void wait_all_streams();
+// The poisoned context's error (fail_context), cudaSuccess while there is none.
+cudaError_t context_error();
 int current_device_index();
 const cudaDeviceProp& device_properties(int device);
 

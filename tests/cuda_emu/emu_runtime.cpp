@@ -1,13 +1,9 @@
-// The CUDA emulator's runtime: devices, memory, streams and events, answered on the CPU with the
-// semantics the backend relies on (docs/gpu.md, "The CUDA emulator"):
-//   - a stream is an ordered queue with one worker thread; kernels, copies and event records run
-//     there, later than the call that queued them, so a missing synchronisation shows up as a
-//     wrong result here as on a GPU;
+// The CUDA emulator's runtime: devices, errors and memory, answered on the CPU with the semantics
+// the backend relies on (docs/gpu.md, "The CUDA emulator"); streams and events are in
+// emu_streams.cpp.
 //   - cudaMemcpyAsync from pageable host memory reads the source before it returns, and into pageable
 //     memory waits for the copy, as the driver does; with pinned memory (cudaHostAlloc) both stay
 //     asynchronous: the pinned paths are the ones that need events;
-//   - events are generations: a record bumps the count to wait for, its task marks it reached;
-//     cudaStreamWaitEvent waits for the record made before the call;
 //   - cudaMalloc'd memory starts filled with 0xff bytes (NaN as float, -1 as int64), so reading memory
 //     nothing wrote is visible; copies and cuBLAS check that device ranges lie inside one allocation;
 //   - a kernel fault (a barrier not all threads reach, ...) poisons the context: every later call
@@ -28,61 +24,6 @@
 
 #include "emu_internal.h"
 
-struct CUstream_st {
-  int device = 0;
-  std::mutex mutex;
-  std::condition_variable changed;
-  std::deque<std::function<void()>> queue;
-  bool busy = false, stop = false;
-  std::thread worker;
-
-  void run() {
-    std::unique_lock<std::mutex> lock(mutex);
-    for (;;) {
-      changed.wait(lock, [&] { return stop || !queue.empty(); });
-      if (queue.empty()) return;
-      std::function<void()> task = std::move(queue.front());
-      queue.pop_front();
-      busy = true;
-      lock.unlock();
-      task();
-      lock.lock();
-      busy = false;
-      changed.notify_all();
-    }
-  }
-  void push(std::function<void()> task) {
-    std::lock_guard<std::mutex> lock(mutex);
-    queue.push_back(std::move(task));
-    changed.notify_all();
-  }
-  void drain() {
-    std::unique_lock<std::mutex> lock(mutex);
-    changed.wait(lock, [&] { return queue.empty() && !busy; });
-  }
-  bool idle() {
-    std::lock_guard<std::mutex> lock(mutex);
-    return queue.empty() && !busy;
-  }
-};
-
-struct CUevent_st {
-  int device = 0;
-  std::mutex mutex;
-  std::condition_variable reached_cv;
-  uint64_t recorded = 0, reached = 0;  // generations: records made, records the stream has passed
-
-  void reach(uint64_t generation) {
-    std::lock_guard<std::mutex> lock(mutex);
-    if (generation > reached) reached = generation;
-    reached_cv.notify_all();
-  }
-  void wait_for(uint64_t generation) {
-    std::unique_lock<std::mutex> lock(mutex);
-    reached_cv.wait(lock, [&] { return reached >= generation; });
-  }
-};
-
 namespace mt_emu {
 namespace {
 
@@ -96,8 +37,6 @@ struct Runtime {
   std::mutex mutex;
   std::map<uintptr_t, Allocation> allocations;  // by start address
   std::vector<size_t> device_bytes;             // in use per device
-  std::vector<cudaStream_t> streams;            // live streams, for cudaFree's device-wide wait
-  std::vector<cudaStream_t> default_streams;    // per device, made on first use
   std::vector<cudaDeviceProp> properties;
   cudaError_t sticky = cudaSuccess;
   std::string sticky_detail;
@@ -118,7 +57,6 @@ Runtime& rt() {
     auto* made = new Runtime;  // never destroyed: stream workers may run during exit
     const int n = emulated_devices();
     made->device_bytes.assign(n, 0);
-    made->default_streams.assign(n, nullptr);
     for (int d = 0; d < n; ++d) {
       cudaDeviceProp p{};
       std::snprintf(p.name, sizeof p.name, "CUDA emulator on the CPU (tests/cuda_emu), device %d", d);
@@ -144,27 +82,13 @@ thread_local int t_device = 0;
 thread_local cudaError_t t_last = cudaSuccess;
 
 // Every call first returns a poisoned context's error.
-cudaError_t sticky() {
+cudaError_t sticky() {  // as context_error(), for this file
   Runtime& r = rt();
   std::lock_guard<std::mutex> lock(r.mutex);
   return r.sticky;
 }
 
 cudaError_t fail(cudaError_t error, const std::string& detail) { return set_last_error(error, detail); }
-
-cudaStream_t resolve(cudaStream_t stream) {
-  if (stream != nullptr) return stream;
-  Runtime& r = rt();
-  std::lock_guard<std::mutex> lock(r.mutex);
-  cudaStream_t& s = r.default_streams[t_device];
-  if (s == nullptr) {
-    s = new CUstream_st;
-    s->device = t_device;
-    s->worker = std::thread([s] { s->run(); });
-    r.streams.push_back(s);
-  }
-  return s;
-}
 
 const Allocation* find(const void* ptr, uintptr_t* start = nullptr) {
   Runtime& r = rt();
@@ -182,16 +106,6 @@ bool is_pinned_range(const void* ptr) {
   std::lock_guard<std::mutex> lock(r.mutex);
   const Allocation* a = find(ptr);
   return a && a->pinned;
-}
-
-void drain_all() {
-  Runtime& r = rt();
-  std::vector<cudaStream_t> streams;
-  {
-    std::lock_guard<std::mutex> lock(r.mutex);
-    streams = r.streams;
-  }
-  for (cudaStream_t s : streams) s->drain();
 }
 
 // Checks one side of a copy: device memory lies in one allocation; host memory is not device memory.
@@ -239,7 +153,7 @@ void fail_context(cudaError_t error, const std::string& detail) {
 }
 
 void reset_context() {
-  drain_all();
+  wait_all_streams();
   Runtime& r = rt();
   std::lock_guard<std::mutex> lock(r.mutex);
   r.sticky = cudaSuccess;
@@ -247,8 +161,7 @@ void reset_context() {
   t_last = cudaSuccess;
 }
 
-void enqueue(cudaStream_t stream, std::function<void()> task) { resolve(stream)->push(std::move(task)); }
-int stream_device(cudaStream_t stream) { return resolve(stream)->device; }
+cudaError_t context_error() { return sticky(); }
 int current_device_index() { return t_device; }
 const cudaDeviceProp& device_properties(int device) { return rt().properties.at(device); }
 
@@ -301,11 +214,6 @@ cudaError_t cudaDriverGetVersion(int* version) {
 }
 cudaError_t cudaRuntimeGetVersion(int* version) {
   *version = 13000;
-  return cudaSuccess;
-}
-cudaError_t cudaDeviceSynchronize() {
-  drain_all();
-  MT_EMU_STICKY();
   return cudaSuccess;
 }
 cudaError_t cudaGetLastError() {
@@ -385,7 +293,7 @@ cudaError_t cudaMalloc(void** ptr, size_t bytes) {
 
 cudaError_t cudaFree(void* ptr) {
   if (ptr == nullptr) return cudaSuccess;
-  drain_all();  // as on a GPU, cudaFree waits for the device
+  wait_all_streams();  // as on a GPU, cudaFree waits for the device
   Runtime& r = rt();
   std::lock_guard<std::mutex> lock(r.mutex);
   const auto it = r.allocations.find(reinterpret_cast<uintptr_t>(ptr));
@@ -413,7 +321,7 @@ cudaError_t cudaMallocHost(void** ptr, size_t bytes) { return cudaHostAlloc(ptr,
 
 cudaError_t cudaFreeHost(void* ptr) {
   if (ptr == nullptr) return cudaSuccess;
-  drain_all();
+  wait_all_streams();
   Runtime& r = rt();
   std::lock_guard<std::mutex> lock(r.mutex);
   const auto it = r.allocations.find(reinterpret_cast<uintptr_t>(ptr));
@@ -455,22 +363,21 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpy
              !check_side(src, bytes, src_device, "the source", why)) {
     return fail(cudaErrorInvalidValue, "cudaMemcpyAsync of " + std::to_string(bytes) + " bytes: " + why);
   }
-  cudaStream_t s = resolve(stream);
   if (kind == cudaMemcpyHostToDevice && !is_pinned_range(src)) {
     // Pageable source: read now (the driver stages it before returning), so the caller may reuse it.
     auto copy = std::make_shared<std::vector<char>>(static_cast<const char*>(src), static_cast<const char*>(src) + bytes);
-    s->push([dst, copy] { std::memcpy(dst, copy->data(), copy->size()); });
+    enqueue(stream, [dst, copy] { std::memcpy(dst, copy->data(), copy->size()); });
     return cudaSuccess;
   }
-  s->push([dst, src, bytes] { std::memcpy(dst, src, bytes); });
-  if (kind == cudaMemcpyDeviceToHost && !is_pinned_range(dst)) s->drain();  // pageable: returns when done
+  enqueue(stream, [dst, src, bytes] { std::memcpy(dst, src, bytes); });
+  if (kind == cudaMemcpyDeviceToHost && !is_pinned_range(dst)) wait_stream(stream);  // pageable: returns when done
   return cudaSuccess;
 }
 
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
   const cudaError_t e = cudaMemcpyAsync(dst, src, bytes, kind, nullptr);
   if (e != cudaSuccess) return e;
-  resolve(nullptr)->drain();
+  wait_stream(nullptr);
   MT_EMU_STICKY();
   return cudaSuccess;
 }
@@ -487,7 +394,7 @@ cudaError_t cudaMemcpyPeerAsync(void* dst, int dst_device, const void* src, int 
     if (find(dst)->device != dst_device || find(src)->device != src_device)
       return fail(cudaErrorInvalidValue, "cudaMemcpyPeerAsync: a pointer is not on the device named with it");
   }
-  resolve(stream)->push([dst, src, bytes] { std::memcpy(dst, src, bytes); });
+  enqueue(stream, [dst, src, bytes] { std::memcpy(dst, src, bytes); });
   return cudaSuccess;
 }
 
@@ -495,110 +402,12 @@ cudaError_t cudaMemsetAsync(void* ptr, int value, size_t bytes, cudaStream_t str
   MT_EMU_STICKY();
   if (bytes == 0) return cudaSuccess;
   if (!is_device_range(ptr, bytes)) return fail(cudaErrorInvalidValue, "cudaMemsetAsync: not inside one device allocation");
-  resolve(stream)->push([ptr, value, bytes] { std::memset(ptr, value, bytes); });
+  enqueue(stream, [ptr, value, bytes] { std::memset(ptr, value, bytes); });
   return cudaSuccess;
 }
 cudaError_t cudaMemset(void* ptr, int value, size_t bytes) {
   const cudaError_t e = cudaMemsetAsync(ptr, value, bytes, nullptr);
-  if (e == cudaSuccess) resolve(nullptr)->drain();
+  if (e == cudaSuccess) wait_stream(nullptr);
   return e;
 }
 
-// ---- streams and events -------------------------------------------------------------------------------
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned) {
-  MT_EMU_STICKY();
-  auto* s = new CUstream_st;
-  s->device = t_device;
-  s->worker = std::thread([s] { s->run(); });
-  Runtime& r = rt();
-  std::lock_guard<std::mutex> lock(r.mutex);
-  r.streams.push_back(s);
-  *stream = s;
-  return cudaSuccess;
-}
-cudaError_t cudaStreamCreate(cudaStream_t* stream) { return cudaStreamCreateWithFlags(stream, cudaStreamDefault); }
-
-cudaError_t cudaStreamDestroy(cudaStream_t stream) {
-  if (stream == nullptr) return fail(cudaErrorInvalidResourceHandle, "cudaStreamDestroy(nullptr)");
-  stream->drain();  // the work queued before destruction still runs, as on a GPU
-  {
-    Runtime& r = rt();
-    std::lock_guard<std::mutex> lock(r.mutex);
-    std::erase(r.streams, stream);
-  }
-  {
-    std::lock_guard<std::mutex> lock(stream->mutex);
-    stream->stop = true;
-    stream->changed.notify_all();
-  }
-  stream->worker.join();
-  delete stream;
-  return cudaSuccess;
-}
-
-cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
-  resolve(stream)->drain();
-  MT_EMU_STICKY();
-  return cudaSuccess;
-}
-cudaError_t cudaStreamQuery(cudaStream_t stream) {
-  MT_EMU_STICKY();
-  return resolve(stream)->idle() ? cudaSuccess : cudaErrorNotReady;
-}
-
-cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned) {
-  MT_EMU_STICKY();
-  *event = new CUevent_st;
-  (*event)->device = t_device;
-  return cudaSuccess;
-}
-cudaError_t cudaEventCreate(cudaEvent_t* event) { return cudaEventCreateWithFlags(event, cudaEventDefault); }
-cudaError_t cudaEventDestroy(cudaEvent_t event) {
-  if (event == nullptr) return cudaErrorInvalidResourceHandle;
-  // Not freed: a stream may still hold a record or a wait on it, which CUDA allows after destroy.
-  // An event is a few dozen bytes; the tests make a few thousand at most.
-  return cudaSuccess;
-}
-
-cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
-  MT_EMU_STICKY();
-  cudaStream_t s = resolve(stream);
-  if (s->device != event->device)
-    return fail(cudaErrorInvalidResourceHandle, "cudaEventRecord: the event belongs to device " +
-                std::to_string(event->device) + ", the stream to device " + std::to_string(s->device));
-  uint64_t generation;
-  {
-    std::lock_guard<std::mutex> lock(event->mutex);
-    generation = ++event->recorded;
-  }
-  s->push([event, generation] { event->reach(generation); });
-  return cudaSuccess;
-}
-
-cudaError_t cudaEventQuery(cudaEvent_t event) {
-  MT_EMU_STICKY();
-  std::lock_guard<std::mutex> lock(event->mutex);
-  return event->reached >= event->recorded ? cudaSuccess : cudaErrorNotReady;
-}
-
-cudaError_t cudaEventSynchronize(cudaEvent_t event) {
-  uint64_t target;
-  {
-    std::lock_guard<std::mutex> lock(event->mutex);
-    target = event->recorded;
-  }
-  event->wait_for(target);
-  MT_EMU_STICKY();
-  return cudaSuccess;
-}
-
-cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned) {
-  MT_EMU_STICKY();
-  uint64_t target;
-  {
-    std::lock_guard<std::mutex> lock(event->mutex);
-    target = event->recorded;  // the record made before this call, not later ones
-  }
-  resolve(stream)->push([event, target] { event->wait_for(target); });
-  return cudaSuccess;
-}
