@@ -48,6 +48,10 @@ std::map<int, ncclResult_t>& injected() {  // nccl_fail_async, by rank
   static auto* m = new std::map<int, ncclResult_t>;
   return *m;
 }
+std::map<int, ncclResult_t>& injected_query() {  // nccl_fail_query, by rank
+  static auto* m = new std::map<int, ncclResult_t>;
+  return *m;
+}
 
 size_t element_size(ncclDataType_t t) { return t == ncclFloat16 ? 2 : t == ncclFloat32 ? 4 : 8; }
 
@@ -116,7 +120,13 @@ ncclResult_t collective(ncclComm_t comm, cudaStream_t stream, const void* send, 
 namespace mt_emu {
 void nccl_fail_async(int rank, ncclResult_t error) {
   std::lock_guard<std::mutex> lock(registry_mutex);
-  injected()[rank] = error;
+  if (error == ncclSuccess) injected().erase(rank);
+  else injected()[rank] = error;
+}
+void nccl_fail_query(int rank, ncclResult_t error) {
+  std::lock_guard<std::mutex> lock(registry_mutex);
+  if (error == ncclSuccess) injected_query().erase(rank);
+  else injected_query()[rank] = error;
 }
 }  // namespace mt_emu
 
@@ -173,7 +183,7 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t* out, int nranks, ncclUniqueId id
     c.changed.wait(lock, [&] { return c.joined == nranks; });
     return ncclSuccess;
   }
-  return comm->state.load() == ncclSuccess ? ncclSuccess : ncclInProgress;
+  return ncclInProgress;  // as NCCL: a non-blocking init always answers so; the state says when done
 }
 
 ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank) {
@@ -184,6 +194,8 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* async_error) {
   if (comm == nullptr) return ncclInvalidArgument;
   {
     std::lock_guard<std::mutex> lock(registry_mutex);
+    const auto q = injected_query().find(comm->rank);
+    if (q != injected_query().end()) return q->second;
     const auto it = injected().find(comm->rank);
     if (it != injected().end()) {
       *async_error = it->second;

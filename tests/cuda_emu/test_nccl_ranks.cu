@@ -1,8 +1,9 @@
 // ProcessGroupNCCL's host logic with two ranks, as two threads on the two emulated GPUs, against
 // the emulated NCCL (include/nccl.h): collectives across ranks, the comm stream waiting for the
 // compute stream (Note [Comm stream]), Works keeping their tensors alive (Note [Tensors stay
-// alive]), and the watchdog failing a collective a peer never joins, or one NCCL reports an error
-// for (Note [NCCL watchdog]). A GPU shows none of these orderings reliably; the emulator's slow
+// alive]), the watchdog failing a collective a peer never joins, or one NCCL reports an error for
+// (Note [NCCL watchdog]), and the non-blocking communicator's error path (Note [Non-blocking
+// communicator]). A GPU shows none of these orderings reliably; the emulator's slow
 // kernels make them deterministic.
 #include <doctest/doctest.h>
 
@@ -155,6 +156,26 @@ TEST_CASE("NCCL on two emulated GPUs: the watchdog fails a collective a peer nev
     }
   });
   CHECK(async.find("NCCL reported an asynchronous error on rank 0 of 2") != std::string::npos);
+}
+
+TEST_CASE("NCCL on two emulated GPUs: a non-blocking init whose progress cannot be read says so") {
+  // Note [Non-blocking communicator]: ncclCommInitRankConfig answers ncclInProgress, and the group
+  // polls ncclCommGetAsyncError. When that query itself fails, its error is the one to report, not
+  // the ncclInProgress still in hand (which would read "operation in progress" as an error).
+  mt_emu::nccl_fail_query(0, ncclSystemError);
+  std::exception_ptr error;
+  try {
+    as_ranks(2, 5s, [](ProcessGroupNCCL&, int) {});
+  } catch (...) {
+    error = std::current_exception();
+  }
+  mt_emu::nccl_fail_query(0, ncclSuccess);
+  REQUIRE(error);
+  const std::string text = message_of(error);
+  CHECK(text.find("ProcessGroupNCCL rank 0 of 2") != std::string::npos);
+  CHECK(text.find("creating the NCCL communicator failed") != std::string::npos);
+  CHECK(text.find("ncclCommGetAsyncError failed with unhandled system error") != std::string::npos);
+  CHECK(text.find("in progress") == std::string::npos);
 }
 
 TEST_CASE("NCCL on emulated GPUs: a rank that never arrives is named at setup, within the timeout") {

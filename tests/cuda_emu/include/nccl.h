@@ -5,8 +5,9 @@
 // hangs the others' streams until ncclCommAbort, which is what ProcessGroupNCCL's watchdog is for.
 // Communicators are non-blocking when config.blocking == 0: ncclCommInitRankConfig returns
 // ncclInProgress until all ranks joined (ncclCommGetAsyncError says when).
-// Test hook: mt_emu::nccl_fail_async(rank, error) makes ncclCommGetAsyncError of every communicator
-// of that rank report `error` (a peer failure seen by NCCL).
+// Test hooks, per rank (every communicator of that rank; ncclSuccess clears): nccl_fail_async makes
+// ncclCommGetAsyncError report `error` as the communicator's state (a peer failure NCCL saw), and
+// nccl_fail_query makes the ncclCommGetAsyncError call itself fail with `error`.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -55,4 +56,5 @@ ncclResult_t ncclAllGather(const void* send, void* recv, size_t send_count, nccl
 
 namespace mt_emu {
 void nccl_fail_async(int rank, ncclResult_t error);
+void nccl_fail_query(int rank, ncclResult_t error);
 }  // namespace mt_emu
