@@ -47,6 +47,7 @@ safe_name() { printf '%s' "$1" | tr -c 'A-Za-z0-9_.-' '_' | cut -c1-80; }
 
 # run_step NAME LIMIT_S COMMAND...: runs COMMAND with its output in logs/NAME.log, under
 # min(LIMIT_S, budget left); records ok / FAILED (rc) / TIMEOUT with the last line of the log.
+# Exit code 77 (the tests' "skipped: no GPU") is a skip only where nvidia-smi lists no GPU.
 # Returns the command's status, so later steps can depend on it.
 run_step() {
   local name=$1 limit=$2
@@ -66,8 +67,10 @@ run_step() {
     record "$name" ok "$took" "$last"
   elif (( rc == 124 || rc == 137 )); then
     record "$name" TIMEOUT "$took" "killed after ${limit} s; see logs/$(basename "$log")"
-  elif (( rc == 77 )); then
+  elif (( rc == 77 && gpus == 0 )); then
     record "$name" skipped "$took" "$last"
+  elif (( rc == 77 )); then  # "no GPU" where nvidia-smi lists one: the driver or runtime is broken
+    record "$name" FAILED "$took" "skipped although nvidia-smi lists a GPU: $last"
   else
     record "$name" FAILED "$took" "rc $rc: $last"
   fi
@@ -141,7 +144,7 @@ fi
 if (( ! built )); then
   skip "cuda: kernel tests" "not built"
 elif (( gpus == 0 )); then
-  skip "cuda: kernel tests" "no GPU ($("$build/tests/test_cuda" 2>&1 | head -1 | cut -c1-120))"
+  skip "cuda: kernel tests" "no GPU ($("$build/tests/test_cuda" 2>&1 | head -1 | cut -c1-300))"
 else
   # A GPU that nvidia-smi lists but the CUDA runtime does not see (a driver older than the toolkit)
   # is a failure here, not a skip: test_cuda's skip line says why (Note [Why no GPU]).
@@ -221,7 +224,7 @@ for r in rows:
     counts[r[1]] = counts.get(r[1], 0) + 1
 print("\n" + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())))
 PY
-  if [[ -s $bench_mt ]]; then
+  if grep -q '^gemm_fp32_tflops ' "$bench_mt" 2>/dev/null; then
     echo
     python3 - "$bench_mt" "$bench_pt" <<'PY' || echo "(benchmark table failed; raw numbers in $bench_mt)"
 import math, os, sys
