@@ -7,7 +7,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
+#include <atomic>
 #include <deque>
+#include <thread>
 #include <memory>
 #include <fstream>
 #include <mutex>
@@ -39,25 +42,47 @@ struct ThreadContext {
   unsigned char value[16], result[16];
 };
 
-// A stack per emulated thread, kept by the worker thread across blocks; a guard page below each
-// turns an overflow into a crash rather than corruption.
+// A stack per emulated thread, kept by a host thread across blocks and handed back to a shared
+// free list when that thread ends (grids start helper threads: Note [Emulated threads]). A guard
+// page below each turns an overflow into a crash rather than corruption.
 class StackPool {
  public:
+  ~StackPool() {
+    std::lock_guard<std::mutex> lock(free_mutex());
+    for (void* s : stacks_) free_list().push_back(s);
+  }
   void* get(size_t i) {
-    while (stacks_.size() <= i) {
-      void* p = mmap(nullptr, kStackBytes + 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                     -1, 0);
-      if (p == MAP_FAILED) {
-        std::perror("CUDA emulator: mmap of a fiber stack");
-        std::abort();
-      }
-      mprotect(p, 4096, PROT_NONE);
-      stacks_.push_back(static_cast<char*>(p) + 4096);
-    }
+    while (stacks_.size() <= i) stacks_.push_back(take());
     return stacks_[i];
   }
 
  private:
+  static std::mutex& free_mutex() {
+    static auto* m = new std::mutex;
+    return *m;
+  }
+  static std::vector<void*>& free_list() {
+    static auto* v = new std::vector<void*>;  // never destroyed: threads may end during exit
+    return *v;
+  }
+  static void* take() {
+    {
+      std::lock_guard<std::mutex> lock(free_mutex());
+      if (!free_list().empty()) {
+        void* s = free_list().back();
+        free_list().pop_back();
+        return s;
+      }
+    }
+    void* p = mmap(nullptr, kStackBytes + 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                   -1, 0);
+    if (p == MAP_FAILED) {
+      std::perror("CUDA emulator: mmap of a fiber stack");
+      std::abort();
+    }
+    mprotect(p, 4096, PROT_NONE);
+    return static_cast<char*>(p) + 4096;
+  }
   std::vector<void*> stacks_;
 };
 
@@ -326,7 +351,21 @@ unsigned warp_ballot(unsigned mask, bool predicate, const char* file, int line) 
   return ballot;
 }
 
-std::string run_grid(Launch::AnyBody& body, const char* kernel, const char* file, int line, dim3 grid, dim3 block) {
+namespace {
+
+// Host threads that run a grid's blocks side by side: $MT_CUDA_EMU_BLOCK_THREADS, else up to 4
+// (the cores there are). Blocks then really run concurrently, as on a GPU's multiprocessors.
+int block_threads() {
+  static const int n = [] {
+    if (const char* v = std::getenv("MT_CUDA_EMU_BLOCK_THREADS")) return std::max(1, std::atoi(v));
+    return static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 4u));
+  }();
+  return n;
+}
+
+// Runs blocks taken from `next` (linear block indices) until none is left or one failed.
+void run_blocks(Launch::AnyBody& body, dim3 grid, dim3 block, std::atomic<uint64_t>& next, std::mutex& error_mutex,
+                std::string& error, const char* kernel, const char* file, int line) {
   BlockRun b;
   b.body = &body;
   b.block_dim = block;
@@ -334,17 +373,35 @@ std::string run_grid(Launch::AnyBody& body, const char* kernel, const char* file
   b.threads.resize(static_cast<size_t>(block.x) * block.y * block.z);
   BlockRun* outer = t_block;
   t_block = &b;
-  std::string error;
-  for (unsigned z = 0; z < grid.z && error.empty(); ++z)
-    for (unsigned y = 0; y < grid.y && error.empty(); ++y)
-      for (unsigned x = 0; x < grid.x && error.empty(); ++x) {
-        b.block_idx = {x, y, z};
-        error = run_block(b);
-        if (!error.empty())
-          error = "kernel " + std::string(kernel) + " launched at " + site(file, line) + ", block (" +
-                  std::to_string(x) + "," + std::to_string(y) + "," + std::to_string(z) + "): " + error;
-      }
+  const uint64_t blocks = uint64_t(grid.x) * grid.y * grid.z;
+  for (uint64_t i = next++; i < blocks; i = next++) {
+    b.block_idx = {static_cast<unsigned>(i % grid.x), static_cast<unsigned>(i / grid.x % grid.y),
+                   static_cast<unsigned>(i / (uint64_t(grid.x) * grid.y))};
+    const std::string e = run_block(b);
+    if (e.empty()) continue;
+    std::lock_guard<std::mutex> lock(error_mutex);
+    if (error.empty())
+      error = "kernel " + std::string(kernel) + " launched at " + site(file, line) + ", block (" +
+              std::to_string(b.block_idx.x) + "," + std::to_string(b.block_idx.y) + "," +
+              std::to_string(b.block_idx.z) + "): " + e;
+    next = blocks;  // the others stop after their current block
+  }
   t_block = outer;
+}
+
+}  // namespace
+
+std::string run_grid(Launch::AnyBody& body, const char* kernel, const char* file, int line, dim3 grid, dim3 block) {
+  std::atomic<uint64_t> next{0};
+  std::mutex error_mutex;
+  std::string error;
+  const uint64_t blocks = uint64_t(grid.x) * grid.y * grid.z;
+  const int helpers = static_cast<int>(std::min<uint64_t>(blocks, block_threads())) - 1;
+  std::vector<std::thread> threads;
+  for (int h = 0; h < helpers; ++h)
+    threads.emplace_back([&] { run_blocks(body, grid, block, next, error_mutex, error, kernel, file, line); });
+  run_blocks(body, grid, block, next, error_mutex, error, kernel, file, line);  // this worker too
+  for (auto& t : threads) t.join();
   return error;
 }
 

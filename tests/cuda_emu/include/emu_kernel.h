@@ -1,18 +1,19 @@
 // The kernel side of the CUDA emulator: what a .cu file may use inside a kernel, and the launch that
 // tests/cuda_emu/translate_launches.cpp puts where the source says kernel<<<grid, block, smem, stream>>>(args).
 //
-// Note [Emulated threads]: a launch is queued on its stream like any other work; the stream's worker
-// thread runs the grid block by block, and each block's threads as fibers (one stack each,
-// ucontext) on that worker, switched cooperatively: a thread runs until it reaches __syncthreads,
-// a warp shuffle or vote, or its end. So
+// Note [Emulated threads]: a launch is queued on its stream like any other work; when the stream
+// reaches it, its blocks are shared out among the stream's worker and a few helper host threads
+// (MT_CUDA_EMU_BLOCK_THREADS, default up to 4), so blocks run concurrently as on a GPU. Each block's
+// threads run as fibers (one stack each, ucontext) on one host thread, switched cooperatively: a
+// thread runs until it reaches __syncthreads, a warp shuffle or vote, or its end. So
 //   - __syncthreads is a real barrier: no thread passes it before all blockDim threads reached it;
 //     a barrier some threads never reach (they returned, or wait at another one) is a launch
 //     failure naming the kernel, the block, the line and the thread counts, never a hang;
 //   - shuffles and votes exchange values among the 32 lanes of a warp named in the mask, at the
 //     moment the last of them arrives; a lane of the mask that exited, or waits elsewhere, is a
 //     launch failure too;
-//   - __shared__ variables are one copy per block (static thread_local: a worker runs one block at
-//     a time), uninitialised between blocks as on a GPU;
+//   - __shared__ variables are one copy per block (static thread_local: a host thread runs one
+//     block at a time), uninitialised between blocks as on a GPU;
 //   - atomics are std::atomic_ref operations (streams run on different host threads).
 // Threads of a warp do not run in lockstep (as with independent thread scheduling since Volta), so
 // code that relies on implicit warp synchrony fails here as it may on a GPU. What no emulation
