@@ -59,7 +59,7 @@ if(NOT MT_CUDA STREQUAL "OFF")
     endif()
     set(CMAKE_CUDA_RUNTIME_LIBRARY Shared)
     enable_language(CUDA)
-    # C++20 like the host code. CMake 3.25 knows nvcc's dialect flags only up to C++17 (nvcc >= 12
+    # C++20 like the host code. CMake (3.22 to 3.25 at least) knows nvcc's dialect flags only up to C++17 (nvcc >= 12
     # has -std=c++20), so the flag is named here; CMake then applies it as for any dialect.
     set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
     set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")

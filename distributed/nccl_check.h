@@ -37,5 +37,11 @@ void nccl_settle(ncclComm_t comm, ncclResult_t result, const char* call, const c
                          ncclGetErrorString(mt_nccl_status_), " (", ncclGetLastError(nullptr), ")"); \
   } while (0)
 
-#define MT_NCCL_CHECK_NONBLOCKING(call, comm, deadline) \
-  ::mt::dist::detail::nccl_settle((comm), (call), #call, __FILE__, __LINE__, (deadline))
+// The call's result is stored before `comm` is read: ncclCommInitRankConfig(&comm, ...) writes the
+// communicator that the settling then polls, and as two arguments of one function call the order of
+// the write and the read would be unspecified.
+#define MT_NCCL_CHECK_NONBLOCKING(call, comm, deadline)                                                 \
+  do {                                                                                                  \
+    const ncclResult_t mt_nccl_started_ = (call);                                                       \
+    ::mt::dist::detail::nccl_settle((comm), mt_nccl_started_, #call, __FILE__, __LINE__, (deadline));   \
+  } while (0)

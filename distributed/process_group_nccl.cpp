@@ -28,7 +28,13 @@ void nccl_settle(ncclComm_t comm, ncclResult_t result, const char* call, const c
                                             "deadline: a peer is missing or the network is unreachable");
     }
     std::this_thread::yield();
-    if (ncclCommGetAsyncError(comm, &result) != ncclSuccess) break;
+    // When the state itself cannot be read, that failure is the error to report: `result` still
+    // says ncclInProgress, which is no error at all.
+    const ncclResult_t asked = ncclCommGetAsyncError(comm, &result);
+    if (asked != ncclSuccess)
+      ::mt::detail::fail(file, line, "NCCL error in ", call, ": its progress could not be read: "
+                         "ncclCommGetAsyncError failed with ", ncclGetErrorString(asked), " (",
+                         ncclGetLastError(comm), ")");
   }
   if (result != ncclSuccess)
     ::mt::detail::fail(file, line, "NCCL error in ", call, ": ", ncclGetErrorString(result), " (",

@@ -16,6 +16,7 @@ namespace mt {
 
 bool cuda_is_built() { return true; }
 int cuda_device_count() { return cuda::device_count(); }
+std::string cuda_unavailable_reason() { return cuda::device_count_problem(); }
 
 std::string cuda_device_description(int device) {
   const cuda::DeviceProperties p = cuda::properties(device);  // throws for a missing device
@@ -28,6 +29,7 @@ std::string cuda_device_description(int device) {
 
 bool cuda_is_built() { return false; }
 int cuda_device_count() { return 0; }
+std::string cuda_unavailable_reason() { return "this build has no CUDA backend (configure with -DMT_CUDA=ON where nvcc is found)"; }
 std::string cuda_device_description(int device) {
   MT_FAIL("cuda:", device, " requested but this build has no CUDA backend (configure with -DMT_CUDA=ON "
           "on a machine with nvcc)");

@@ -12,6 +12,10 @@ bool cuda_is_built();
 int cuda_device_count();
 // "NVIDIA H200, 139.8 GiB, compute 9.0" for --env and errors; throws when there is no such device.
 std::string cuda_device_description(int device);
+// Why cuda_device_count() is 0: "" when the build has CUDA and the runtime found no failure (no GPU,
+// or GPUs found), else one sentence: no CUDA backend in this build, or cudaGetDeviceCount's error
+// with the driver's and runtime's CUDA versions (a driver older than the toolkit is not "no GPU").
+std::string cuda_unavailable_reason();
 // Whether this build has ProcessGroupNCCL (CMake found NCCL; MT_NCCL not OFF).
 bool nccl_is_built();
 

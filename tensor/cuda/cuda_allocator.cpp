@@ -10,9 +10,12 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
+#include <vector>
 
 #include "tensor/cuda/cuda_check.h"
 #include "tensor/cuda/cuda_device.h"
+#include "tensor/cuda/cuda_event.h"
 
 namespace mt::cuda {
 namespace {
@@ -65,6 +68,13 @@ DeviceAllocator& allocator_of(int device) {
   return *allocators[device];
 }
 
+// Note [Pinned copies]: a copy from pinned memory to a GPU is queued and left running
+// (cuda_copy.cpp); the host does not wait. The block it reads must then not be handed out again
+// before the copy has read it, so each such copy records an event on its stream here, and a block
+// freed while one of its events is pending waits in `deferred_` until they all completed: the
+// allocator checks them (cudaEventQuery, no waiting) whenever it is asked for memory. A block that is
+// never freed only has its finished events dropped. This is what PyTorch's CachingHostAllocator
+// does with record_stream.
 class PinnedAllocator final : public Allocator {
  public:
   PinnedAllocator()
@@ -82,14 +92,56 @@ class PinnedAllocator final : public Allocator {
             },
             [](void* ptr, size_t) { MT_CUDA_CHECK(cudaFreeHost(ptr)); }, "pinned host memory") {}
 
-  // Host memory has no stream; copies from it complete before Backend::copy returns, so a freed
-  // block may be reused at once.
-  void* allocate(size_t nbytes) override { return cache_.allocate(nbytes, 0); }
-  void deallocate(void* ptr, size_t) override { cache_.deallocate(ptr); }
+  // Host memory has no stream of its own: blocks are shared by all, and Note [Pinned copies] keeps
+  // a block out of the cache while a copy may still read it.
+  void* allocate(size_t nbytes) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    release_finished();
+    return cache_.allocate(nbytes, 0);
+  }
+  void deallocate(void* ptr, size_t) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = pending_.find(ptr);
+    if (it != pending_.end()) drop_finished(it->second);
+    if (it == pending_.end() || it->second.empty()) {
+      if (it != pending_.end()) pending_.erase(it);
+      cache_.deallocate(ptr);
+      return;
+    }
+    deferred_.push_back(ptr);
+  }
+  bool record_use(void* block, int device, cudaStream_t stream) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!cache_.owns(block)) return false;
+    auto& events = pending_[block];
+    drop_finished(events);
+    events.push_back(std::make_unique<Event>(device));
+    events.back()->record(stream);
+    return true;
+  }
   BlockCache& cache() { return cache_; }
 
  private:
+  using Events = std::vector<std::unique_ptr<Event>>;
+  static void drop_finished(Events& events) {
+    std::erase_if(events, [](const std::unique_ptr<Event>& e) { return e->query(); });
+  }
+  // Returns deferred blocks whose copies have all finished to the cache.
+  void release_finished() {
+    std::erase_if(deferred_, [&](void* ptr) {
+      auto it = pending_.find(ptr);
+      drop_finished(it->second);
+      if (!it->second.empty()) return false;
+      pending_.erase(it);
+      cache_.deallocate(ptr);
+      return true;
+    });
+  }
+
+  std::mutex mutex_;
   BlockCache cache_;
+  std::unordered_map<void*, Events> pending_;  // blocks with copies that may still be in flight
+  std::vector<void*> deferred_;               // freed blocks waiting for theirs
 };
 
 PinnedAllocator& pinned() {
@@ -109,6 +161,7 @@ void empty_cache(int device) {
 }
 
 Allocator& pinned_allocator() { return pinned(); }
+bool record_pinned_use(void* block, int device, cudaStream_t stream) { return pinned().record_use(block, device, stream); }
 CacheStats pinned_memory_stats() { return pinned().cache().stats(); }
 
 bool is_pinned(const void* ptr) {

@@ -12,6 +12,8 @@
 // after it with an Event, before the tensor is freed. Only compiled into CUDA builds.
 #pragma once
 
+#include <cuda_runtime.h>
+
 #include "tensor/caching_allocator.h"
 #include "tensor/tensor.h"
 
@@ -28,6 +30,11 @@ Allocator& pinned_allocator();
 CacheStats pinned_memory_stats();
 // True when ptr points into page-locked host memory (ours or anyone's cudaHostAlloc/Register).
 bool is_pinned(const void* ptr);
+// Tells the pinned allocator that work queued on `stream` so far reads or writes `block` (the data()
+// of a Storage from pinned_allocator()): the block is not handed out again until that work is done
+// (Note [Pinned copies] in cuda_allocator.cpp). False when `block` is not from pinned_allocator(),
+// whose owner must then wait for the work itself.
+bool record_pinned_use(void* block, int device, cudaStream_t stream);
 // A contiguous CPU tensor whose storage comes from pinned_allocator(). (TensorOptions has no
 // "pinned" field; this is the one factory that makes such tensors.)
 Tensor empty_pinned(const Shape& shape, DType dtype = kFloat32);

@@ -33,8 +33,8 @@ Backend& backend_for_device(int index) {
   };
   static const int count = device_count();
   static Slot* slots = new Slot[count > 0 ? count : 1];
-  MT_CHECK(count > 0, "cuda:", index, " requested but no CUDA GPU is visible to this process (check the "
-           "driver and CUDA_VISIBLE_DEVICES; mt::cuda_device_count() says how many there are)");
+  MT_CHECK(count > 0, "cuda:", index, " requested but no CUDA GPU is visible to this process (", no_gpu_reason(),
+           ")");
   MT_CHECK(index >= 0 && index < count, "cuda:", index, " does not exist: this process sees ", count,
            " CUDA device", count == 1 ? "" : "s", " (cuda:0 .. cuda:", count - 1, ")");
   Slot& slot = slots[index];

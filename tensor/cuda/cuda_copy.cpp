@@ -13,8 +13,12 @@
 //                    once, while the GPU work stays asynchronous.
 //   device -> host   chunks are queued into the staging buffers and copied out as each arrives; it
 //                    returns when all bytes are in host memory (the caller is about to read them).
-//   pinned memory    (cuda::empty_pinned, is_pinned) skips the staging: one cudaMemcpyAsync, then a
-//                    wait for it, so a pinned block freed right after the copy can be reused safely.
+//   pinned memory    (cuda::empty_pinned, is_pinned) skips the staging: one cudaMemcpyAsync.
+//                    host -> device returns at once: the copy's event keeps the block from being
+//                    reused before the GPU has read it (Note [Pinned copies], cuda_allocator.cpp),
+//                    so the source must not be written until then (free it, or synchronize).
+//                    device -> host waits for an event recorded right after the copy (the caller
+//                    is about to read the bytes), not for the whole stream.
 // Copies to the host are a synchronisation point: they also report kernel errors (Note [Device errors]).
 #include <algorithm>
 #include <cstring>
@@ -58,11 +62,15 @@ Staging& staging(int device) {
   return slot.staging;
 }
 
-// device <- host, nbytes of dense data.
-void upload(void* device_dst, const void* host_src, size_t nbytes, int device, cudaStream_t stream) {
+// device <- host, nbytes of dense data; host_block is the data() of the source's Storage.
+void upload(void* device_dst, const void* host_src, void* host_block, size_t nbytes, int device, cudaStream_t stream) {
   if (is_pinned(host_src)) {
     MT_CUDA_CHECK(cudaMemcpyAsync(device_dst, host_src, nbytes, cudaMemcpyHostToDevice, stream));
-    MT_CUDA_CHECK(cudaStreamSynchronize(stream));
+    if (!record_pinned_use(host_block, device, stream)) {  // someone else's pinned memory: wait for the copy
+      Event copied(device);
+      copied.record(stream);
+      copied.synchronize();
+    }
     return;
   }
   Staging& s = staging(device);
@@ -83,7 +91,9 @@ void upload(void* device_dst, const void* host_src, size_t nbytes, int device, c
 void download(void* host_dst, const void* device_src, size_t nbytes, int device, cudaStream_t stream) {
   if (is_pinned(host_dst)) {
     MT_CUDA_CHECK(cudaMemcpyAsync(host_dst, device_src, nbytes, cudaMemcpyDeviceToHost, stream));
-    MT_CUDA_CHECK(cudaStreamSynchronize(stream));
+    Event copied(device);  // the copy and the work before it; not what other threads queue later
+    copied.record(stream);
+    copied.synchronize();
     return;
   }
   Staging& s = staging(device);
@@ -146,7 +156,7 @@ void CudaBackend::copy_from_host(const Tensor& dst, const Tensor& src) {
     backend(kCPU).copy(host, src);
   }
   Tensor target = is_dense(dst) ? dst : empty(dst.sizes(), {.dtype = dst.dtype(), .device = dst.device()});
-  upload(target.raw_data(), host.raw_data(), nbytes_of(target), device_, stream_);
+  upload(target.raw_data(), host.raw_data(), host.storage()->data(), nbytes_of(target), device_, stream_);
   if (!target.is_same(dst)) copy_on_device(dst, target);
 }
 

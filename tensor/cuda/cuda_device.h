@@ -19,6 +19,11 @@ namespace mt::cuda {
 
 // GPUs the driver shows this process (0 when there is no driver or no GPU; never throws).
 int device_count();
+// Why device_count() is 0 when cudaGetDeviceCount itself failed (a driver older than the toolkit,
+// no driver, a broken install), with the driver's and runtime's CUDA versions; empty when it
+// succeeded (Note [Why no GPU] in cuda_device.cpp). no_gpu_reason() is the sentence for errors.
+const std::string& device_count_problem();
+std::string no_gpu_reason();
 
 struct DeviceProperties {
   std::string name;            // "NVIDIA H200"

@@ -13,6 +13,8 @@
 //            are few outputs to share the GPU between.
 //   columns  one thread per output, looping over j; neighbouring threads read neighbouring
 //            addresses, so the loads are coalesced (the bias gradient: sum over dim 0 of (N, D)).
+// With few outputs and long rows, either kernel works on chunks of each row spread over more
+// blocks, and reduce_finish_kernel combines the chunks' partials (Note [Split reductions]).
 // Sums accumulate in the tensor's dtype (float32 in float32, as PyTorch does); the tree order
 // differs from the CPU's, so float sums agree to rounding, not bit for bit.
 #include <bit>
@@ -20,6 +22,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "tensor/cuda/cuda_allocator.h"
 #include "tensor/cuda/cuda_device.h"
 #include "tensor/cuda/cuda_loops.cuh"
 
@@ -110,25 +113,44 @@ __device__ inline typename Op::Acc warp_combine(typename Op::Acc v) {
   return v;
 }
 
-// kThreadsPerOutput = kWarpSize (several outputs per block, one per warp) or kThreadsPerBlock.
+// Both kernels work on units: unit u = (output o, split s) combines j in [s * chunk, (s + 1) * chunk)
+// of o's row, u = o * splits + s. With splits == 1 a unit is a whole row and its result goes to
+// out[o]; otherwise the accumulator goes to partial[u] and reduce_finish_kernel combines each
+// output's partials (Note [Split reductions] in launch.h). j stays the index within the whole row,
+// so argmax's indices are right in either case.
+struct Units {
+  int64_t outputs, r, splits, chunk;
+  __device__ int64_t count() const { return outputs * splits; }
+  __device__ int64_t begin(int64_t u) const { return u % splits * chunk; }
+  __device__ int64_t end(int64_t u) const { return begin(u) + chunk < r ? begin(u) + chunk : r; }
+};
+
+template <typename Op>
+__device__ inline void store(typename Op::Out* out, typename Op::Acc* partial, const Units& units, int64_t u,
+                             typename Op::Acc acc) {
+  if (units.splits == 1) out[u] = Op::result(acc);
+  else partial[u] = acc;
+}
+
+// kThreadsPerOutput = kWarpSize (several units per block, one per warp) or kThreadsPerBlock.
 template <typename Op, typename T, int kThreadsPerOutput>
-__global__ void reduce_rows_kernel(typename Op::Out* out, const T* in, int64_t outputs, int64_t r,
+__global__ void reduce_rows_kernel(typename Op::Out* out, typename Op::Acc* partial, const T* in, Units units,
                                    StridedIndexer<1> kept, StridedIndexer<1> reduced) {
   using Acc = typename Op::Acc;
   constexpr int kOutputsPerBlock = kThreadsPerBlock / kThreadsPerOutput;
-  __shared__ Acc partial[kThreadsPerBlock / kWarpSize];
+  __shared__ Acc scratch[kThreadsPerBlock / kWarpSize];
   const int lane = threadIdx.x % kThreadsPerOutput;
   const int64_t first = int64_t(blockIdx.x) * kOutputsPerBlock + threadIdx.x / kThreadsPerOutput;
   const int64_t step = int64_t(gridDim.x) * kOutputsPerBlock;
   // Every thread runs the same number of iterations, so the __syncthreads below are reached by all.
-  const int64_t rounds = (outputs + step - 1) / step;
+  const int64_t rounds = (units.count() + step - 1) / step;
   for (int64_t round = 0; round < rounds; ++round) {
-    const int64_t o = first + round * step;
+    const int64_t u = first + round * step;
     Acc acc = Op::identity();
-    if (o < outputs) {
+    if (u < units.count()) {
       int64_t base[1];
-      kept.offsets(o, base);
-      for (int64_t j = lane; j < r; j += kThreadsPerOutput) {
+      kept.offsets(u / units.splits, base);
+      for (int64_t j = units.begin(u) + lane; j < units.end(u); j += kThreadsPerOutput) {
         int64_t off[1];
         reduced.offsets(j, off);
         acc = Op::combine(acc, Op::make(in[base[0] + off[0]], j));
@@ -136,34 +158,55 @@ __global__ void reduce_rows_kernel(typename Op::Out* out, const T* in, int64_t o
     }
     acc = warp_combine<Op>(acc);
     if constexpr (kThreadsPerOutput == kWarpSize) {
-      if (lane == 0 && o < outputs) out[o] = Op::result(acc);
+      if (lane == 0 && u < units.count()) store<Op>(out, partial, units, u, acc);
     } else {
       const int warp = threadIdx.x / kWarpSize;
-      if (threadIdx.x % kWarpSize == 0) partial[warp] = acc;
+      if (threadIdx.x % kWarpSize == 0) scratch[warp] = acc;
       __syncthreads();
       if (warp == 0) {
-        acc = threadIdx.x < kThreadsPerBlock / kWarpSize ? partial[threadIdx.x] : Op::identity();
+        acc = threadIdx.x < kThreadsPerBlock / kWarpSize ? scratch[threadIdx.x] : Op::identity();
         acc = warp_combine<Op>(acc);
-        if (threadIdx.x == 0 && o < outputs) out[o] = Op::result(acc);
+        if (threadIdx.x == 0 && u < units.count()) store<Op>(out, partial, units, u, acc);
       }
-      __syncthreads();  // partial is reused by the next round
+      __syncthreads();  // scratch is reused by the next round
     }
   }
 }
 
+// One thread per unit; neighbouring threads take neighbouring outputs of one split (coalesced).
 template <typename Op, typename T>
-__global__ void reduce_columns_kernel(typename Op::Out* out, const T* in, int64_t outputs, int64_t r,
+__global__ void reduce_columns_kernel(typename Op::Out* out, typename Op::Acc* partial, const T* in, Units units,
                                       StridedIndexer<1> kept, StridedIndexer<1> reduced) {
-  for (int64_t o = global_thread(); o < outputs; o += grid_threads()) {
+  for (int64_t e = global_thread(); e < units.count(); e += grid_threads()) {
+    const int64_t o = e % units.outputs, u = o * units.splits + e / units.outputs;
     int64_t base[1];
     kept.offsets(o, base);
     typename Op::Acc acc = Op::identity();
-    for (int64_t j = 0; j < r; ++j) {
+    for (int64_t j = units.begin(u); j < units.end(u); ++j) {
       int64_t off[1];
       reduced.offsets(j, off);
       acc = Op::combine(acc, Op::make(in[base[0] + off[0]], j));
     }
-    out[o] = Op::result(acc);
+    store<Op>(out, partial, units, u, acc);
+  }
+}
+
+// Pass 2 of a split reduction: out[o] = result(combine over s of partial[o * splits + s]), one warp
+// per output (splits <= kMaxSplits), grid-striding in whole rounds so every lane reaches the shuffles.
+template <typename Op>
+__global__ void reduce_finish_kernel(typename Op::Out* out, const typename Op::Acc* partial, int64_t outputs,
+                                     int64_t splits) {
+  constexpr int kWarpsPerBlock = kThreadsPerBlock / kWarpSize;
+  const int lane = threadIdx.x % kWarpSize;
+  const int64_t first = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarpSize;
+  const int64_t step = int64_t(gridDim.x) * kWarpsPerBlock;
+  const int64_t rounds = (outputs + step - 1) / step;
+  for (int64_t round = 0; round < rounds; ++round) {
+    const int64_t o = first + round * step;
+    typename Op::Acc acc = Op::identity();
+    for (int64_t s = lane; o < outputs && s < splits; s += kWarpSize) acc = Op::combine(acc, partial[o * splits + s]);
+    acc = warp_combine<Op>(acc);
+    if (lane == 0 && o < outputs) out[o] = Op::result(acc);
   }
 }
 
@@ -173,6 +216,7 @@ constexpr int64_t kMinColumnOutputs = 1024;
 
 template <typename Op, typename T>
 void launch_reduce(const CudaBackend& be, const Tensor& out, const Tensor& in, uint32_t dim_mask) {
+  using Acc = typename Op::Acc;
   Shape kept_sizes, kept_strides, reduced_sizes, reduced_strides;
   for (int d = 0; d < in.dim(); ++d) {
     if ((dim_mask >> d) & 1u) {
@@ -189,19 +233,40 @@ void launch_reduce(const CudaBackend& be, const Tensor& out, const Tensor& in, u
   auto* o = static_cast<typename Op::Out*>(out.raw_data());
   const T* x = static_cast<const T*>(in.raw_data());
   const bool unit_stride_rows = reduced.ndim == 0 || reduced.strides[0][0] == 1;
-  if (!unit_stride_rows && outputs >= kMinColumnOutputs) {
-    const auto g = elementwise_geometry(outputs, be.multiprocessors());
-    reduce_columns_kernel<Op, T><<<g.blocks, g.threads, 0, be.stream()>>>(o, x, outputs, r, kept, reduced);
+  const bool columns = !unit_stride_rows && outputs >= kMinColumnOutputs;
+  const int sms = be.multiprocessors();
+  const RowGeometry rows = row_geometry(outputs, r, sms);
+  // Blocks the one-pass kernel would keep busy (before the grid cap): what a split must improve on.
+  const int64_t outputs_per_block = columns ? kThreadsPerBlock : kThreadsPerBlock / rows.threads_per_row;
+  const int64_t unsplit_blocks = (outputs + outputs_per_block - 1) / outputs_per_block;
+  const SplitGeometry split = split_geometry(unsplit_blocks, r, sms, columns ? kMinColumnChunk : kMinSplitChunk);
+  const Units units{outputs, r, split.splits, split.chunk};
+  // The partials live in a block of the caching allocator, freed once both passes are queued: the
+  // allocator hands it out again only to later work on the same stream (Note [Caching allocator]).
+  Allocator& allocator = device_allocator(be.device());
+  const size_t partial_bytes = split.splits > 1 ? static_cast<size_t>(outputs * split.splits) * sizeof(Acc) : 0;
+  Acc* partial = partial_bytes ? static_cast<Acc*>(allocator.allocate(partial_bytes)) : nullptr;
+  if (columns) {
+    const auto g = elementwise_geometry(outputs * split.splits, sms);
+    reduce_columns_kernel<Op, T><<<g.blocks, g.threads, 0, be.stream()>>>(o, partial, x, units, kept, reduced);
+  } else if (split.splits > 1) {  // a block per unit: each chunk is kMinSplitChunk or longer
+    const auto g = row_geometry(outputs * split.splits, kWarpPerRowLimit + 1, sms);
+    reduce_rows_kernel<Op, T, kThreadsPerBlock><<<g.blocks, g.threads, 0, be.stream()>>>(o, partial, x, units, kept,
+                                                                                       reduced);
+  } else if (rows.threads_per_row == kWarpSize) {
+    reduce_rows_kernel<Op, T, kWarpSize><<<rows.blocks, rows.threads, 0, be.stream()>>>(o, partial, x, units, kept,
+                                                                                       reduced);
   } else {
-    const auto g = row_geometry(outputs, r, be.multiprocessors());
-    if (g.threads_per_row == kWarpSize) {
-      reduce_rows_kernel<Op, T, kWarpSize><<<g.blocks, g.threads, 0, be.stream()>>>(o, x, outputs, r, kept, reduced);
-    } else {
-      reduce_rows_kernel<Op, T, kThreadsPerBlock><<<g.blocks, g.threads, 0, be.stream()>>>(o, x, outputs, r, kept,
-                                                                                         reduced);
-    }
+    reduce_rows_kernel<Op, T, kThreadsPerBlock><<<rows.blocks, rows.threads, 0, be.stream()>>>(o, partial, x, units,
+                                                                                             kept, reduced);
   }
   MT_CUDA_CHECK_LAUNCH();
+  if (partial) {
+    const auto g = row_geometry(outputs, split.splits, sms);  // a warp per output
+    reduce_finish_kernel<Op><<<g.blocks, g.threads, 0, be.stream()>>>(o, partial, outputs, split.splits);
+    allocator.deallocate(partial, partial_bytes);
+    MT_CUDA_CHECK_LAUNCH();
+  }
 }
 
 }  // namespace

@@ -54,6 +54,36 @@ inline RowGeometry row_geometry(int64_t rows, int64_t row_length, int multiproce
   return g;
 }
 
+// Note [Split reductions]: a reduction with few outputs and long rows would leave the GPU idle with
+// one block (or warp) per output: a loss mean is 1 output (1 block of 132 SMs on an H200), a bias
+// gradient sum over dim 0 of (4096, 4096) 16 blocks of column threads. Such reductions split each
+// row into `splits` chunks of `chunk` elements: pass 1 combines every chunk into a partial
+// (outputs x splits accumulators, in a temporary), pass 2 combines each output's partials. Split
+// only while there are fewer blocks than a full GPU (kFullBlocksPerMultiprocessor per SM) and every
+// chunk stays long enough to be worth a block (kMinSplitChunk elements for row blocks,
+// kMinColumnChunk rows for column threads). splits == 1: no split, one pass.
+constexpr int64_t kFullBlocksPerMultiprocessor = 8;  // 8 x 256 threads = 2048, a full SM
+constexpr int64_t kMinSplitChunk = 4096;
+constexpr int64_t kMinColumnChunk = 256;
+constexpr int64_t kMaxSplits = 1024;
+struct SplitGeometry {
+  int64_t splits = 1;
+  int64_t chunk = 0;  // elements (rows, for columns) per split; the last one may be shorter
+};
+// blocks: the blocks the unsplit kernel would get; min_chunk: kMinSplitChunk or kMinColumnChunk.
+inline SplitGeometry split_geometry(int64_t blocks, int64_t row_length, int multiprocessors, int64_t min_chunk) {
+  const int64_t full = std::max<int64_t>(1, multiprocessors) * kFullBlocksPerMultiprocessor;
+  SplitGeometry g;
+  g.chunk = row_length;
+  if (blocks >= full || row_length < 2 * min_chunk) return g;
+  const int64_t by_gpu = (full + blocks - 1) / std::max<int64_t>(blocks, 1);
+  g.splits = std::min({by_gpu, row_length / min_chunk, kMaxSplits});
+  if (g.splits < 2) return {1, row_length};
+  g.chunk = (row_length + g.splits - 1) / g.splits;
+  g.splits = (row_length + g.chunk - 1) / g.chunk;  // no empty last chunk
+  return g;
+}
+
 // Vectorised loads: a contiguous run is read as 16-byte packs (float4-sized) when every pointer is
 // 16-byte aligned. Elements per pack for a type of `element_size` bytes.
 constexpr int kPackBytes = 16;

@@ -5,16 +5,20 @@
 #include <doctest/doctest.h>
 
 #include <cstdio>
+#include <string>
 
 #include "tensor/cuda_info.h"
 
 int main(int argc, char** argv) {
   if (mt::cuda_device_count() == 0) {
-    std::printf("SKIPPED: no CUDA GPU (cuda_device_count() == 0; this build %s the CUDA backend)\n",
-                mt::cuda_is_built() ? "has" : "lacks");
+    // A driver older than the toolkit is not "no GPU": the reason is printed (Note [Why no GPU]).
+    const std::string reason = mt::cuda_unavailable_reason();
+    std::printf("SKIPPED: no CUDA GPU (cuda_device_count() == 0; this build %s the CUDA backend)%s%s\n",
+                mt::cuda_is_built() ? "has" : "lacks", reason.empty() ? "" : ": ", reason.c_str());
     return 77;
   }
-  std::printf("running on cuda:0: %s\n", mt::cuda_device_description(0).c_str());
+  // On stderr: stdout is also doctest's --list-test-cases answer, which CTest's discovery parses.
+  std::fprintf(stderr, "running on cuda:0: %s\n", mt::cuda_device_description(0).c_str());
   doctest::Context context(argc, argv);
   return context.run();
 }

@@ -26,7 +26,15 @@ namespace {
 const Device kGpu = cuda_device(0);
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-Tensor gpu(const Tensor& t) { return raw::to_device(t, kGpu); }
+// t on the GPU with t's layout: the same sizes, strides and storage offset, so a transposed,
+// broadcast (stride 0) or unaligned CPU operand stays one on the device and the GPU test exercises
+// the kernels' strided and unaligned paths, not only their contiguous ones. (raw::to_device would
+// make a dense copy.)
+Tensor gpu(const Tensor& t) {
+  const int64_t span = static_cast<int64_t>(t.storage()->nbytes() / element_size(t.dtype()));
+  const Tensor storage_on_gpu = raw::to_device(raw::as_strided(t, {span}, {1}, 0), kGpu);
+  return raw::as_strided(storage_on_gpu, t.sizes(), t.strides(), t.storage_offset());
+}
 
 // Values with both signs, some zeros, in a given shape and dtype (reproducible).
 Tensor sample(const Shape& s, DType dtype, uint64_t seed = 1) {
@@ -63,13 +71,17 @@ void check_close(const Tensor& cpu_result, const Tensor& gpu_result, double rtol
 }
 double rtol_for(DType t) { return t == kFloat32 ? 2e-5 : t == kFloat64 ? 1e-12 : 0; }
 
-// Layouts of one logical (rows, cols) operand: contiguous, transposed storage, a view with an odd
-// offset (not 16-byte aligned), and a column broadcast.
+// Layouts of one logical (rows, cols) operand, all of shape (rows, cols) with base's values (the
+// broadcast one: its first column): contiguous, transposed storage, a dense view one element into
+// its storage (not 16-byte aligned), and a column broadcast (stride 0). gpu() keeps each layout.
 std::vector<std::pair<std::string, Tensor>> layouts(const Tensor& base) {
   const int64_t r = base.size(0), c = base.size(1);
+  Tensor shifted = empty({r * c + 1}, {.dtype = base.dtype()});
+  const Tensor unaligned = raw::view(raw::narrow(shifted, 0, 1, r * c), {r, c});
+  raw::copy_(unaligned, base);
   return {{"contiguous", base},
           {"transposed", raw::transpose(raw::contiguous(raw::transpose(base, 0, 1)), 0, 1)},
-          {"unaligned", raw::narrow(raw::contiguous(raw::reshape(raw::cast(arange(r * c + 1), base.dtype()), {1, r * c + 1})), 1, 1, r * c)},
+          {"unaligned", unaligned},
           {"broadcast", raw::expand(raw::narrow(base, 1, 0, 1), {r, c})}};
 }
 
@@ -169,6 +181,9 @@ TEST_CASE("binary ops and where match the CPU, with broadcasting and NaN") {
           check_close(raw::binary(op, b, a), raw::binary(op, gpu(b), gpu(a)), rtol_for(dt), 0, what + " (bias left)");
         const Tensor c = sample({67, 1}, dt, 9);  // (67, 1) against (67, 129)
         if (op != BinaryOp::Div) check_close(raw::binary(op, a, c), raw::binary(op, gpu(a), gpu(c)), rtol_for(dt), 0, what + " (column)");
+        // Same shape: with the unaligned layout every operand is one dense run, not 16-byte aligned.
+        const Tensor d = raw::binary(BinaryOp::Add, raw::unary(UnaryOp::Abs, sample({67, 129}, dt, 10)), ones({1}, {.dtype = dt}));
+        check_close(raw::binary(op, a, d), raw::binary(op, gpu(a), gpu(d)), rtol_for(dt), 0, what + " (same shape)");
       }
     }
   }
@@ -223,6 +238,14 @@ TEST_CASE("reductions match the CPU over any dims and layouts, with NaN and argm
   check_close(raw::reduce(ReduceOp::Min, t, {0}, false, "min"), raw::reduce(ReduceOp::Min, gpu(t), {0}, false, "min"), 0, 0, "min NaN");
   const Tensor wide = raw::cast(from_vector(std::vector<double>(5000, 7.0), {1, 5000}), kFloat32);
   CHECK(raw::argmax(gpu(wide), 1).item() == 0);  // 5000 equal values: block path, first index
+  // One output of 300000 is split over many blocks (Note [Split reductions]) on any GPU: ties and
+  // NaN must still resolve to the first index across the chunks' partials.
+  std::vector<double> flat(300000, 7.0);
+  CHECK(raw::argmax(gpu(from_vector(flat, {300000})), 0).item() == 0);
+  flat[250000] = kNaN;
+  flat[260000] = kNaN;
+  CHECK(raw::argmax(gpu(from_vector(flat, {300000})), 0).item() == 250000);
+  CHECK(std::isnan(raw::max(gpu(from_vector(flat, {300000})), {0}).item()));
 }
 
 TEST_CASE("softmax and log_softmax match the CPU, for short and long rows, large values and NaN") {

@@ -17,7 +17,7 @@ namespace {
 const std::map<std::string, Tensor>& fixtures() {
   static const std::map<std::string, Tensor> all = [] {
     std::map<std::string, Tensor> m;
-    for (auto& [name, t] : load_safetensors(std::string(MT_NN_FIXTURES) + "/transformer.safetensors").tensors)
+    for (auto& [name, t] : load_safetensors(std::string(MT_TEST_FIXTURES) + "/transformer.safetensors").tensors)
       m[name] = t;
     return m;
   }();

@@ -122,6 +122,30 @@ struct MallocCache {
 };
 }  // namespace
 
+TEST_CASE("split reductions: few outputs with long rows spread over the GPU, in non-empty chunks") {
+  using cuda::split_geometry;
+  // A loss mean on an H200: 1 output of 40960 elements gets 10 chunks of 4096 (no more: each
+  // chunk must be worth a block); 4 M elements get 1024 splits (the cap, beyond 132 SMs x 8).
+  auto one = split_geometry(1, 40960, 132, cuda::kMinSplitChunk);
+  CHECK(one.splits == 10);
+  CHECK(one.chunk == 4096);
+  CHECK(split_geometry(1, int64_t{1} << 22, 132, cuda::kMinSplitChunk).splits == 1024);
+  // The bias gradient of (4096, 4096): 16 column blocks, rows split 16 ways into 256 blocks.
+  const auto bias = split_geometry(16, 4096, 132, cuda::kMinColumnChunk);
+  CHECK(bias.splits == 16);
+  CHECK(bias.chunk == 256);
+  // Enough blocks already, or rows too short: one pass.
+  CHECK(split_geometry(132 * 8, 1 << 20, 132, cuda::kMinSplitChunk).splits == 1);
+  CHECK(split_geometry(1, 8191, 132, cuda::kMinSplitChunk).splits == 1);
+  // Chunks cover the row exactly, and none is empty.
+  for (int64_t r : {8192, 10000, 300000, 1234567})
+    for (int64_t blocks : {1, 3, 40}) {
+      const auto g = split_geometry(blocks, r, 2, cuda::kMinSplitChunk);
+      CHECK(g.chunk * g.splits >= r);
+      CHECK(g.chunk * (g.splits - 1) < r);
+    }
+}
+
 TEST_CASE("the caching allocator rounds sizes and picks segment sizes by pool") {
   CHECK(BlockCache::round_size(0) == 512);
   CHECK(BlockCache::round_size(1) == 512);
