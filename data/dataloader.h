@@ -38,8 +38,8 @@ struct DataLoaderOptions {
   uint64_t seed = 0;        // for shuffle
   // Build batches in page-locked host memory, so that their copy to a GPU needs no staging.
   // Accepted and ignored: batches stay in pageable memory, and copying one to a GPU goes through the
-  // CUDA backend's own pinned staging buffers (tensor/cuda/cuda_copy.cpp), one extra host copy that
-  // the host does before it moves on. data/ does not allocate CUDA host memory itself.
+  // CUDA backend's own pinned staging buffers (tensor/cuda/cuda_copy.cpp), which costs one more copy
+  // on the host, made before the call returns. data/ does not allocate CUDA host memory itself.
   bool pin_memory = false;
 };
 
