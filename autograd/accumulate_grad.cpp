@@ -39,11 +39,13 @@ Tensor reduce_grad(const Tensor& grad, const InputInfo& input) {
 TensorList AccumulateGrad::apply(TensorList&& grads) {
   Tensor& g = grads[0];
   if (!g.defined()) return {};
+  // The engine checked g against slot_meta(0): the leaf as it was when this node was made. Module::to
+  // may have converted the leaf since (Note [Module::to keeps parameter identity]).
+  const GradMeta& made_for = slot_meta(0);
+  MT_CHECK(made_for.matches(leaf_), "AccumulateGrad: a leaf of shape ", leaf_.sizes(), " was converted "
+           "from ", made_for.dtype, " on ", made_for.device, " to ", leaf_.dtype(), " on ", leaf_.device(),
+           " after this graph was recorded; run the forward again after Module::to");
   AutogradMeta& m = detail::autograd_meta(leaf_);
-  MT_CHECK(g.sizes() == leaf_.sizes(), "AccumulateGrad: gradient of shape ", g.sizes(),
-           " does not match the leaf's shape ", leaf_.sizes());
-  MT_CHECK(g.dtype() == leaf_.dtype(), "AccumulateGrad: gradient dtype ", g.dtype(),
-           " does not match the leaf's dtype ", leaf_.dtype());
   if (!m.grad.defined()) {
     // The incoming tensor may alias another gradient (add's backward hands one tensor to both
     // inputs), so the leaf gets its own contiguous copy -- unless nothing else can see it (the

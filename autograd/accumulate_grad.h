@@ -9,7 +9,8 @@ namespace mt {
 
 class AccumulateGrad final : public Node {
  public:
-  explicit AccumulateGrad(Tensor leaf) : leaf_(std::move(leaf)) {}
+  // The leaf's shape, dtype and device are what every gradient into it must have (the engine checks).
+  explicit AccumulateGrad(Tensor leaf) : leaf_(std::move(leaf)) { set_slot_meta(0, leaf_); }
   TensorList apply(TensorList&& grads) override;
   std::string name() const override { return "AccumulateGrad"; }
   void release_saved() override {}  // holds nothing per-backward; reusable across backwards

@@ -1,4 +1,4 @@
-// Node bookkeeping and SavedTensor's version check.
+// Node bookkeeping (sequence numbers, the metadata of incoming gradients) and SavedTensor's version check.
 #include "autograd/node.h"
 
 #include <atomic>
@@ -12,6 +12,16 @@ std::atomic<uint64_t> next_sequence_nr{0};
 }
 
 Node::Node() : sequence_nr(next_sequence_nr.fetch_add(1, std::memory_order_relaxed)) {}
+
+void Node::set_more_slot_meta(uint32_t slot, const Tensor& t) {
+  if (more_slot_meta_.size() < slot) more_slot_meta_.resize(slot);
+  more_slot_meta_[slot - 1] = GradMeta(t);
+}
+
+const GradMeta& Node::more_slot_meta(uint32_t slot) const {
+  static const GradMeta unknown;
+  return slot <= more_slot_meta_.size() ? more_slot_meta_[slot - 1] : unknown;
+}
 
 void Node::check_not_released() const {
   MT_CHECK(!released_, name(), ": trying to backward through the graph a second time, but its saved "

@@ -2,7 +2,8 @@
 // a Node holding only what its backward needs (saved tensors, shapes), and points its result's
 // grad_fn at it. `next_edges[i]` leads to the node that produced input i (or to the input leaf's
 // AccumulateGrad). Backward of a node = the chain rule for that op: gradients of its outputs in,
-// gradients of its inputs out.
+// gradients of its inputs out. A node also remembers what each gradient coming in must look like
+// (GradMeta), so the engine can reject a wrong one where it is made.
 #pragma once
 
 #include <cstdint>
@@ -27,6 +28,18 @@ struct Edge {
 
 using TensorList = std::vector<Tensor>;
 
+// What the gradient arriving in one input slot of a node must be: the shape, dtype and device of
+// the forward tensor it is the gradient of (Note [A gradient matches its tensor], engine.cpp).
+struct GradMeta {
+  Shape shape;
+  DType dtype = kFloat32;
+  Device device;
+  bool known = false;  // false: nobody recorded the tensor (a node built by hand), nothing to check
+  GradMeta() = default;
+  explicit GradMeta(const Tensor& t) : shape(t.sizes()), dtype(t.dtype()), device(t.device()), known(true) {}
+  bool matches(const Tensor& g) const { return g.sizes() == shape && g.dtype() == dtype && g.device() == device; }
+};
+
 class Node : public std::enable_shared_from_this<Node> {
  public:
   Node();
@@ -42,6 +55,15 @@ class Node : public std::enable_shared_from_this<Node> {
   virtual void release_saved() { released_ = true; }
   bool released() const { return released_; }
 
+  // Records t as the forward tensor whose gradient arrives in `slot` (set_history does this for
+  // every op's result, AccumulateGrad for its leaf).
+  void set_slot_meta(uint32_t slot, const Tensor& t) {
+    if (slot == 0) slot0_meta_ = GradMeta(t);
+    else set_more_slot_meta(slot, t);
+  }
+  // What the gradient arriving in `slot` must be; `known` is false where nothing was recorded.
+  const GradMeta& slot_meta(uint32_t slot) const { return slot == 0 ? slot0_meta_ : more_slot_meta(slot); }
+
   std::vector<Edge> next_edges;
   // Creation order; the engine runs ready nodes newest first, i.e. in reverse forward order.
   const uint64_t sequence_nr;
@@ -52,6 +74,14 @@ class Node : public std::enable_shared_from_this<Node> {
   // Throws the "backward through the graph a second time" error if saved tensors were freed.
   void check_not_released() const;
   bool released_ = false;
+
+ private:
+  // Slot 0 inline: every op in the library has one output, and a heap block per node would cost
+  // more than the check it serves. Further slots (multi-output nodes) go to the vector.
+  GradMeta slot0_meta_;
+  std::vector<GradMeta> more_slot_meta_;  // slots 1, 2, ...
+  void set_more_slot_meta(uint32_t slot, const Tensor& t);
+  const GradMeta& more_slot_meta(uint32_t slot) const;
 };
 
 // A saved tensor plus the version its storage had when saved. unpack() throws if an in-place op

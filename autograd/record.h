@@ -30,8 +30,10 @@ std::shared_ptr<NodeT> record(std::initializer_list<const Tensor*> inputs, Args&
   return node;
 }
 
-// Makes `out` the output_nr-th result of node.
+// Makes `out` the output_nr-th result of node; out's shape, dtype and device become what the
+// gradient arriving there must have.
 inline void set_history(const Tensor& out, std::shared_ptr<Node> node, uint32_t output_nr = 0) {
+  node->set_slot_meta(output_nr, out);
   AutogradMeta& m = autograd_meta(out);
   m.grad_fn = std::move(node);
   m.output_nr = output_nr;

@@ -36,8 +36,10 @@ struct DataLoaderOptions {
   int num_workers = 0;      // 0: batches are built in the loop's own thread, when asked for
   int prefetch = 2;         // batches built ahead per worker (PyTorch's prefetch_factor)
   uint64_t seed = 0;        // for shuffle
-  // Page-locked host memory for fast, asynchronous host-to-GPU copies. Accepted and ignored until the
-  // CUDA backend exists: with CPU-only tensors there is nothing to pin.
+  // Build batches in page-locked host memory, so that their copy to a GPU needs no staging.
+  // Accepted and ignored: batches stay in pageable memory, and copying one to a GPU goes through the
+  // CUDA backend's own pinned staging buffers (tensor/cuda/cuda_copy.cpp), which costs one more copy
+  // on the host, made before the call returns. data/ does not allocate CUDA host memory itself.
   bool pin_memory = false;
 };
 

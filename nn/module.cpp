@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "autograd/autograd_meta.h"
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
 #include "tensor/raw_ops.h"
@@ -146,15 +147,18 @@ void Module::zero_grad(bool set_to_none) {
 // when the module was built. If to() registered new tensors, those handles would go on training the
 // old ones, silently. So to() swaps the data *under* each existing handle, as libtorch's set_data
 // and PyTorch's `param.data = ...` do: the TensorImpl gets the new storage, strides and dtype and
-// keeps its autograd metadata (requires_grad, hooks, AccumulateGrad node). A .grad is converted
-// too. What is not converted: graphs recorded before to() (their saved tensors keep the old data)
-// and optimizer state built before it (momentum buffers), so call to() before making the optimizer,
-// as in PyTorch.
+// keeps its autograd metadata (requires_grad, hooks). A .grad is converted too. Its AccumulateGrad
+// node is forgotten when the dtype or device changes, as PyTorch's set_data does: the node expects
+// gradients of the old kind (Note [A gradient matches its tensor]), so the next graph makes a new
+// one. What is not converted: graphs recorded before to() (their saved tensors keep the old data,
+// and their backward fails in AccumulateGrad) and optimizer state
+// built before it (momentum buffers), so call to() before making the optimizer, as in PyTorch.
 
 namespace {
 
 void set_data(const Tensor& t, const Tensor& data) {
   if (data.is_same(t)) return;
+  const bool same_kind = data.dtype() == t.dtype() && data.device() == t.device();
   TensorImpl& dst = *t.unsafe_impl();
   const TensorImpl& src = *data.unsafe_impl();
   dst.storage = src.storage;
@@ -162,6 +166,7 @@ void set_data(const Tensor& t, const Tensor& data) {
   dst.strides = src.strides;
   dst.offset = src.offset;
   dst.dtype = src.dtype;
+  if (AutogradMeta* m = mt::detail::autograd_meta_or_null(t); m && !same_kind) m->grad_accumulator.reset();
 }
 
 void convert(const Tensor& t, const std::function<Tensor(const Tensor&)>& fn) {
