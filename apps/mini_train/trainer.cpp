@@ -403,7 +403,8 @@ int train(const Options& opts) {
   resume(r);
   // After --init/--resume (every rank loaded the same state; DDP checks and broadcasts rank 0's).
   if (r.pg) {
-    r.ddp = std::make_shared<dist::DistributedDataParallel>(r.model, r.pg);
+    r.ddp = std::make_shared<dist::DistributedDataParallel>(r.model, r.pg,
+                                                            dist::DDPOptions{.bucket_cap_mb = r.o.bucket_cap_mb});
     r.ddp->register_comm_hook(dist::make_comm_hook(r.o.comm_hook));
   }
   if (r.talk) print_config(r);
