@@ -178,6 +178,10 @@ void reconcile(Run& r, const Checkpoint& c, const std::string& from) {
   MT_CHECK(batch.empty() || batch == std::to_string(r.o.batch_size), "--resume ", from, ": the checkpoint was "
            "trained with --batch-size ", batch, ", this run asks for ", r.requested_batch, "; the batch size fixes the "
            "steps per epoch and the schedule, so it cannot change mid-run: use --batch-size ", batch);
+  const std::string max_steps = info("max_steps");  // checkpoints from before --max-steps have none
+  MT_CHECK(max_steps.empty() || !r.scheduler || max_steps == std::to_string(r.o.max_steps), "--resume ", from,
+           ": the checkpoint's learning-rate schedule spans --max-steps ", max_steps, ", this run asks for ",
+           r.o.max_steps, "; a schedule cannot be stretched mid-run: use --max-steps ", max_steps);
   // Settings the optimizer state brings back: what this run asked for does not apply.
   struct Setting { const char* flag; double& value; double resumed; };
   const double base_lr = c.scheduler.count("base_lrs.0") ? c.scheduler.at("base_lrs.0").item()
@@ -361,7 +365,8 @@ void write_checkpoint(Run& r, int64_t epoch, double loss) {
   c.epoch = epoch, c.step = r.step, c.loss = loss;
   c.rng_seed = default_generator().seed(), c.rng_offset = default_generator().offset();
   // What a resumed run must match (reconcile above).
-  c.info = {{"model", r.signature}, {"optimizer", r.o.optimizer}, {"batch_size", std::to_string(r.o.batch_size)}};
+  c.info = {{"model", r.signature}, {"optimizer", r.o.optimizer}, {"batch_size", std::to_string(r.o.batch_size)},
+            {"max_steps", std::to_string(r.o.max_steps)}};
   save_checkpoint(checkpoint_path(r.o.checkpoint_dir, epoch), c);
   prune_checkpoints(r.o.checkpoint_dir, r.o.keep);
 }

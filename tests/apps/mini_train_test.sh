@@ -547,12 +547,16 @@ gpt_bad_input)
 max_steps_clip_grad)
   # --max-steps ends training mid-epoch (32 steps per epoch here), for any model, and a resumed
   # run that has them all does nothing more.
-  "$bin" --max-steps 40 --log-json l.jsonl --checkpoint-dir ck --save m.safetensors >out.txt 2>err.txt ||
+  "$bin" --max-steps 40 --schedule cosine --log-json l.jsonl --checkpoint-dir ck --save m.safetensors >out.txt 2>err.txt ||
     { cat err.txt; fail "--max-steps run failed"; }
   [[ $(wc -l <l.jsonl) -eq 2 ]] && grep -q '"steps":40' l.jsonl || { cat l.jsonl; fail "expected 2 epochs, 40 steps"; }
   grep -q '^saved m.safetensors (40 steps, ' out.txt || { cat out.txt; fail "summary does not count steps"; }
-  "$bin" --max-steps 40 --checkpoint-dir ck --resume auto --save m.safetensors >out.txt || fail "resume failed"
+  "$bin" --max-steps 40 --schedule cosine --checkpoint-dir ck --resume auto --save m.safetensors >out.txt ||
+    fail "resume failed"
   grep -q 'nothing to train: the checkpoint already has 40 of --max-steps 40 steps' out.txt || { cat out.txt; fail "resume"; }
+  # A schedule spans --max-steps: resuming with another is refused, as another --batch-size is.
+  expect_error "the checkpoint's learning-rate schedule spans --max-steps 40, this run asks for 80" \
+    --max-steps 80 --schedule cosine --checkpoint-dir ck --resume auto
   # SGD at lr 1.5 diverges on the synthetic regression; clipped to norm 1, each step is bounded.
   expect_error "the loss is inf" --lr 1.5
   "$bin" -q --lr 1.5 --clip-grad 1 --save c.safetensors >/dev/null || fail "--clip-grad did not keep the run finite"
