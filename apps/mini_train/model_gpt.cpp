@@ -40,6 +40,7 @@ void load_text_data(const Options& o, Data& d) {
   d.text_validation = std::make_shared<data::TextWindowDataset>(corpus.validation, o.context,
                                                                 data::TextWindowOptions{.stride = o.context});
   d.classification = true;  // the next byte is one of 256 classes
+  d.task_reason = "the next byte at every position, 256 classes";
   d.in_features = o.context, d.out_features = kVocab;
   std::ostringstream os;
   os << "text " << path << " (" << corpus.train->size() << " bytes train, " << corpus.validation->size()

@@ -2,7 +2,8 @@
 // set_up (process group, data, model, output checks, optimizer, loader), resume (checkpoint state,
 // and what it overrides), the config table, then per epoch: train_epoch (shuffle seeded by
 // seed + epoch, steps), report_epoch (the epoch line, validation with --eval, the JSON log) and
-// write_checkpoint; finally the --eval score and save_model. See trainer.h.
+// write_checkpoint; finally the --eval score and save_model. A step is forward, backward, --clip-grad,
+// the optimizer and the schedule; --max-steps can end the last epoch early. See trainer.h.
 //
 // Distributed (RANK and WORLD_SIZE in the environment: mini_train's launcher, torchrun, srun; or an
 // MPI launcher's variables): this process is one rank. It meets the others through
@@ -419,7 +420,8 @@ int train(const Options& opts) {
   }
 
   double last_loss = std::nan("");
-  // The schedule always spans --epochs; --stop-after only ends this invocation early.
+  // The schedule always spans --epochs (capped by --max-steps); --stop-after only ends this
+  // invocation early.
   const int64_t last_epoch = r.o.stop_after > 0 ? std::min(r.o.epochs, r.first_epoch + r.o.stop_after - 1) : r.o.epochs;
   const bool nothing_left = steps_exhausted(r);
   for (int64_t epoch = r.first_epoch; epoch <= last_epoch && !steps_exhausted(r); ++epoch) {
