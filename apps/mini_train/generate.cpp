@@ -75,9 +75,7 @@ int run_generate(int argc, char** argv) {
   MT_CHECK(static_cast<int64_t>(prompt.size()) <= shape.context, "--prompt is ", prompt.size(),
            " bytes, more than the model's context of ", shape.context, " bytes: give at most ", shape.context,
            " (the model cannot see further back)");
-  nn::GPT gpt(shape);
-  load_weights(gpt, file.tensors, path, "");
-  gpt.eval();
+  const std::shared_ptr<nn::GPT> gpt = load_saved_gpt(file, path);
 
   NoGradGuard no_grad;
   Generator gen(static_cast<uint64_t>(seed));
@@ -86,7 +84,7 @@ int run_generate(int argc, char** argv) {
   for (int64_t n = 0; n < tokens; ++n) {
     const int64_t t = std::min<int64_t>(static_cast<int64_t>(text.size()), shape.context);
     const Tensor window = from_vector(std::vector<int64_t>(text.end() - t, text.end()), {1, t});
-    const Tensor logits = gpt.forward(window);  // (1, t, vocab)
+    const Tensor logits = gpt->forward(window);  // (1, t, vocab)
     text.push_back(sample(raw::contiguous(raw::narrow(logits, 1, t - 1, 1)).to_vector<float>(), s, gen));
   }
   std::string out(text.begin(), text.end());

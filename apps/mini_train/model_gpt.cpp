@@ -125,4 +125,31 @@ nn::GPTOptions read_gpt_options(const Metadata& m, const std::string& path) {
   return g;
 }
 
+bool holds_gpt(const Metadata& m) {
+  const auto model = m.find("model");
+  return model != m.end() && model->second.rfind("gpt:", 0) == 0;
+}
+
+std::shared_ptr<nn::GPT> load_saved_gpt(const SafetensorsFile& file, const std::string& path) {
+  auto gpt = std::make_shared<nn::GPT>(read_gpt_options(file.metadata, path));
+  load_weights(*gpt, file.tensors, path, "");
+  gpt->eval();
+  return gpt;
+}
+
+Score evaluate_saved_gpt(const SafetensorsFile& file, const std::string& path, std::string text) {
+  const std::shared_ptr<nn::GPT> gpt = load_saved_gpt(file, path);
+  if (text.empty()) {
+    const auto it = file.metadata.find("text");
+    MT_CHECK(it != file.metadata.end(), path, ": the metadata does not say which text the model was trained on; "
+             "give --text");
+    text = it->second;
+  }
+  Options o;
+  o.text = text, o.context = gpt->options.context;
+  Data d;
+  load_text_data(o, d);
+  return evaluate_text(*gpt, *d.text_validation, kCPU);
+}
+
 }  // namespace mt::app

@@ -57,5 +57,12 @@ Score evaluate_text(nn::Module& model, const data::TextWindowDataset& set, const
 void add_gpt_metadata(Metadata& metadata, const Options& opts);
 // A GPT's shape from a model file's metadata; an error names the file when it holds no GPT.
 nn::GPTOptions read_gpt_options(const Metadata& metadata, const std::string& path);
+// Whether a model file's metadata says it holds a GPT ("model": "gpt:...").
+bool holds_gpt(const Metadata& metadata);
+// A saved GPT (`path`, already read as `file`), rebuilt from its metadata with its weights, in eval mode.
+std::shared_ptr<nn::GPT> load_saved_gpt(const SafetensorsFile& file, const std::string& path);
+// `mini_train eval` of a saved GPT: its test loss (nats per byte) on the validation part of `text`,
+// by default the corpus its metadata names.
+Score evaluate_saved_gpt(const SafetensorsFile& file, const std::string& path, std::string text);
 
 }  // namespace mt::app

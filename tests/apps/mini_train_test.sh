@@ -522,6 +522,9 @@ gpt_tiny)
   cmp full.safetensors resumed.safetensors || fail "resumed gpt weights differ from the uninterrupted run"
   grep -aq '"layers":"1"' full.safetensors && grep -aq '"context":"16"' full.safetensors ||
     fail "the model file's metadata lacks the gpt shape"
+  # mini_train eval rebuilds the GPT from its metadata and scores it as training's --eval did.
+  "$bin" eval --init full.safetensors >eval.txt || fail "mini_train eval of a gpt failed"
+  [[ $(cat eval.txt) == "$(grep '^Test loss' out.txt)" ]] || { cat eval.txt out.txt; fail "eval differs from --eval"; }
   gen=(generate --init full.safetensors --prompt "the quick" --tokens 40)
   "$bin" "${gen[@]}" --seed 3 >g1.txt && "$bin" "${gen[@]}" --seed 3 >g2.txt && "$bin" "${gen[@]}" --seed 4 >g3.txt ||
     fail "generate failed"
