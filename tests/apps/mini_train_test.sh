@@ -532,6 +532,18 @@ gpt_tiny)
   ! cmp -s g1.txt g3.txt || fail "generate with another seed gave the same text"
   [[ $(head -c 9 g1.txt) == "the quick" && $(wc -c <g1.txt) -eq 50 ]] || fail "generate: not prompt + 40 bytes + newline"
   ;;
+gpt_nproc2)
+  # A tiny GPT data-parallel on 2 processes (its tied embedding reduced once): resumed, the same bytes.
+  mpi_leaks_are_not_ours  # --backend auto: MPI when the build has it
+  for i in $(seq 40); do echo "the quick brown fox $i jumps over the lazy dog"; done >t.txt
+  flags=(--nproc 2 --text t.txt --layers 1 --heads 2 --dim 16 --context 16 --batch-size 32 --max-steps 0 --quiet)
+  "$bin" "${flags[@]}" --epochs 2 --ddp-stats --checkpoint-dir a --save full.safetensors >out.txt 2>err.txt ||
+    { cat err.txt; fail "full run failed"; }
+  grep -q '^DDP: 1 buckets, [0-9]* bytes of gradients' out.txt || { cat out.txt; fail "--ddp-stats"; }
+  "$bin" "${flags[@]}" --epochs 2 --stop-after 1 --checkpoint-dir b --save half.safetensors >/dev/null || fail "first half"
+  "$bin" "${flags[@]}" --epochs 2 --checkpoint-dir b --resume auto --save resumed.safetensors >/dev/null || fail "resume"
+  cmp full.safetensors resumed.safetensors || fail "resumed gpt weights differ from the uninterrupted --nproc 2 run"
+  ;;
 gpt_bad_input)
   for i in $(seq 40); do echo "the quick brown fox $i jumps over the lazy dog"; done >t.txt
   tiny=(--layers 1 --dim 16 --context 16 --max-steps 3)
