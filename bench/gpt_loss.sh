@@ -24,18 +24,19 @@ fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
+elapsed() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }'; }
 ours=() theirs=()
 for seed in "${seeds[@]}"; do
   start=$(date +%s.%N)
   "$build/mini_train" --model gpt --max-steps "$steps" --seed "$seed" --eval --quiet \
     --save "$work/gpt.safetensors" | tee "$work/ours.txt"
   ours+=("$(awk '/^Test loss/ { print $3 }' "$work/ours.txt")")
-  echo "minitrain seed $seed: $(echo "$(date +%s.%N) - $start" | bc) s"
+  echo "minitrain seed $seed: $(elapsed "$start") s"
   if "$python" -c "import torch" 2>/dev/null; then
     start=$(date +%s.%N)
     "$python" "$repo/bench/gpt_torch.py" --steps "$steps" --seed "$seed" | tail -1 | tee "$work/torch.txt"
     theirs+=("$(awk '/^Test loss/ { print $3 }' "$work/torch.txt")")
-    echo "pytorch seed $seed: $(echo "$(date +%s.%N) - $start" | bc) s"
+    echo "pytorch seed $seed: $(elapsed "$start") s"
   fi
 done
 mean() { printf '%s\n' "$@" | awk '{ s += $1 } END { printf "%.4f", s / NR }'; }
@@ -47,4 +48,4 @@ if [[ ${#theirs[@]} -gt 0 ]]; then
 fi
 start=$(date +%s.%N)
 "$build/mini_train" generate --init "$work/gpt.safetensors" --prompt "The " --tokens 200 --temperature 0.8 --seed 1
-echo "generate, 200 bytes: $(echo "$(date +%s.%N) - $start" | bc) s"
+echo "generate, 200 bytes: $(elapsed "$start") s"
