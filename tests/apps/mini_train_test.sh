@@ -504,9 +504,9 @@ gpt_tiny)
   # A tiny GPT on a repetitive text: it trains (the loss falls), saves its shape in the metadata,
   # resumes bit-exact, and generates the same text for the same seed.
   for i in $(seq 40); do echo "the quick brown fox $i jumps over the lazy dog"; done >t.txt
-  flags=(--text t.txt --layers 1 --heads 2 --dim 16 --context 16 --batch-size 64 --lr 1e-2 --max-steps 0
-         --num-workers 2)
-  "$bin" "${flags[@]}" --epochs 3 --eval --checkpoint-dir a --save full.safetensors >out.txt 2>err.txt ||
+  base=(--text t.txt --layers 1 --heads 2 --dim 16 --context 16 --batch-size 64 --lr 1e-2 --num-workers 2)
+  flags=("${base[@]}" --max-steps 0)
+  "$bin" "${flags[@]}" --epochs 3 --eval --log-json log.jsonl --checkpoint-dir a --save full.safetensors >out.txt 2>err.txt ||
     { cat err.txt; fail "gpt run failed"; }
   grep -q 'gpt:layers1-heads2-dim16-context16 (' out.txt || { cat out.txt; fail "config table: no gpt model line"; }
   grep -q 'weight_decay=0.1 (matrices only), 100 warm-up steps then cosine decay to 0.001, gradients clipped to norm 1$' \
@@ -515,6 +515,15 @@ gpt_tiny)
   last=$(sed -n 's/^Epoch \[3\/3\], Loss: \([0-9.]*\).*/\1/p' out.txt)
   awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a - 1) }' || { cat out.txt; fail "loss did not fall: $first -> $last"; }
   grep -Eq '^Test loss: [0-9.]+ nats per byte \([0-9.]+ bits per byte\)$' out.txt || { cat out.txt; fail "--eval line"; }
+  # The schedule: 27 steps per epoch, so after epoch 1 the warm-up is at 28/100 of --lr; a run of
+  # 120 steps ends its cosine at lr/10.
+  lr_of() { sed -n "$2"'s/.*"lr":\([0-9.e-]*\).*/\1/p' "$1"; }
+  awk -v lr="$(lr_of log.jsonl 1)" 'BEGIN { exit !(lr > 0.0028 - 1e-9 && lr < 0.0028 + 1e-9) }' ||
+    { cat log.jsonl; fail "warm-up: lr after 27 steps is not 0.28 * 1e-2"; }
+  "$bin" "${base[@]}" --max-steps 120 --epochs 5 --quiet --log-json cos.jsonl --save cos.safetensors >/dev/null ||
+    fail "120-step run failed"
+  awk -v lr="$(lr_of cos.jsonl '$')" 'BEGIN { exit !(lr > 0.001 - 1e-9 && lr < 0.001 + 1e-9) }' ||
+    { cat cos.jsonl; fail "cosine: lr after the last step is not 1e-2 / 10"; }
   "$bin" "${flags[@]}" --epochs 3 --stop-after 1 --checkpoint-dir b --quiet --save half.safetensors >/dev/null ||
     fail "first part"
   "$bin" "${flags[@]}" --epochs 3 --checkpoint-dir b --resume auto --quiet --save resumed.safetensors >/dev/null ||
