@@ -3,11 +3,13 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "apps/mini_train/evaluate.h"
 #include "apps/mini_train/job.h"
 #include "apps/mini_train/model_file.h"
+#include "apps/mini_train/model_gpt.h"
 #include "apps/mini_train/options.h"
 #include "apps/mini_train/outputs.h"
 #include "autograd/grad_mode.h"
@@ -65,8 +67,15 @@ int run_eval(int argc, char** argv) {
   app.add_option("--data-dir", o.data_dir, "Fashion-MNIST folder")->default_str(data_dir);
   app.add_option("--inputs", o.inputs, "score on these rows instead (.npy or .csv) ...");
   app.add_option("--targets", o.targets, "... and these targets");
+  app.add_option("--text", o.text, "a GPT: the text whose last 10 % to score (default: its training corpus)");
   int exit_code = 0;
   if (!parse_command_line(app, argc - 1, argv + 1, &exit_code)) return exit_code;
+  if (const SafetensorsFile file = load_safetensors(path); holds_gpt(file.metadata)) {  // model_gpt.h
+    const double nats = evaluate_saved_gpt(file, path, o.text).value;
+    std::printf("Test loss: %.6f nats per byte (%.4f bits per byte)\n", nats, nats / std::log(2.0));
+    return 0;
+  }
+  MT_CHECK(o.text.empty(), "mini_train eval: --text applies to a GPT; ", path, " holds another model");
   MT_CHECK(o.inputs.empty() == o.targets.empty(), "--inputs and --targets go together: give both files");
 
   const SavedModel m = load_saved_model(path);

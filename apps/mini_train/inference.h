@@ -2,6 +2,8 @@
 //   mini_train eval --init model.safetensors [--dataset ... | --inputs x.npy --targets y.npy]
 //       the test score (accuracy or mean squared error) of the saved model, on the data it was
 //       trained on by default (its test split), with the training run's standardisation applied
+//       (a GPT, model_gpt.h: its test loss in nats per byte on the last 10 % of the corpus it was
+//       trained on, or of --text)
 //   mini_train predict --init model.safetensors --inputs x.npy --output y.npy
 //       predictions for every row of x: class indices (int64, shape (n)) for a classifier, values
 //       (float32, shape (n, outputs)) for a regression

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "apps/mini_train/model_file.h"
+#include "apps/mini_train/model_gpt.h"
 #include "autograd/ops.h"
 #include "data/csv.h"
 #include "data/fashion_mnist.h"
@@ -68,6 +69,10 @@ bool class_index_column(const Tensor& y) {
 
 Data load_data(const Options& o) {
   Data d;
+  if (o.dataset == "text") {
+    load_text_data(o, d);
+    return d;
+  }
   Tensor x_train, y_train, x_test, y_test;
   if (o.dataset == "synthetic") {
     Generator gen(o.seed);
@@ -128,6 +133,7 @@ Data load_data(const Options& o) {
 }
 
 std::string model_signature(const Options& o, const Data& d) {
+  if (o.model == "gpt") return gpt_signature(o);
   std::ostringstream os;
   os << o.model << ':' << d.in_features;
   if (o.model == "mlp")
@@ -138,6 +144,7 @@ std::string model_signature(const Options& o, const Data& d) {
 
 std::shared_ptr<nn::Module> build_model(const Options& o, const Data& d) {
   manual_seed(o.seed);  // initial weights depend on --seed only
+  if (o.model == "gpt") return build_gpt(o);
   auto net = std::make_shared<nn::Sequential>();
   int64_t width = d.in_features;
   if (o.model == "mlp") {
@@ -152,11 +159,13 @@ std::shared_ptr<nn::Module> build_model(const Options& o, const Data& d) {
 }
 
 std::shared_ptr<nn::Loss> build_loss(const Data& d) {
+  if (d.text_train) return next_byte_loss();
   if (d.classification) return std::make_shared<nn::CrossEntropyLoss>();
   return std::make_shared<nn::MSELoss>();
 }
 
 std::unique_ptr<optim::Optimizer> build_optimizer(const Options& o, const nn::Module& model) {
+  if (o.model == "gpt") return build_gpt_optimizer(o, model);
   if (o.optimizer == "sgd")
     return std::make_unique<optim::SGD>(model.parameters(),
                                         optim::SGDOptions{.lr = o.lr, .momentum = o.momentum, .weight_decay = o.weight_decay});
@@ -167,6 +176,7 @@ std::unique_ptr<optim::Optimizer> build_optimizer(const Options& o, const nn::Mo
 
 std::unique_ptr<optim::LRScheduler> build_scheduler(const Options& o, optim::Optimizer& opt, int64_t total_steps) {
   if (o.schedule != "cosine") return nullptr;
+  if (o.model == "gpt") return build_gpt_scheduler(opt, total_steps);
   return std::make_unique<optim::CosineAnnealingLR>(
       opt, optim::CosineAnnealingLROptions{.t_max = std::max<int64_t>(total_steps, 1)});
 }
@@ -175,8 +185,12 @@ std::string optimizer_description(const Options& o) {
   std::ostringstream os;
   os << o.optimizer << " lr=" << o.lr;
   if (o.optimizer == "sgd" && o.momentum > 0) os << " momentum=" << o.momentum;
-  if (o.weight_decay > 0) os << " weight_decay=" << o.weight_decay;
-  if (o.schedule == "cosine") os << ", cosine decay per step";
+  if (o.model == "gpt") os << " betas=(0.9, 0.95)";
+  if (o.weight_decay > 0) os << " weight_decay=" << o.weight_decay << (o.model == "gpt" ? " (matrices only)" : "");
+  if (o.schedule == "cosine" && o.model == "gpt")
+    os << ", " << kWarmupSteps << " warm-up steps then cosine decay to " << o.lr * kFinalLrFactor;
+  else if (o.schedule == "cosine") os << ", cosine decay per step";
+  if (o.clip_grad > 0) os << ", gradients clipped to norm " << o.clip_grad;
   return os.str();
 }
 

@@ -8,6 +8,7 @@
 
 #include "apps/mini_train/options.h"
 #include "data/dataset.h"
+#include "data/text.h"
 #include "nn/loss.h"
 #include "nn/module.h"
 #include "optim/lr_scheduler.h"
@@ -23,13 +24,15 @@ struct Data {
   std::string task_reason;                    // why --task auto chose the task, when not obvious
   bool standardized = false;                  // inputs were scaled: x' = (x - input_mean) / input_std
   double input_mean = 0, input_std = 1;       // the training split's, saved with the model (model_file.h)
+  // --dataset text (model_gpt.h): byte windows instead of tensors; train and test above stay null.
+  std::shared_ptr<data::TextWindowDataset> text_train, text_validation;
 };
 
 // Loads or generates the data the options ask for. Missing files and malformed data are errors
 // naming the path.
 Data load_data(const Options& opts);
 
-// "linear:10-1" or "mlp:784-512-256-10": what a checkpoint must match to be resumed.
+// "linear:10-1", "mlp:784-512-256-10" or gpt_signature(): what a checkpoint must match to be resumed.
 std::string model_signature(const Options& opts, const Data& data);
 std::shared_ptr<nn::Module> build_model(const Options& opts, const Data& data);
 std::shared_ptr<nn::Loss> build_loss(const Data& data);

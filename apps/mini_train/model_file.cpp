@@ -1,5 +1,6 @@
 // mini_train's model-file metadata and --init loading (see model_file.h).
 #include "apps/mini_train/model_file.h"
+#include "apps/mini_train/model_gpt.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -97,6 +98,7 @@ Metadata model_metadata(const Options& o, const Data& d, const std::string& sign
     m["samples"] = std::to_string(o.samples);
     m["features"] = std::to_string(o.features);
   }
+  if (o.model == "gpt") add_gpt_metadata(m, o);
   return m;
 }
 

@@ -8,7 +8,9 @@
 //   "inputs"      the input width
 //   "standardize_mean", "standardize_std"   present when inputs were standardised: apply
 //                 x' = (x - mean) / std before the model (17 significant digits: exact doubles)
-//   "dataset"     synthetic | fashion-mnist | files; for synthetic also "seed", "samples", "features"
+//   "dataset"     synthetic | fashion-mnist | files | text; for synthetic also "seed", "samples", "features"
+//   for --model gpt also "layers", "heads", "dim", "context", "vocab" and "text" (model_gpt.h), which
+//                 `mini_train generate` (generate.h) rebuilds the model from
 // `mini_train eval` and `mini_train predict` (inference.h) read these back; Python reads them with
 // json alone (tests/apps/mini_train_test.sh, case model_metadata).
 //

@@ -10,6 +10,7 @@
 #include "apps/mini_train/backend.h"
 #include "apps/mini_train/gpus.h"
 #include "data/fashion_mnist.h"
+#include "data/text.h"
 #include "tensor/check.h"
 
 namespace mt::app {
@@ -34,7 +35,9 @@ const char* kDescription =
     "  mini_train --nproc 2                                     # data-parallel on 2 CPU processes\n"
     "  mpirun --allow-run-as-root -np 2 mini_train              # the same, started by MPI (or srun)\n"
     "  mini_train --gpus 0,1                                    # data-parallel on 2 GPUs (NCCL)\n"
-  "  mini_train --env                                         # what this machine offers\n";
+  "  mini_train --env                                         # what this machine offers\n"
+    "  mini_train --model gpt --eval                            # a small GPT on Debian's fortunes\n"
+    "  mini_train generate --init final_model.safetensors --prompt 'The '   # text from it\n";
 
 }  // namespace
 
@@ -45,8 +48,8 @@ bool parse_options(int argc, char** argv, Options& o, int* exit_code) {
   std::string hidden;
 
   auto* data = "Data";
-  app.add_option("--dataset", o.dataset, "synthetic or fashion-mnist")
-      ->check(CLI::IsMember({"synthetic", "fashion-mnist"}))->group(data);
+  app.add_option("--dataset", o.dataset, "synthetic, fashion-mnist or text (bytes of --text, for --model gpt)")
+      ->check(CLI::IsMember({"synthetic", "fashion-mnist", "text"}))->group(data);
   app.add_option("--data-dir", o.data_dir, "Fashion-MNIST folder (Debian: dataset-fashion-mnist)")
       ->default_str(data::kFashionMnistDir)->group(data);
   app.add_option("--inputs", o.inputs, "inputs file, .npy or .csv, one example per row")->group(data);
@@ -60,7 +63,7 @@ bool parse_options(int argc, char** argv, Options& o, int* exit_code) {
                "scale inputs to zero mean and unit variance (default on for fashion-mnist)")->group(data);
 
   auto* model = "Model";
-  app.add_option("--model", o.model, "linear or mlp")->check(CLI::IsMember({"linear", "mlp"}))->group(model);
+  app.add_option("--model", o.model, "linear, mlp or gpt")->check(CLI::IsMember({"linear", "mlp", "gpt"}))->group(model);
   app.add_option("--hidden", hidden, "mlp hidden widths, comma-separated (default 512,256 for "
                  "fashion-mnist, else 64)")->group(model);
 
@@ -126,6 +129,21 @@ bool parse_options(int argc, char** argv, Options& o, int* exit_code) {
   app.add_flag("--allow-nonfinite", o.allow_nonfinite, "train on after a NaN or infinite loss (default: stop at "
                "the first one, naming the step)")->group(train);
 
+  // Issue 13's options: the GPT and step limits.
+  app.add_option("--text", o.text, "--dataset text's corpus: a file, or a folder of text files (default: Debian's "
+                 "fortunes, " + std::string(data::kDefaultTextCorpus) + ")")->group(data);
+  app.add_option("--layers", o.layers, "gpt: transformer blocks")->group(model);
+  app.add_option("--heads", o.heads, "gpt: attention heads (must divide --dim)")->group(model);
+  app.add_option("--dim", o.dim, "gpt: width of the residual stream")->group(model);
+  app.add_option("--context", o.context, "gpt: bytes the model sees (its longest prompt)")->group(model);
+  app.add_option("--max-steps", o.max_steps, "end training after this many optimizer steps (0: no limit; "
+                 "default 1000 for gpt)")->group(train);
+  app.add_option("--clip-grad", o.clip_grad, "scale the gradients to at most this global L2 norm before each "
+                 "step (0: off; default 1.0 for gpt)")->group(train);
+  app.add_option("--bucket-cap-mb", o.bucket_cap_mb, "DDP: MiB of gradients per all-reduce bucket (the first is "
+                 "1 MiB); smaller buckets start communicating earlier in backward")
+      ->group(dist);
+
   if (!parse_command_line(app, argc, argv, exit_code)) return false;
   o.shuffle = !no_shuffle;
   MT_CHECK(seed >= 0, "--seed must be >= 0, got ", seed);
@@ -144,6 +162,22 @@ bool parse_options(int argc, char** argv, Options& o, int* exit_code) {
   }
   if (o.optimizer != "sgd") preset(app, "--lr", o.lr, 1e-3);
   if (o.optimizer == "adamw") preset(app, "--weight-decay", o.weight_decay, 1e-2);
+  // The GPT's preset (model_gpt.h): --model gpt, --dataset text and --text each imply the others.
+  if (!o.text.empty()) preset(app, "--dataset", o.dataset, "text");
+  if (o.dataset == "text") preset(app, "--model", o.model, "gpt");
+  if (o.model == "gpt") {
+    preset(app, "--dataset", o.dataset, "text");
+    preset(app, "--optimizer", o.optimizer, "adamw");
+    preset(app, "--lr", o.lr, 1e-3);
+    preset(app, "--weight-decay", o.weight_decay, 0.1);
+    preset(app, "--schedule", o.schedule, "cosine");
+    preset(app, "--clip-grad", o.clip_grad, 1.0);
+    preset(app, "--epochs", o.epochs, 1);
+    preset(app, "--max-steps", o.max_steps, 1000);
+  }
+  for (const char* flag : {"--layers", "--heads", "--dim", "--context"})
+    MT_CHECK(o.model == "gpt" || app.get_option(flag)->count() == 0, flag, " applies to --model gpt; --model ",
+             o.model, " has no such setting");
   MT_CHECK(hidden.empty() || o.model == "mlp", "--hidden ", hidden, " applies to --model mlp; --model ", o.model,
            " has no hidden layers");
   if (hidden.empty()) {
@@ -212,6 +246,22 @@ void validate(const Options& o) {
   MT_CHECK(o.resume != "auto" || !o.checkpoint_dir.empty(), "--resume auto looks in --checkpoint-dir: give one");
   MT_CHECK(!o.save.empty(), "--save needs a path");
   MT_CHECK(o.momentum == 0 || o.optimizer == "sgd", "--momentum applies to sgd only (adam/adamw use betas)");
+  // Issue 13: the GPT and step limits.
+  MT_CHECK(o.max_steps >= 0, "--max-steps must be >= 0, got ", o.max_steps);
+  MT_CHECK(o.clip_grad >= 0 && std::isfinite(o.clip_grad), "--clip-grad must be >= 0, got ", o.clip_grad);
+  MT_CHECK(o.bucket_cap_mb > 0 && o.bucket_cap_mb <= 1 << 20, "--bucket-cap-mb must be in (0, 1048576], got ",
+           o.bucket_cap_mb);
+  MT_CHECK((o.model == "gpt") == (o.dataset == "text"), "--model ", o.model, " with --dataset ", o.dataset,
+           ": --model gpt trains on --dataset text (bytes), and text needs --model gpt");
+  if (o.model == "gpt") {
+    for (const auto& [flag, v] : {std::pair{"--layers", o.layers}, std::pair{"--heads", o.heads},
+                                  std::pair{"--dim", o.dim}, std::pair{"--context", o.context}})
+      MT_CHECK(v >= 1 && v <= 1 << 16, flag, " must be in 1..65536, got ", v);
+    MT_CHECK(o.dim % o.heads == 0, "--heads ", o.heads, " does not divide --dim ", o.dim,
+             ": each head gets dim / heads of the width");
+    MT_CHECK(o.optimizer == "adamw", "--model gpt trains with --optimizer adamw (model_gpt.h's recipe), got --optimizer ",
+             o.optimizer);
+  }
 }
 
 }  // namespace mt::app

@@ -4,7 +4,10 @@
 // Presets: with no flags the job is the seed's template (synthetic regression, Linear(10, 1), SGD
 // lr 0.01, batch 32, MSE, 5 epochs). `--dataset fashion-mnist` switches every default that the user
 // did not set to a recipe that reaches ≥ 0.88 test accuracy in 5 epochs (MLP 784-512-256-10, Adam
-// 1e-3 with cosine decay, batch 64, standardised inputs). A flag given explicitly always wins.
+// 1e-3 with cosine decay, batch 64, standardised inputs). `--model gpt` (or `--dataset text`, or
+// `--text FILE`) is a 4-layer, 4-head, 128-wide GPT with context 64 on bytes of text, trained 1000
+// steps with model_gpt.h's recipe (AdamW 1e-3, warm-up and cosine, --clip-grad 1.0, batch 32).
+// A flag given explicitly always wins.
 #pragma once
 
 #include <cstdint>
@@ -65,6 +68,12 @@ struct Options {
   // ---- added with issue 15: a user's surprises (grouped so that other option changes merge) ----
   std::string init_prefix;            // --init key mapping "OLD=NEW" (model_file.h)
   bool allow_nonfinite = false;       // train on after a NaN/inf loss instead of stopping
+  // ---- added with issue 13: the GPT on bytes of text (model_gpt.h), and step limits ----
+  std::string text;                   // --dataset text's corpus (file or folder); empty: Debian's fortunes
+  int64_t layers = 4, heads = 4, dim = 128, context = 64;  // --model gpt's shape
+  int64_t max_steps = 0;              // > 0: training ends after this many optimizer steps (any model)
+  double clip_grad = 0;               // > 0: gradients scaled to at most this global L2 norm before a step
+  double bucket_cap_mb = 25;          // DDP's bucket size in MiB (the first bucket: 1 MiB), as PyTorch's
 };
 
 // Parses argv. Returns true to go on; false when the process should exit with *exit_code (--help,

@@ -2,7 +2,8 @@
 // set_up (process group, data, model, output checks, optimizer, loader), resume (checkpoint state,
 // and what it overrides), the config table, then per epoch: train_epoch (shuffle seeded by
 // seed + epoch, steps), report_epoch (the epoch line, validation with --eval, the JSON log) and
-// write_checkpoint; finally the --eval score and save_model. See trainer.h.
+// write_checkpoint; finally the --eval score and save_model. A step is forward, backward, --clip-grad,
+// the optimizer and the schedule; --max-steps can end the last epoch early. See trainer.h.
 //
 // Distributed (RANK and WORLD_SIZE in the environment: mini_train's launcher, torchrun, srun; or an
 // MPI launcher's variables): this process is one rank. It meets the others through
@@ -29,6 +30,7 @@
 #include "apps/mini_train/gpus.h"
 #include "apps/mini_train/job.h"
 #include "apps/mini_train/model_file.h"
+#include "apps/mini_train/model_gpt.h"
 #include "apps/mini_train/outputs.h"
 #include "apps/mini_train/progress.h"
 #include "autograd/ops.h"
@@ -38,6 +40,7 @@
 #include "distributed/init.h"
 #include "distributed/process_group_mpi.h"
 #include "nn/checkpoint.h"
+#include "optim/clip_grad.h"
 #include "tensor/generator.h"
 #include "tensor/raw_ops.h"
 
@@ -89,6 +92,21 @@ OutputSizes output_sizes(const Options& o, int64_t params) {
   return {.model_bytes = 4 * params + 65536, .checkpoint_bytes = 4 * params * (1 + states) + 65536};
 }
 
+// What the loader draws from: the byte windows of --dataset text, else the training tensors.
+std::shared_ptr<const data::Dataset> training_examples(const Data& d) {
+  if (d.text_train) return d.text_train;
+  return d.train;
+}
+
+// The optimizer steps the whole run makes (what a schedule spans): --epochs, capped by --max-steps.
+int64_t total_steps(const Options& o, int64_t steps_per_epoch) {
+  const int64_t all = o.epochs * steps_per_epoch;
+  return o.max_steps > 0 ? std::min(all, o.max_steps) : all;
+}
+
+// --max-steps reached: no further step in this run.
+bool steps_exhausted(const Run& r) { return r.o.max_steps > 0 && r.step >= r.o.max_steps; }
+
 Run set_up(const Options& o) {
   Run r;
   r.o = o;
@@ -116,20 +134,21 @@ Run set_up(const Options& o) {
   r.opt = build_optimizer(o, *r.model);
   // A batch larger than this rank's share of the data is that share: one step per epoch. (Left
   // as given, a huge --batch-size overflows the step count.)
-  const int64_t share = (r.d.train->size() + r.world - 1) / r.world;  // DistributedSampler pads to this
+  const std::shared_ptr<const data::Dataset> examples = training_examples(r.d);
+  const int64_t share = (examples->size() + r.world - 1) / r.world;  // DistributedSampler pads to this
   r.o.batch_size = std::min(o.batch_size, share);
   // The sampler is what splits the epoch between ranks; one rank: the loader shuffles itself.
   if (r.pg)
-    r.loader.emplace(r.d.train,
+    r.loader.emplace(examples,
                      std::make_shared<data::DistributedSampler>(
-                         r.d.train->size(), r.world, r.rank,
+                         examples->size(), r.world, r.rank,
                          data::DistributedSamplerOptions{.shuffle = o.shuffle, .seed = o.seed}),
                      data::DataLoaderOptions{.batch_size = r.o.batch_size, .num_workers = o.num_workers, .seed = o.seed});
   else
-    r.loader.emplace(r.d.train, data::DataLoaderOptions{.batch_size = r.o.batch_size, .shuffle = o.shuffle,
+    r.loader.emplace(examples, data::DataLoaderOptions{.batch_size = r.o.batch_size, .shuffle = o.shuffle,
                                                         .num_workers = o.num_workers, .seed = o.seed});
   r.steps_per_epoch = r.loader->size();
-  r.scheduler = build_scheduler(o, *r.opt, o.epochs * r.steps_per_epoch);
+  r.scheduler = build_scheduler(o, *r.opt, total_steps(o, r.steps_per_epoch));
   return r;
 }
 
@@ -160,6 +179,10 @@ void reconcile(Run& r, const Checkpoint& c, const std::string& from) {
   MT_CHECK(batch.empty() || batch == std::to_string(r.o.batch_size), "--resume ", from, ": the checkpoint was "
            "trained with --batch-size ", batch, ", this run asks for ", r.requested_batch, "; the batch size fixes the "
            "steps per epoch and the schedule, so it cannot change mid-run: use --batch-size ", batch);
+  const std::string max_steps = info("max_steps");  // checkpoints from before --max-steps have none
+  MT_CHECK(max_steps.empty() || !r.scheduler || max_steps == std::to_string(r.o.max_steps), "--resume ", from,
+           ": the checkpoint's learning-rate schedule spans --max-steps ", max_steps, ", this run asks for ",
+           r.o.max_steps, "; a schedule cannot be stretched mid-run: use --max-steps ", max_steps);
   // Settings the optimizer state brings back: what this run asked for does not apply.
   struct Setting { const char* flag; double& value; double resumed; };
   const double base_lr = c.scheduler.count("base_lrs.0") ? c.scheduler.at("base_lrs.0").item()
@@ -221,7 +244,9 @@ void print_config(const Run& r) {
   row("batch", std::to_string(o.batch_size) + " per device, " + std::to_string(o.batch_size * r.world) + " global, " +
                    std::to_string(r.steps_per_epoch) + " steps per epoch" + clamped);
   row("optimizer", optimizer_description(o));
-  row("epochs", std::to_string(o.epochs) + (r.resumed_from.empty() ? "" : ", resuming from " + r.resumed_from));
+  row("epochs", std::to_string(o.epochs) + (o.max_steps > 0 ? ", at most " + std::to_string(o.max_steps) +
+                                                                   " steps (--max-steps)" : "") +
+                   (r.resumed_from.empty() ? "" : ", resuming from " + r.resumed_from));
   for (const std::string& note : r.notes) row("", note);
   row("seed", std::to_string(o.seed));
   if (!o.checkpoint_dir.empty()) row("checkpoints", o.checkpoint_dir + " (keep " + std::to_string(o.keep) + ")");
@@ -255,10 +280,12 @@ EpochResult train_epoch(Run& r, int64_t epoch) {
   if (r.pg) test_fail_hook(r.rank, epoch);
   r.loader->set_epoch(epoch);
   nn::Module& net = r.ddp ? static_cast<nn::Module&>(*r.ddp) : *r.model;
-  ProgressBar bar(r.talk, epoch, r.o.epochs, r.steps_per_epoch);
+  const int64_t steps = r.o.max_steps > 0 ? std::min(r.steps_per_epoch, r.o.max_steps - r.step) : r.steps_per_epoch;
+  ProgressBar bar(r.talk, epoch, r.o.epochs, steps);
   double loss_sum = 0;
   int64_t seen = 0, done = 0;
   for (const data::Batch& batch : *r.loader) {
+    if (steps_exhausted(r)) break;  // --max-steps, mid-epoch
     // The batch goes to the GPU on the compute stream: later kernels are ordered after the copy.
     const Tensor input = r.device.is_cuda() ? batch.input.to(r.device) : batch.input;
     const Tensor target = r.device.is_cuda() ? batch.target.to(r.device) : batch.target;
@@ -272,6 +299,7 @@ EpochResult train_epoch(Run& r, int64_t epoch) {
     if (r.ddp) r.ddp->zero_grad();  // keeps the gradients views into DDP's buckets
     else r.opt->zero_grad();
     loss.backward();
+    if (r.o.clip_grad > 0) optim::clip_grad_norm_(r.model->parameters(), r.o.clip_grad);  // DDP: reduced grads
     r.opt->step();
     if (r.scheduler) r.scheduler->step();
     ++r.step, ++done;
@@ -294,15 +322,20 @@ EpochResult train_epoch(Run& r, int64_t epoch) {
           .seconds = secs};
 }
 
-// The set --eval scores: the test split, or the training data when there is none.
+// The set --eval scores: the test split, or the training data when there is none; for text the
+// validation windows (cross-entropy in nats per byte, model_gpt.h).
 const data::TensorDataset& eval_set(const Run& r) { return r.d.test ? *r.d.test : *r.d.train; }
-const char* eval_split(const Run& r) { return r.d.test ? "test" : "train"; }
+const char* eval_split(const Run& r) { return r.d.test || r.d.text_validation ? "test" : "train"; }
+Score score(const Run& r) {
+  if (r.d.text_validation) return evaluate_text(*r.model, *r.d.text_validation, r.device);
+  return evaluate(*r.model, eval_set(r), r.d.classification, r.device);
+}
 
 // The epoch line, and with --eval the validation line; one JSON object per epoch with --log-json.
 void report_epoch(Run& r, int64_t epoch, const EpochResult& e) {
   if (!r.lead) return;
   std::optional<Score> score;
-  if (r.o.eval) score = evaluate(*r.model, eval_set(r), r.d.classification, r.device);
+  if (r.o.eval) score = app::score(r);
   if (r.talk) {
     std::printf("Epoch [%lld/%lld], Loss: %.4f, %.0f samples/s\n", static_cast<long long>(epoch),
                 static_cast<long long>(r.o.epochs), e.loss, e.samples_per_s);
@@ -333,7 +366,8 @@ void write_checkpoint(Run& r, int64_t epoch, double loss) {
   c.epoch = epoch, c.step = r.step, c.loss = loss;
   c.rng_seed = default_generator().seed(), c.rng_offset = default_generator().offset();
   // What a resumed run must match (reconcile above).
-  c.info = {{"model", r.signature}, {"optimizer", r.o.optimizer}, {"batch_size", std::to_string(r.o.batch_size)}};
+  c.info = {{"model", r.signature}, {"optimizer", r.o.optimizer}, {"batch_size", std::to_string(r.o.batch_size)},
+            {"max_steps", std::to_string(r.o.max_steps)}};
   save_checkpoint(checkpoint_path(r.o.checkpoint_dir, epoch), c);
   prune_checkpoints(r.o.checkpoint_dir, r.o.keep);
 }
@@ -359,8 +393,11 @@ void save_model(const Run& r, double last_loss, double seconds) {
   save_safetensors(r.o.save, weights, model_metadata(r.o, r.d, r.signature));
   char loss[32] = "-";  // no epoch ran in this invocation: nothing to report
   if (!std::isnan(last_loss)) std::snprintf(loss, sizeof loss, "%.4f", last_loss);
-  std::printf("saved %s (%lld epoch%s, last loss %s, %.1f s)\n", r.o.save.c_str(), static_cast<long long>(r.o.epochs),
-              r.o.epochs == 1 ? "" : "s", loss, seconds);
+  // A run that --max-steps ended says so: its last epoch may not have run to its end.
+  const bool by_steps = steps_exhausted(r);
+  const long long done = by_steps ? r.step : r.o.epochs;
+  std::printf("saved %s (%lld %s%s, last loss %s, %.1f s)\n", r.o.save.c_str(), done, by_steps ? "step" : "epoch",
+              done == 1 ? "" : "s", loss, seconds);
 }
 
 }  // namespace
@@ -372,7 +409,8 @@ int train(const Options& opts) {
   resume(r);
   // After --init/--resume (every rank loaded the same state; DDP checks and broadcasts rank 0's).
   if (r.pg) {
-    r.ddp = std::make_shared<dist::DistributedDataParallel>(r.model, r.pg);
+    r.ddp = std::make_shared<dist::DistributedDataParallel>(r.model, r.pg,
+                                                            dist::DDPOptions{.bucket_cap_mb = r.o.bucket_cap_mb});
     r.ddp->register_comm_hook(dist::make_comm_hook(r.o.comm_hook));
   }
   if (r.talk) print_config(r);
@@ -382,9 +420,11 @@ int train(const Options& opts) {
   }
 
   double last_loss = std::nan("");
-  // The schedule always spans --epochs; --stop-after only ends this invocation early.
+  // The schedule always spans --epochs (capped by --max-steps); --stop-after only ends this
+  // invocation early.
   const int64_t last_epoch = r.o.stop_after > 0 ? std::min(r.o.epochs, r.first_epoch + r.o.stop_after - 1) : r.o.epochs;
-  for (int64_t epoch = r.first_epoch; epoch <= last_epoch; ++epoch) {
+  const bool nothing_left = steps_exhausted(r);
+  for (int64_t epoch = r.first_epoch; epoch <= last_epoch && !steps_exhausted(r); ++epoch) {
     const EpochResult e = train_epoch(r, epoch);
     last_loss = e.loss;
     report_epoch(r, epoch, e);
@@ -393,7 +433,10 @@ int train(const Options& opts) {
   if (r.first_epoch > r.o.epochs && r.talk)
     std::printf("nothing to train: the checkpoint already has %lld of %lld epochs\n",
                 static_cast<long long>(r.first_epoch - 1), static_cast<long long>(r.o.epochs));
-  if (last_epoch < r.o.epochs) {
+  else if (nothing_left && r.talk)
+    std::printf("nothing to train: the checkpoint already has %lld of --max-steps %lld steps\n",
+                static_cast<long long>(r.step), static_cast<long long>(r.o.max_steps));
+  if (last_epoch < r.o.epochs && !steps_exhausted(r)) {
     if (r.talk)
       std::printf("stopped after epoch %lld of %lld (--stop-after); resume with --resume auto\n",
                   static_cast<long long>(last_epoch), static_cast<long long>(r.o.epochs));
@@ -402,9 +445,11 @@ int train(const Options& opts) {
   if (r.ddp && r.o.ddp_stats && r.lead) print_ddp_stats(r.ddp->stats());
   if (!r.lead) return 0;
   if (r.o.eval) {
-    const Score s = evaluate(*r.model, eval_set(r), r.d.classification, r.device);
-    const char* split = r.d.test ? "Test" : "Train (no test split)";
+    const Score s = score(r);
+    const char* split = r.d.test || r.d.text_validation ? "Test" : "Train (no test split)";
     if (s.classification) std::printf("%s accuracy: %.4f\n", split, s.value);
+    else if (r.d.text_validation) std::printf("%s loss: %.6f nats per byte (%.4f bits per byte)\n", split, s.value,
+                                              s.value / std::log(2.0));
     else std::printf("%s loss: %.6f\n", split, s.value);
   }
   save_model(r, last_loss, seconds_since(start));

@@ -500,6 +500,92 @@ nproc_resume)
   "$bin" "${flags[@]}" --epochs 4 --checkpoint-dir b --resume auto --save resumed.safetensors || fail "resume failed"
   cmp full.safetensors resumed.safetensors || fail "resumed weights differ from the uninterrupted run"
   ;;
+gpt_tiny)
+  # A tiny GPT on a repetitive text: it trains (the loss falls), saves its shape in the metadata,
+  # resumes bit-exact, and generates the same text for the same seed.
+  for i in $(seq 40); do echo "the quick brown fox $i jumps over the lazy dog"; done >t.txt
+  base=(--text t.txt --layers 1 --heads 2 --dim 16 --context 16 --batch-size 64 --lr 1e-2 --num-workers 2)
+  flags=("${base[@]}" --max-steps 0)
+  "$bin" "${flags[@]}" --epochs 3 --eval --log-json log.jsonl --checkpoint-dir a --save full.safetensors >out.txt 2>err.txt ||
+    { cat err.txt; fail "gpt run failed"; }
+  grep -q 'gpt:layers1-heads2-dim16-context16 (' out.txt || { cat out.txt; fail "config table: no gpt model line"; }
+  grep -q 'weight_decay=0.1 (matrices only), 100 warm-up steps then cosine decay to 0.001, gradients clipped to norm 1$' \
+    out.txt || { cat out.txt; fail "config table: not the gpt recipe"; }
+  first=$(sed -n 's/^Epoch \[1\/3\], Loss: \([0-9.]*\).*/\1/p' out.txt)
+  last=$(sed -n 's/^Epoch \[3\/3\], Loss: \([0-9.]*\).*/\1/p' out.txt)
+  awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a - 1) }' || { cat out.txt; fail "loss did not fall: $first -> $last"; }
+  grep -Eq '^Test loss: [0-9.]+ nats per byte \([0-9.]+ bits per byte\)$' out.txt || { cat out.txt; fail "--eval line"; }
+  # The schedule: 27 steps per epoch, so after epoch 1 the warm-up is at 28/100 of --lr; a run of
+  # 120 steps ends its cosine at lr/10.
+  lr_of() { sed -n "$2"'s/.*"lr":\([0-9.e-]*\).*/\1/p' "$1"; }
+  awk -v lr="$(lr_of log.jsonl 1)" 'BEGIN { exit !(lr > 0.0028 - 1e-9 && lr < 0.0028 + 1e-9) }' ||
+    { cat log.jsonl; fail "warm-up: lr after 27 steps is not 0.28 * 1e-2"; }
+  "$bin" "${base[@]}" --max-steps 120 --epochs 5 --quiet --log-json cos.jsonl --save cos.safetensors >/dev/null ||
+    fail "120-step run failed"
+  awk -v lr="$(lr_of cos.jsonl '$')" 'BEGIN { exit !(lr > 0.001 - 1e-9 && lr < 0.001 + 1e-9) }' ||
+    { cat cos.jsonl; fail "cosine: lr after the last step is not 1e-2 / 10"; }
+  "$bin" "${flags[@]}" --epochs 3 --stop-after 1 --checkpoint-dir b --quiet --save half.safetensors >/dev/null ||
+    fail "first part"
+  "$bin" "${flags[@]}" --epochs 3 --checkpoint-dir b --resume auto --quiet --save resumed.safetensors >/dev/null ||
+    fail "resume"
+  cmp full.safetensors resumed.safetensors || fail "resumed gpt weights differ from the uninterrupted run"
+  grep -aq '"layers":"1"' full.safetensors && grep -aq '"context":"16"' full.safetensors ||
+    fail "the model file's metadata lacks the gpt shape"
+  # mini_train eval rebuilds the GPT from its metadata and scores it as training's --eval did.
+  "$bin" eval --init full.safetensors >eval.txt || fail "mini_train eval of a gpt failed"
+  [[ $(cat eval.txt) == "$(grep '^Test loss' out.txt)" ]] || { cat eval.txt out.txt; fail "eval differs from --eval"; }
+  gen=(generate --init full.safetensors --prompt "the quick" --tokens 40)
+  "$bin" "${gen[@]}" --seed 3 >g1.txt && "$bin" "${gen[@]}" --seed 3 >g2.txt && "$bin" "${gen[@]}" --seed 4 >g3.txt ||
+    fail "generate failed"
+  cmp g1.txt g2.txt || fail "generate with the same seed gave different text"
+  ! cmp -s g1.txt g3.txt || fail "generate with another seed gave the same text"
+  [[ $(head -c 9 g1.txt) == "the quick" && $(wc -c <g1.txt) -eq 50 ]] || fail "generate: not prompt + 40 bytes + newline"
+  ;;
+gpt_nproc2)
+  # A tiny GPT data-parallel on 2 processes (its tied embedding reduced once): resumed, the same bytes.
+  mpi_leaks_are_not_ours  # --backend auto: MPI when the build has it
+  for i in $(seq 40); do echo "the quick brown fox $i jumps over the lazy dog"; done >t.txt
+  flags=(--nproc 2 --text t.txt --layers 1 --heads 2 --dim 16 --context 16 --batch-size 32 --max-steps 0 --quiet)
+  "$bin" "${flags[@]}" --epochs 2 --ddp-stats --checkpoint-dir a --save full.safetensors >out.txt 2>err.txt ||
+    { cat err.txt; fail "full run failed"; }
+  grep -q '^DDP: 1 buckets, [0-9]* bytes of gradients' out.txt || { cat out.txt; fail "--ddp-stats"; }
+  "$bin" "${flags[@]}" --epochs 2 --stop-after 1 --checkpoint-dir b --save half.safetensors >/dev/null || fail "first half"
+  "$bin" "${flags[@]}" --epochs 2 --checkpoint-dir b --resume auto --save resumed.safetensors >/dev/null || fail "resume"
+  cmp full.safetensors resumed.safetensors || fail "resumed gpt weights differ from the uninterrupted --nproc 2 run"
+  ;;
+gpt_bad_input)
+  for i in $(seq 40); do echo "the quick brown fox $i jumps over the lazy dog"; done >t.txt
+  tiny=(--layers 1 --dim 16 --context 16 --max-steps 3)
+  expect_error "--heads 3 does not divide --dim 16" --text t.txt "${tiny[@]}" --heads 3
+  head -c 20 t.txt >short.txt
+  expect_error "short.txt: 20 bytes is shorter than two windows of context + 1 = 17" --text short.txt "${tiny[@]}"
+  expect_error "--layers applies to --model gpt" --model mlp --layers 2
+  expect_error "--model gpt trains on --dataset text" --model gpt --dataset synthetic
+  "$bin" -q --save mlp.safetensors >/dev/null || fail "linear run failed"
+  expect_error "not a GPT" generate --init mlp.safetensors --prompt "x"
+  "$bin" --text t.txt "${tiny[@]}" -q --save g.safetensors >/dev/null || fail "gpt run failed"
+  expect_error "--prompt is 17 bytes, more than the model's context of 16 bytes" \
+    generate --init g.safetensors --prompt "0123456789abcdefg"
+  expect_error "--prompt is empty" generate --init g.safetensors --prompt ""
+  ;;
+max_steps_clip_grad)
+  # --max-steps ends training mid-epoch (32 steps per epoch here), for any model, and a resumed
+  # run that has them all does nothing more.
+  "$bin" --max-steps 40 --schedule cosine --log-json l.jsonl --checkpoint-dir ck --save m.safetensors >out.txt 2>err.txt ||
+    { cat err.txt; fail "--max-steps run failed"; }
+  [[ $(wc -l <l.jsonl) -eq 2 ]] && grep -q '"steps":40' l.jsonl || { cat l.jsonl; fail "expected 2 epochs, 40 steps"; }
+  grep -q '^saved m.safetensors (40 steps, ' out.txt || { cat out.txt; fail "summary does not count steps"; }
+  "$bin" --max-steps 40 --schedule cosine --checkpoint-dir ck --resume auto --save m.safetensors >out.txt ||
+    fail "resume failed"
+  grep -q 'nothing to train: the checkpoint already has 40 of --max-steps 40 steps' out.txt || { cat out.txt; fail "resume"; }
+  # A schedule spans --max-steps: resuming with another is refused, as another --batch-size is.
+  expect_error "the checkpoint's learning-rate schedule spans --max-steps 40, this run asks for 80" \
+    --max-steps 80 --schedule cosine --checkpoint-dir ck --resume auto
+  # SGD at lr 1.5 diverges on the synthetic regression; clipped to norm 1, each step is bounded.
+  expect_error "the loss is inf" --lr 1.5
+  "$bin" -q --lr 1.5 --clip-grad 1 --save c.safetensors >/dev/null || fail "--clip-grad did not keep the run finite"
+  expect_error "--clip-grad must be >= 0" --clip-grad -1
+  ;;
 env)
   "$bin" --env >out.txt 2>err.txt || fail "--env failed"
   for row in GPUs "CUDA backend" NCCL Gloo MPI; do
