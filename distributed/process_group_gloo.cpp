@@ -7,7 +7,6 @@
 
 #include <gloo/allgather_ring.h>
 #include <gloo/allreduce_halving_doubling.h>
-#include <gloo/allreduce_ring.h>
 #include <gloo/barrier.h>
 #include <gloo/barrier_all_to_all.h>
 #include <gloo/broadcast_one_to_all.h>
@@ -15,6 +14,7 @@
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 
@@ -67,7 +67,7 @@ void divide(::gloo::float16* data, int n, int world) {
   for (int i = 0; i < n; ++i) data[i].x = float_to_half(half_to_float(data[i].x) / static_cast<float>(world));
 }
 
-constexpr size_t kRingMaxBytes = 128 * 1024;  // Note [Allreduce algorithm]
+constexpr size_t kGatherMaxBytes = 128 * 1024;  // Note [Allreduce algorithm]
 
 // Gloo's bound-buffer algorithms count elements in an int.
 int element_count(const Tensor& t) {
@@ -80,6 +80,19 @@ int element_count(const Tensor& t) {
 
 struct ProcessGroupGloo::Gloo {
   std::shared_ptr<::gloo::rendezvous::Context> context;
+  std::vector<char> gathered;  // allreduce_in_rank_order's (size, n) slots, kept for the next call
+
+  // Note [Allreduce algorithm]: every rank's n elements gathered into gathered, slot r from rank r,
+  // then data = ((x_0 + x_1) + x_2) + ... on every rank alike.
+  template <typename T>
+  void allreduce_in_rank_order(T* data, int n, const ::gloo::ReductionFunction<T>* reduce) {
+    const int size = context->size;
+    gathered.resize(static_cast<size_t>(size) * static_cast<size_t>(n) * sizeof(T));
+    T* slots = reinterpret_cast<T*>(gathered.data());
+    ::gloo::AllgatherRing<T>(context, {data}, slots, n).run();
+    std::copy(slots, slots + n, data);
+    for (int r = 1; r < size; ++r) reduce->call(data, slots + static_cast<size_t>(r) * n, static_cast<size_t>(n));
+  }
 };
 
 bool ProcessGroupGloo::is_available() { return true; }
@@ -195,14 +208,19 @@ std::shared_ptr<Work> ProcessGroupGloo::allreduce(Tensor& tensor, ReduceOp op) {
       T* data = static_cast<T*>(tensor.raw_data());
       const auto* reduce = op == ReduceOp::Max ? ::gloo::ReductionFunction<T>::max
                                                : ::gloo::ReductionFunction<T>::sum;
-      // Note [Allreduce algorithm]: measured here at 2 ranks with synchronous pairs, the plain ring
-      // (each rank passes the whole buffer on) is fastest for small buffers, 58 us against 110 us for
-      // 1,000 floats: one message per step. Halving-doubling (reduce-scatter, then allgather, by
-      // recursive halving) moves 1/size of the data per message and wins for large ones, 242 us
-      // against 1,058 us for 203,530 floats; the two cross near 128 KiB. The choice depends only on
-      // the byte count, which is the same on every rank, so every rank runs the same algorithm.
-      if (static_cast<size_t>(n) * sizeof(T) <= kRingMaxBytes)
-        ::gloo::AllreduceRing<T>(gloo_->context, {data}, n, reduce).run();  // in place
+      // Note [Allreduce algorithm]: the result must be the same bits on every rank (Note [Same bits on
+      // every rank] in tests/distributed/collectives.h), and which algorithm runs depends only on the
+      // byte count, the same on every rank. Gloo's plain ring (each rank adds what arrives to its own
+      // buffer and passes it on) fails the first: rank r adds x_r + x_{r-1} + x_{r-2} ..., a different
+      // order on every rank from 3 ranks on. So small buffers are allgathered (the same one message
+      // per step as the ring, measured here at 2 ranks with synchronous pairs: 58 us against 110 us
+      // for halving-doubling at 1,000 floats), then every rank adds the slots in rank order, x_0 +
+      // x_1 + ... Halving-doubling (reduce-scatter, then allgather, by recursive halving) reduces each
+      // chunk on one rank and sends that rank's result to all, so its ranks agree; it moves 1/size of
+      // the data per message and wins for large buffers, 242 us against 1,058 us for 203,530 floats
+      // at 2 ranks; the two cross near 128 KiB.
+      if (static_cast<size_t>(n) * sizeof(T) <= kGatherMaxBytes)
+        gloo_->allreduce_in_rank_order(data, n, reduce);
       else
         ::gloo::AllreduceHalvingDoubling<T>(gloo_->context, {data}, n, reduce).run();
       if (op == ReduceOp::Avg) divide(data, n, size());  // Sum, then divide: Gloo has no average

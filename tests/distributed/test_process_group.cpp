@@ -73,6 +73,15 @@ TEST_CASE("ProcessGroupGloo: closed-form results for world sizes 1 to 4" * docte
   }
 }
 
+TEST_CASE("ProcessGroupGloo: every rank holds the same bits after an allreduce, at 2 to 5 ranks" *
+          doctest::skip(kNoGloo)) {
+  for (int world = 2; world <= 5; ++world) {
+    CAPTURE(world);
+    const int port = find_free_port();
+    test::run_ranks(world, [&](int rank) { test::check_same_bits(*join(rank, world, port)); }, 60s);
+  }
+}
+
 TEST_CASE("ProcessGroupGloo: ranks can also meet through a FileStore instead of rank 0's TCPStore" *
           doctest::skip(kNoGloo)) {
   const std::string path = std::filesystem::temp_directory_path() /
