@@ -34,7 +34,10 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& opts) {
   MT_CHECK(opts.backend == "gloo" || opts.backend == "nccl", "init_process_group: unknown backend '", opts.backend,
            "' (gloo, mpi, nccl, local)");
 
+  WaitNotices notices = opts.wait_notices;
+  if (notices.who.empty()) notices.who = "rank " + std::to_string(info.rank) + " of " + std::to_string(info.world_size);
   std::shared_ptr<Store> store = opts.store;
+  if (store) store->set_wait_notices(notices);
   if (!store) {
     const bool host = opts.rank0_hosts_store && info.rank == 0;
     MT_CHECK(info.master_port > 0 || (host && info.world_size == 1), "init_process_group: rank ", info.rank,
@@ -43,7 +46,8 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& opts) {
                                                        .port = info.master_port,
                                                        .is_server = host,
                                                        .job_token = opts.job_token,
-                                                       .timeout = opts.timeout});
+                                                       .timeout = opts.timeout,
+                                                       .notices = notices});
   }
   // NCCL: one GPU per rank: cuda_device, or by default GPU local_rank (the launcher, torchrun and
   // srun number a machine's ranks 0..LOCAL_WORLD_SIZE-1).

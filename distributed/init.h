@@ -34,6 +34,10 @@ struct InitOptions {
   std::string backend = "gloo";    // "gloo", "mpi", "nccl" or "local"
   RendezvousInfo rendezvous{};     // default: a world of one
   std::chrono::milliseconds timeout = kDefaultTimeout;  // the store's and every collective's
+  // What the rendezvous says while it waits long: a line every 10 s naming the ranks not yet arrived
+  // or the store address not answering (Note [Waiting out loud]); `who` defaults to "rank R of W".
+  // Set on the store, also on a store passed in below.
+  WaitNotices wait_notices{};
   std::optional<std::string> job_token{};  // for the TCPStore (Note [Job token]); default $MT_JOB_TOKEN
   bool rank0_hosts_store = true;   // false: a launcher hosts the TCPStore at master_addr:master_port
   std::shared_ptr<Store> store{};  // set: meet through this store instead of a new TCPStore

@@ -162,8 +162,11 @@ Socket connect_tcp(const std::string& host, int port, Clock::time_point deadline
     }
     // Nobody listens yet (ECONNREFUSED) or the network is slow: the server may start late. Retry with
     // a growing pause, so hundreds of ranks do not hammer a server that is still starting.
-    if (Clock::now() + pause >= deadline) break;
-    std::this_thread::sleep_for(pause);
+    // The last pause ends at the deadline, so a caller waiting in slices (Note [Waiting out loud])
+    // gets slices of the length it asked for.
+    const Clock::time_point now = Clock::now();
+    if (now >= deadline) break;
+    std::this_thread::sleep_for(std::min<Clock::duration>(pause, deadline - now));
     pause = std::min(pause * 2, std::chrono::milliseconds(500));
   }
   MT_FAIL_TIMEOUT(what, ": could not connect to ", host, ":", port, " before the timeout (last error: ",

@@ -108,6 +108,9 @@ bool parse_options(int argc, char** argv, Options& o, int* exit_code) {
   app.add_option("--comm-hook", o.comm_hook, "how DDP communicates gradients: allreduce, or fp16 (compressed "
                  "to half precision: half the bytes, about 3 significant digits)")
       ->check(CLI::IsMember({"allreduce", "fp16"}))->group(dist);
+  // Guards against hangs and silent divergence (distributed/; docs/ddp.md).
+  app.add_option("--timeout", o.timeout, "seconds the rendezvous and each collective may wait for the "
+                 "other ranks before the job fails, naming them")->group(dist);
 
   auto* out = "Output";
   app.add_flag("--eval", o.eval, "after training, report accuracy (or loss) on the test split")->group(out);
@@ -171,6 +174,7 @@ void validate(const Options& o) {
            " (--nnodes ", o.nnodes, "), got ", o.node_rank);
   MT_CHECK(o.nnodes == 1 || o.master_port > 0, "--nnodes ", o.nnodes, ": give --master-port (and node 0's "
            "--master-addr): the other nodes cannot guess a port node 0 picked");
+  MT_CHECK(o.timeout >= 1 && o.timeout <= 86400, "--timeout must be in 1..86400 seconds, got ", o.timeout);
   MT_CHECK(o.keep >= 1, "--keep must be at least 1, got ", o.keep);
   for (int64_t h : o.hidden) MT_CHECK(h >= 1 && h <= 1 << 20, "--hidden widths must be in 1..1048576, got ", h);
   MT_CHECK(o.inputs.empty() == o.targets.empty(), "--inputs and --targets go together: give both files");

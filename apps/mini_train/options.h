@@ -54,6 +54,8 @@ struct Options {
   bool ddp_stats = false;             // rank 0 prints DistributedDataParallel's statistics
   std::string comm_hook = "allreduce";  // how DDP communicates buckets: allreduce | fp16 (comm_hook.h)
   std::string backend = "auto";       // CPU process group: auto | gloo | mpi (backend.h)
+  // ---- distributed guards (distributed/, docs/ddp.md) ----
+  int64_t timeout = 300;              // seconds: rendezvous and every collective
   // ---- output ----
   bool eval = false;
   bool quiet = false;

@@ -138,6 +138,7 @@ int train(const Options& o) {
   std::shared_ptr<dist::ProcessGroup> pg;
   if (rdv && rdv->world_size > 1)
     pg = dist::init_process_group({.backend = device.is_cuda() ? "nccl" : worker_backend(o), .rendezvous = *rdv,
+                                   .timeout = std::chrono::seconds(o.timeout),
                                    .cuda_device = device.is_cuda() ? device.index : -1});
   const int world = pg ? rdv->world_size : 1, rank = pg ? rdv->rank : 0;
   const bool lead = rank == 0;       // prints, logs, checkpoints, saves

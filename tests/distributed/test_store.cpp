@@ -126,6 +126,54 @@ TEST_CASE("Store timeouts name the key, the timeout and the ranks that never arr
   }
 }
 
+TEST_CASE("Long rendezvous waits say what they wait for, every interval, until the timeout") {
+  // Note [Waiting out loud], with 100 ms for the 10 s of a real job.
+  std::vector<std::string> lines;
+  const WaitNotices notices{.every = 100ms, .who = "rank 1 of 3",
+                            .print = [&](const std::string& line) { lines.push_back(line); }};
+  SUBCASE("a client whose store never comes names the address") {
+    const int port = find_free_port();  // nobody listens there
+    const double took = seconds_of([&] {
+      CHECK_THROWS_AS(TCPStore({.host = "127.0.0.1", .port = port, .timeout = 550ms, .notices = notices}),
+                      TimeoutError);
+    });
+    CHECK(took < 3.0);
+    REQUIRE(lines.size() >= 3);
+    CHECK(lines.size() <= 5);
+    CHECK(lines[0].find("rank 1 of 3: waited 0 s of 1 s for the store at 127.0.0.1:" + std::to_string(port)) == 0);
+  }
+  SUBCASE("a barrier names the ranks not yet arrived, and stops speaking when they come") {
+    TCPStore store({.host = "127.0.0.1", .port = 0, .is_server = true, .job_token = "t"});
+    store.set_wait_notices(notices);
+    store.set("ready/2", "1");
+    CHECK_THROWS_WITH_AS(store.barrier("ready", 1, 3, 350ms), doctest::Contains("rank 0 of 3 never arrived"),
+                         TimeoutError);
+    REQUIRE(lines.size() >= 2);
+    CHECK(lines[0].find("rank 1 of 3: TCPStore 127.0.0.1:" + std::to_string(store.port()) +
+                        ": barrier 'ready': waited 0 s of 0 s for rank 0 of 3 to arrive") == 0);
+    lines.clear();
+    std::thread late([&] {
+      std::this_thread::sleep_for(250ms);
+      TCPStore rank0({.host = "127.0.0.1", .port = store.port(), .job_token = "t"});
+      rank0.set("go/0", "1");
+    });
+    store.set("go/2", "1");
+    store.barrier("go", 1, 3, 5s);
+    late.join();
+    CHECK(lines.size() >= 1);  // 250 ms late: two notices at most, then quiet
+    CHECK(lines.size() <= 3);
+    CHECK(lines.back().find("for rank 0 of 3") != std::string::npos);
+  }
+  SUBCASE("a quick wait says nothing") {
+    TempDir dir;
+    FileStore store({.path = dir.file("quick")});
+    store.set_wait_notices(notices);
+    store.set("k", "v");
+    CHECK(store.get_string("k") == "v");
+    CHECK(lines.empty());
+  }
+}
+
 TEST_CASE("Oversized keys and values are refused before they are sent, and hostile frames by the server") {
   TCPStore store({.host = "127.0.0.1", .port = 0, .is_server = true, .job_token = "t"});
   CHECK_THROWS_WITH_AS(store.set(std::string(kMaxKeyBytes + 1, 'k'), "v"), doctest::Contains("keys are limited"),
