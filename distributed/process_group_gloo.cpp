@@ -1,4 +1,4 @@
-// ProcessGroupGloo: Gloo's rendezvous over our Store, and each collective as one task on the
+// ProcessGroupGloo: the rendezvous (connecting is gloo_connect.cpp), and each collective as one task on the
 // CollectiveQueue (see process_group_gloo.h). Without Gloo (MT_HAVE_GLOO unset) only the stubs at the
 // end are compiled.
 #include "distributed/process_group_gloo.h"
@@ -7,44 +7,19 @@
 
 #include <gloo/allgather_ring.h>
 #include <gloo/allreduce_halving_doubling.h>
-#include <gloo/barrier.h>
 #include <gloo/barrier_all_to_all.h>
 #include <gloo/broadcast_one_to_all.h>
-#include <gloo/rendezvous/context.h>
-#include <gloo/rendezvous/store.h>
-#include <gloo/transport/tcp/device.h>
 
 #include <algorithm>
 #include <cstring>
 #include <limits>
 
+#include "distributed/gloo_connect.h"
 #include "tensor/half.h"
 
 namespace mt::dist {
 
 namespace {
-
-// Gloo's rendezvous (connectFullMesh) publishes each rank's listening addresses under the keys "0",
-// "1", ... of a gloo::rendezvous::Store. This adapter forwards to our Store, so that exchange gets our
-// transport, job token, limits, timeouts and error messages.
-class GlooStoreAdapter : public ::gloo::rendezvous::Store {
- public:
-  explicit GlooStoreAdapter(std::shared_ptr<dist::Store> store) : store_(std::move(store)) {}
-  void set(const std::string& key, const std::vector<char>& data) override {
-    store_->set(key, Bytes(data.begin(), data.end()));
-  }
-  std::vector<char> get(const std::string& key) override {
-    const Bytes value = store_->get(key);
-    return std::vector<char>(value.begin(), value.end());
-  }
-  void wait(const std::vector<std::string>& keys) override { store_->wait(keys); }
-  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override {
-    store_->wait(keys, timeout);
-  }
-
- private:
-  std::shared_ptr<dist::Store> store_;
-};
 
 // Calls f(T{}) with T the C++ type of `dtype` (check_tensor has admitted only these four).
 template <typename F>
@@ -120,58 +95,14 @@ ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<Store> store, int rank, int s
   // Names the ranks that never arrived, where Gloo's own rendezvous could only name a missing key.
   store_->barrier("arrived", rank, size, timeout());
 
-  // Gloo's TCP device starts an event-loop thread, which must inherit the queue thread's blocked
-  // SIGPIPE (Note [SIGPIPE] in work.cpp): so the connection is made there, as the queue's first task.
-  auto work = std::make_shared<Work>("Gloo rendezvous of " + me, timeout());
-  enqueue(work, [this, opts] { connect(opts); });
-  // Connecting is bounded by Gloo's own timeouts (the address exchange, then the connections), one
-  // group timeout each.
-  work->wait(2 * timeout());
+  // Note [Connecting without hostages] in gloo_connect.cpp: bounded by the timeout, whatever the peers do.
+  gloo_->context = detail::connect_gloo(store_, rank, size, opts);
 }
 
 ProcessGroupGloo::~ProcessGroupGloo() = default;
 
-void ProcessGroupGloo::connect(const ProcessGroupGlooOptions& opts) {
-  ::gloo::transport::tcp::attr attr;
-  if (!opts.interface.empty())
-    attr.iface = opts.interface;
-  else
-    attr.hostname = opts.hostname;  // empty: Gloo resolves gethostname()
-  std::shared_ptr<::gloo::transport::Device> device;
-  try {
-    device = ::gloo::transport::tcp::CreateDevice(attr);
-  } catch (const std::exception& e) {
-    MT_FAIL("Gloo cannot listen on ", opts.interface.empty() ? "host '" + opts.hostname + "'" : "interface '" +
-            opts.interface + "'", " (", e.what(), "); set ProcessGroupGlooOptions::hostname or interface");
-  }
-  auto context = std::make_shared<::gloo::rendezvous::Context>(rank(), size());
-  context->setTimeout(timeout());
-  GlooStoreAdapter adapter(std::make_shared<PrefixStore>("gloo", store_));
-  context->connectFullMesh(adapter, device);
-  // Note [Leaving the rendezvous together]: a rank that has connected to all its peers may go on and,
-  // in a short program, exit, while a peer is still completing its side of their connection: that
-  // peer's rendezvous would then fail. A barrier over the new connections returns on each rank only
-  // once every rank has connected, so nobody leaves the rendezvous before all have arrived.
-  ::gloo::BarrierOptions barrier(context);
-  barrier.setTimeout(timeout());
-  ::gloo::barrier(barrier);
-  // Note [Synchronous pairs]: by default a Gloo TCP pair hands every received message from the
-  // device's event-loop thread to the thread waiting in the collective. Measured here (2 ranks, 11
-  // floats): about 90-290 us per all-reduce, most of it those thread wake-ups, where one loopback
-  // round trip takes about 30 us. In synchronous mode the collective's own thread reads its socket
-  // directly (a blocking read bounded by the context's timeout; no busy polling, which would steal
-  // the core the peer rank computes on): about 31 us. Synchronous pairs only serve buffers bound to
-  // a pair, so every collective below is one of Gloo's bound-buffer algorithms (AllreduceRing,
-  // BroadcastOneToAll, AllgatherRing, BarrierAllToAll), built for the call and dropped after it:
-  // building one takes the context's next slot, the same on every rank because every rank builds
-  // the same algorithms in the same order (Note [Collective order]), so no cache needs to agree
-  // across ranks.
-  // Note [A world of one]: Gloo's ring algorithms need a peer; with none, every collective is its
-  // own result (an all-reduce or broadcast leaves the tensor as it is), so they return before Gloo.
-  for (int peer = 0; peer < size(); ++peer)
-    if (peer != rank()) context->getPair(peer)->setSync(/*sync=*/true, /*busyPoll=*/false);
-  gloo_->context = std::move(context);
-}
+// Note [A world of one]: Gloo's ring algorithms need a peer; with none, every collective is its own
+// result (an all-reduce or broadcast leaves the tensor as it is), so they return before Gloo.
 
 void ProcessGroupGloo::enqueue(const std::shared_ptr<Work>& work, std::function<void()> run) {
   queue_->push(work, [description = work->description(), timeout = timeout(), run = std::move(run)] {
