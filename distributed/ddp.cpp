@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "autograd/engine.h"
+#include "distributed/desync_guard.h"
 #include "autograd/grad_mode.h"
 #include "tensor/raw_ops.h"
 
@@ -79,7 +80,9 @@ class Reducer {
     bool ready = false;   // its gradient for this backward has arrived
   };
   struct Bucket {
-    Tensor buffer;              // flat, contiguous, one dtype
+    Tensor buffer;              // flat, contiguous, one dtype: numel gradients, then the guard
+    DesyncGuard guard;          // on its last DesyncGuard::kElements elements (Note [Desync guard])
+    int64_t numel = 0;          // gradient elements
     std::vector<size_t> slots;  // indices into slots_
     size_t pending = 0;         // slots not yet ready in this backward
     std::shared_ptr<Work> work;
@@ -125,8 +128,10 @@ class Reducer {
       int64_t numel = 0;
       for (size_t s : members[b]) numel += slots_[s].param.numel();
       const Tensor& first = slots_[members[b].front()].param;
-      Bucket bucket{.buffer = zeros({numel}, {.dtype = first.dtype(), .device = first.device()}),
-                    .slots = members[b], .pending = members[b].size(), .work = nullptr};
+      const Tensor buffer =
+          zeros({numel + DesyncGuard::kElements}, {.dtype = first.dtype(), .device = first.device()});
+      Bucket bucket{.buffer = buffer, .guard = make_guard(buffer, numel), .numel = numel, .slots = members[b],
+                    .pending = members[b].size(), .work = nullptr};
       int64_t offset = 0;
       stats_.bucket_parameters.emplace_back();
       for (size_t s : members[b]) {
@@ -211,9 +216,23 @@ class Reducer {
   void launch(size_t b) {
     Bucket& bucket = buckets_[b];
     if (b == 0) first_launch_ = Clock::now();
+    if (pg_->size() > 1) bucket.guard.write(point(b));  // Note [Desync guard]; one rank cannot disagree
     GradBucket view = grad_bucket(b);
     bucket.work = hook_->launch(*pg_, view);
     ++stats_.allreduces;
+  }
+
+  // The desync guard on the last elements of a bucket's buffer, sized for the comm hook's wire dtype.
+  DesyncGuard make_guard(const Tensor& buffer, int64_t numel) const {
+    return DesyncGuard(raw::narrow(buffer, 0, numel, DesyncGuard::kElements), pg_->size(),
+                       hook_->wire_dtype(buffer.dtype()));
+  }
+
+  // Where this rank is, for bucket b's all-reduce in this backward (Note [Desync guard]).
+  BucketPoint point(size_t b) const {
+    return BucketPoint{.step = stats_.backwards, .bucket = static_cast<int64_t>(b),
+                       .buckets = static_cast<int64_t>(buckets_.size()), .numel = buckets_[b].numel,
+                       .dtype = static_cast<int64_t>(buckets_[b].buffer.dtype())};
   }
 
   GradBucket grad_bucket(size_t b) {
@@ -226,6 +245,7 @@ class Reducer {
              "the first backward, so that every backward's buckets are treated alike");
     hook_ = std::move(hook);
     stats_.comm_hook = hook_->name();
+    for (Bucket& b : buckets_) b.guard = make_guard(b.buffer, b.numel);
   }
 
   // ---- finalize ---------------------------------------------------------------------------------
@@ -238,7 +258,9 @@ class Reducer {
   //    fails at the collective timeout instead of hanging).
   // 2. Launch what is left, in order (Note [Bucket launch order]); wait for every Work, then let the
   //    comm hook finish each bucket (for the default hook there is nothing left to do).
-  // 3. Reset the counters for the next backward, also when this one failed.
+  // 3. Check every bucket's desync guard, in bucket order (Note [Desync guard]): on a mismatch every
+  //    rank gathers the others' points in the same collective, so all fail together, naming them.
+  // 4. Reset the counters for the next backward, also when this one failed.
   void finalize() {
     const Clock::time_point finalize_start = Clock::now();
     stats_.backward_seconds += seconds_between(backward_start_, finalize_start);
@@ -264,6 +286,14 @@ class Reducer {
         }
       } catch (...) {
         if (!error) error = std::current_exception();
+      }
+    }
+    for (size_t i = 0; i < buckets_.size() && !error && pg_->size() > 1; ++i) {
+      if (!buckets_[i].work) continue;
+      try {
+        buckets_[i].guard.check(*pg_, point(i));
+      } catch (...) {
+        error = std::current_exception();
       }
     }
     const Clock::time_point finalize_end = Clock::now();

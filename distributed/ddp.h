@@ -10,8 +10,9 @@
 //   launch     a bucket whose parameters are all ready is all-reduced asynchronously, strictly in
 //              bucket order (Note [Bucket launch order]), pre-divided by the world size (Note [Averaging]),
 //              by the comm hook (comm_hook.h: plain all-reduce, or fp16-compressed)
-//   finalize   an engine callback after the last node waits for every all-reduce and checks that every
-//              parameter was reduced (Note [Finalize])
+//   finalize   an engine callback after the last node waits for every all-reduce, checks that every
+//              parameter was reduced (Note [Finalize]) and that every rank was at the same step and
+//              bucket (Note [Desync guard], desync_guard.h: a few guard elements ride in each bucket)
 //
 //   auto ddp = std::make_shared<dist::DistributedDataParallel>(model, pg, {.bucket_cap_mb = 25});
 //   optim::SGD opt(ddp->parameters(), {.lr = 0.1});
