@@ -25,3 +25,4 @@
 #include "tensor/generator.h"
 #include "tensor/tensor.h"
 #include "distributed/ddp.h"
+#include "distributed/replica_guard.h"

@@ -9,6 +9,7 @@
 
 #include "autograd/engine.h"
 #include "distributed/desync_guard.h"
+#include "distributed/replica_guard.h"
 #include "autograd/grad_mode.h"
 #include "tensor/raw_ops.h"
 
@@ -407,6 +408,10 @@ DistributedDataParallel::NoSync::NoSync(std::shared_ptr<detail::Reducer> reducer
 DistributedDataParallel::NoSync::~NoSync() { reducer_->no_sync_ = previous_; }
 
 DistributedDataParallel::NoSync DistributedDataParallel::no_sync() { return NoSync(reducer_); }
+
+void DistributedDataParallel::check_replicas(const std::string& when) {
+  dist::check_replicas(*process_group_, module_->named_parameters(), when);
+}
 
 const DDPStats& DistributedDataParallel::stats() const { return reducer_->stats_; }
 

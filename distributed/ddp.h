@@ -101,6 +101,10 @@ class DistributedDataParallel : public nn::Module {
   };
   [[nodiscard]] NoSync no_sync();
 
+  // The replica guard (replica_guard.h) on the wrapped module's parameters: a collective, so every
+  // rank calls it at the same point; throws naming the first parameter whose copies differ.
+  void check_replicas(const std::string& when);
+
   const DDPStats& stats() const;
   const std::shared_ptr<nn::Module>& module() const { return module_; }
   const std::shared_ptr<ProcessGroup>& process_group() const { return process_group_; }

@@ -111,6 +111,9 @@ bool parse_options(int argc, char** argv, Options& o, int* exit_code) {
   // Guards against hangs and silent divergence (distributed/; docs/ddp.md).
   app.add_option("--timeout", o.timeout, "seconds the rendezvous and each collective may wait for the "
                  "other ranks before the job fails, naming them")->group(dist);
+  app.add_option("--check-replicas", o.check_replicas, "compare a hash of every parameter across the ranks "
+                 "every K steps as well as at each epoch end (a divergence names the parameter and ranks)")
+      ->group(dist);
 
   auto* out = "Output";
   app.add_flag("--eval", o.eval, "after training, report accuracy (or loss) on the test split")->group(out);
@@ -175,6 +178,7 @@ void validate(const Options& o) {
   MT_CHECK(o.nnodes == 1 || o.master_port > 0, "--nnodes ", o.nnodes, ": give --master-port (and node 0's "
            "--master-addr): the other nodes cannot guess a port node 0 picked");
   MT_CHECK(o.timeout >= 1 && o.timeout <= 86400, "--timeout must be in 1..86400 seconds, got ", o.timeout);
+  MT_CHECK(o.check_replicas >= 0, "--check-replicas must be >= 0 steps, got ", o.check_replicas);
   MT_CHECK(o.keep >= 1, "--keep must be at least 1, got ", o.keep);
   for (int64_t h : o.hidden) MT_CHECK(h >= 1 && h <= 1 << 20, "--hidden widths must be in 1..1048576, got ", h);
   MT_CHECK(o.inputs.empty() == o.targets.empty(), "--inputs and --targets go together: give both files");

@@ -56,6 +56,7 @@ struct Options {
   std::string backend = "auto";       // CPU process group: auto | gloo | mpi (backend.h)
   // ---- distributed guards (distributed/, docs/ddp.md) ----
   int64_t timeout = 300;              // seconds: rendezvous and every collective
+  int64_t check_replicas = 0;         // > 0: compare the replicas every K steps too (always at epoch ends)
   // ---- output ----
   bool eval = false;
   bool quiet = false;

@@ -9,7 +9,8 @@
 // size is per rank. With --gpus the model, each batch and the collectives' tensors live on this
 // rank's GPU (gpus.h); files are read and written from the host. Every rank loads --init/--resume;
 // only rank 0 prints, logs, checkpoints and saves. The epoch line's loss is the mean over every
-// rank's samples (one small all-reduce per epoch), and samples/s counts every rank's samples.
+// rank's samples (one small all-reduce per epoch), and samples/s counts every rank's samples. At
+// every epoch end (and every --check-replicas K steps) the replicas are compared (replica_guard.h).
 #include "apps/mini_train/trainer.h"
 
 #include <chrono>
@@ -225,12 +226,15 @@ int train(const Options& o) {
       opt->step();
       if (scheduler) scheduler->step();
       ++step, ++done;
+      if (ddp && o.check_replicas > 0 && step % o.check_replicas == 0)  // replica_guard.h
+        ddp->check_replicas("after step " + std::to_string(step) + " (--check-replicas)");
       const double l = loss.item();
       loss_sum += l * static_cast<double>(batch.size());
       seen += batch.size();
       bar.update(done, l);
     }
     bar.clear();
+    if (ddp) ddp->check_replicas("at the end of epoch " + std::to_string(epoch));  // replica_guard.h
     const double secs = seconds_since(start);
     double total_seen = static_cast<double>(seen);
     if (pg) {
