@@ -9,6 +9,7 @@
 
 #include "autograd/engine.h"
 #include "distributed/desync_guard.h"
+#include "distributed/heartbeat.h"
 #include "distributed/replica_guard.h"
 #include "autograd/grad_mode.h"
 #include "tensor/raw_ops.h"
@@ -217,6 +218,7 @@ class Reducer {
   void launch(size_t b) {
     Bucket& bucket = buckets_[b];
     if (b == 0) first_launch_ = Clock::now();
+    set_phase(Phase::Backward, static_cast<int64_t>(b));  // Note [Heartbeat]
     if (pg_->size() > 1) bucket.guard.write(point(b));  // Note [Desync guard]; one rank cannot disagree
     GradBucket view = grad_bucket(b);
     bucket.work = hook_->launch(*pg_, view);
@@ -280,6 +282,7 @@ class Reducer {
     for (size_t i = 0; i < buckets_.size(); ++i) {  // launched ones must finish before anyone touches .grad
       if (!buckets_[i].work) continue;
       try {
+        set_phase(Phase::Backward, static_cast<int64_t>(i));  // waiting for it (Note [Heartbeat])
         buckets_[i].work->wait();
         if (!error) {
           GradBucket view = grad_bucket(i);
@@ -392,7 +395,10 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
 
 DistributedDataParallel::~DistributedDataParallel() = default;
 
-Tensor DistributedDataParallel::forward(const Tensor& input) { return module_->forward(input); }
+Tensor DistributedDataParallel::forward(const Tensor& input) {
+  set_phase(Phase::Forward);  // Note [Heartbeat]
+  return module_->forward(input);
+}
 
 void DistributedDataParallel::zero_grad() { reducer_->zero_grad(); }
 

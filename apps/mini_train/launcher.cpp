@@ -13,12 +13,14 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "apps/mini_train/backend.h"
 #include "apps/mini_train/gpus.h"
+#include "distributed/heartbeat.h"
 #include "distributed/socket.h"
 #include "tensor/check.h"
 
@@ -144,9 +146,12 @@ std::string self_path() {
 }
 
 // Waits for the children; the first to fail, or SIGINT/SIGTERM, stops them all. `describe_failure`
-// turns (index, wait status) into the one line printed. Returns the launcher's exit code.
+// turns (index, wait status) into the one line printed. `watchdog` (when given) is asked at every
+// wake-up whether a worker has stopped (Note [Heartbeat]): a line to print and stop them all, or none.
+// Returns the launcher's exit code.
 int supervise(std::vector<Worker>& workers, const sigset_t& watched,
-              const std::function<std::string(int index, int status)>& describe_failure) {
+              const std::function<std::string(int index, int status)>& describe_failure,
+              const std::function<std::optional<std::string>()>& watchdog = {}) {
   while (any_running(workers)) {
     timespec wait_for{0, 200 * 1000 * 1000};  // wake on a signal or every 200 ms and reap
     const int sig = sigtimedwait(&watched, nullptr, &wait_for);
@@ -160,6 +165,11 @@ int supervise(std::vector<Worker>& workers, const sigset_t& watched,
     if (index >= 0) {
       stop_all(workers);
       std::fprintf(stderr, "mini_train: %s\n", describe_failure(index, status).c_str());
+      return 1;
+    }
+    if (const std::optional<std::string> stopped = watchdog ? watchdog() : std::nullopt) {
+      stop_all(workers);
+      std::fprintf(stderr, "mini_train: %s\n", stopped->c_str());
       return 1;
     }
   }
@@ -245,10 +255,19 @@ int launch(int argc, char** argv, const Options& o) {
 
   LauncherSignals signals;
   std::vector<Worker> workers(static_cast<size_t>(nproc));
+  // Note [Heartbeat]: one pipe per worker; a worker silent for --heartbeat-timeout has stopped.
+  std::optional<dist::HeartbeatMonitor> heartbeats;
+  if (o.heartbeat_timeout > 0) heartbeats.emplace(std::chrono::seconds(o.heartbeat_timeout));
+  std::vector<int> heartbeat_fds;
+  for (int rank = 0; rank < nproc && heartbeats; ++rank) heartbeat_fds.push_back(heartbeats->add(first_rank + rank));
   std::fflush(stdout);
   std::fflush(stderr);
   for (int rank = 0; rank < nproc; ++rank) {
     const pid_t pid = spawn(worker_argv, signals.old_mask, getpid(), [&] {
+      if (heartbeats) {
+        dist::HeartbeatMonitor::keep_across_exec(heartbeat_fds[rank]);
+        setenv("MT_HEARTBEAT_FD", std::to_string(heartbeat_fds[rank]).c_str(), 1);
+      }
       setenv("RANK", std::to_string(first_rank + rank).c_str(), 1);
       setenv("LOCAL_RANK", std::to_string(rank).c_str(), 1);
       setenv("WORLD_SIZE", std::to_string(world).c_str(), 1);
@@ -265,8 +284,21 @@ int launch(int argc, char** argv, const Options& o) {
     }
     workers[static_cast<size_t>(rank)] = {pid, true};
   }
+  if (heartbeats) heartbeats->close_worker_ends();
+  const auto watchdog = [&]() -> std::optional<std::string> {
+    if (!heartbeats) return std::nullopt;
+    const auto stale = heartbeats->poll();
+    if (!stale) return std::nullopt;
+    kill(workers[static_cast<size_t>(stale->rank - first_rank)].pid, SIGKILL);  // stopped: SIGTERM would wait
+    char silent[32];
+    std::snprintf(silent, sizeof silent, "%.0f", stale->silent_seconds);
+    return "rank " + std::to_string(stale->rank) + " stopped: no heartbeat for " + silent +
+           " s (--heartbeat-timeout " + std::to_string(o.heartbeat_timeout) +
+           "; the process is stopped or frozen, e.g. by SIGSTOP). Its last phase: " + stale->last_phase +
+           ". Stopped the workers";
+  };
   return supervise(workers, signals.watched,
-                   [first_rank](int index, int status) { return describe(first_rank + index, status); });
+                   [first_rank](int index, int status) { return describe(first_rank + index, status); }, watchdog);
 }
 
 }  // namespace mt::app

@@ -114,6 +114,8 @@ bool parse_options(int argc, char** argv, Options& o, int* exit_code) {
   app.add_option("--check-replicas", o.check_replicas, "compare a hash of every parameter across the ranks "
                  "every K steps as well as at each epoch end (a divergence names the parameter and ranks)")
       ->group(dist);
+  app.add_option("--heartbeat-timeout", o.heartbeat_timeout, "seconds a worker may send no heartbeat (stopped, "
+                 "frozen) before --nproc's launcher ends the job naming it and its last phase; 0: off")->group(dist);
 
   auto* out = "Output";
   app.add_flag("--eval", o.eval, "after training, report accuracy (or loss) on the test split")->group(out);
@@ -179,6 +181,8 @@ void validate(const Options& o) {
            "--master-addr): the other nodes cannot guess a port node 0 picked");
   MT_CHECK(o.timeout >= 1 && o.timeout <= 86400, "--timeout must be in 1..86400 seconds, got ", o.timeout);
   MT_CHECK(o.check_replicas >= 0, "--check-replicas must be >= 0 steps, got ", o.check_replicas);
+  MT_CHECK(o.heartbeat_timeout >= 0 && o.heartbeat_timeout <= 86400, "--heartbeat-timeout must be in 0..86400 "
+           "seconds, got ", o.heartbeat_timeout);
   MT_CHECK(o.keep >= 1, "--keep must be at least 1, got ", o.keep);
   for (int64_t h : o.hidden) MT_CHECK(h >= 1 && h <= 1 << 20, "--hidden widths must be in 1..1048576, got ", h);
   MT_CHECK(o.inputs.empty() == o.targets.empty(), "--inputs and --targets go together: give both files");

@@ -31,6 +31,7 @@
 #include "data/dataloader.h"
 #include "data/sampler.h"
 #include "distributed/ddp.h"
+#include "distributed/heartbeat.h"
 #include "distributed/init.h"
 #include "distributed/process_group_mpi.h"
 #include "nn/checkpoint.h"
@@ -130,6 +131,9 @@ void test_fail_hook(int rank, int64_t epoch) {
 
 int train(const Options& o) {
   validate(o);
+  // Note [Heartbeat]: under --nproc's launcher, a thread tells it this process is alive, and where.
+  const std::unique_ptr<dist::Heartbeat> heartbeat = dist::Heartbeat::from_env();
+  dist::set_phase(dist::Phase::Rendezvous);
   // One rank of a distributed job when the environment says so (launcher, torchrun, srun).
   const std::optional<dist::RendezvousInfo> rdv = dist::rendezvous_from_env();
   // --gpus: this process's GPU (the LOCAL_RANK-th listed one) becomes current before anything
@@ -211,6 +215,7 @@ int train(const Options& o) {
     const auto start = Clock::now();
     if (pg) test_fail_hook(rank, epoch);
     loader.set_epoch(epoch);
+    dist::set_phase(dist::Phase::Data);
     ProgressBar bar(talk, epoch, o.epochs, steps_per_epoch);
     double loss_sum = 0;
     int64_t seen = 0, done = 0;
@@ -223,9 +228,12 @@ int train(const Options& o) {
       if (ddp) ddp->zero_grad();  // keeps the gradients views into DDP's buckets
       else opt->zero_grad();
       loss.backward();
+      dist::set_phase(dist::Phase::Optimizer);
       opt->step();
       if (scheduler) scheduler->step();
       ++step, ++done;
+      dist::set_step(step);
+      dist::set_phase(dist::Phase::Data);  // the loader builds the next batch
       if (ddp && o.check_replicas > 0 && step % o.check_replicas == 0)  // replica_guard.h
         ddp->check_replicas("after step " + std::to_string(step) + " (--check-replicas)");
       const double l = loss.item();
@@ -258,6 +266,7 @@ int train(const Options& o) {
       json_log << line.dump() << '\n' << std::flush;
     }
     if (lead && !o.checkpoint_dir.empty()) {
+      dist::set_phase(dist::Phase::Checkpoint);
       Checkpoint c;
       c.model = model->state_dict();
       c.optimizer = opt->state_dict();
@@ -282,6 +291,7 @@ int train(const Options& o) {
   if (ddp && o.ddp_stats && lead) print_ddp_stats(ddp->stats());
   if (!lead) return 0;
   if (o.eval) {
+    dist::set_phase(dist::Phase::Evaluation);
     const data::TensorDataset& set = d.test ? *d.test : *d.train;
     const char* split = d.test ? "Test" : "Train (no test split)";
     const double v = evaluate(*model, set, d.classification, device);
