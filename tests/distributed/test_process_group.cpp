@@ -139,9 +139,18 @@ TEST_CASE("ProcessGroupGloo: a peer that exits mid-collective makes the others f
   const int port = find_free_port();
   test::Ranks ranks(3, [port](int rank) {
     auto pg = join(rank, 3, port, 3s);
+    // Rank 2 exits while ranks 0 and 1 are in the allreduce, waiting for its part. (Had rank 2 issued
+    // it too, its thread could have sent all it had to send before the exit, and the others could
+    // legitimately finish: that made this test fail 1 run in 20 under load.)
+    Store& store = *dynamic_cast<ProcessGroupGloo&>(*pg).store();
+    if (rank == 2) {
+      store.wait({"0 issued", "1 issued"});
+      std::this_thread::sleep_for(50ms);  // ranks 0 and 1 are in Gloo by now (and if not, they fail anyway)
+      ::_exit(0);
+    }
     Tensor t = full({203530}, 1.0);
     auto work = pg->allreduce(t);
-    if (rank == 2) ::_exit(0);  // gone, with the collective in flight
+    store.set(std::to_string(rank) + " issued", "");
     const auto t0 = std::chrono::steady_clock::now();
     try {
       work->wait();
