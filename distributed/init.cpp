@@ -47,6 +47,8 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& opts) {
                                                        .is_server = host,
                                                        .job_token = opts.job_token,
                                                        .timeout = opts.timeout,
+                                                       // everyone is on this machine: nobody else may connect
+                                                       .loopback_only = host && is_loopback(info.master_addr),
                                                        .notices = notices});
   }
   // NCCL: one GPU per rank: cuda_device, or by default GPU local_rank (the launcher, torchrun and

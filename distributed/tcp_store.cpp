@@ -35,7 +35,10 @@ TCPStore::TCPStore(TCPStoreOptions opts) : Store(opts.timeout), host_(opts.host)
   MT_CHECK(token.size() <= detail::kMaxTokenBytes, "TCPStore: the job token has ", token.size(),
            " bytes; tokens are limited to ", detail::kMaxTokenBytes);
   if (opts.is_server) {
-    server_ = std::make_unique<detail::TCPStoreServer>(port_, token, opts.close_timeout);
+    server_ = std::make_unique<detail::TCPStoreServer>(
+        detail::TCPStoreServerOptions{.port = port_, .token = token, .close_timeout = opts.close_timeout,
+                                      .hello_timeout = opts.hello_timeout, .max_connections = opts.max_connections,
+                                      .loopback_only = opts.loopback_only});
     port_ = server_->port();
   }
   set_wait_notices(opts.notices);

@@ -250,6 +250,10 @@ int launch(int argc, char** argv, const Options& o) {
   // from the environment (export the same MT_JOB_TOKEN on every node), or is empty, as with torchrun.
   const char* env_token = std::getenv("MT_JOB_TOKEN");
   const std::string token = o.nnodes == 1 ? random_token() : env_token ? env_token : "";
+  if (o.nnodes > 1 && (!env_token || !*env_token) && !o.quiet && o.node_rank == 0)
+    std::fprintf(stderr, "mini_train: warning: --nnodes %d without MT_JOB_TOKEN: the store on port %d accepts any "
+                 "process that can reach it. Export the same MT_JOB_TOKEN (any secret string) on every node\n",
+                 o.nnodes, port);
   std::vector<std::string> worker_argv{"/proc/self/exe"};  // this binary, whatever its name
   worker_argv.insert(worker_argv.end(), args.begin(), args.end());
 

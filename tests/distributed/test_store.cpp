@@ -3,6 +3,10 @@
 // job token, a key nobody sets, ranks that never arrive, oversized and hostile messages.
 #include <doctest/doctest.h>
 
+#include <ifaddrs.h>
+#include <netdb.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -171,6 +175,63 @@ TEST_CASE("Long rendezvous waits say what they wait for, every interval, until t
     store.set("k", "v");
     CHECK(store.get_string("k") == "v");
     CHECK(lines.empty());
+  }
+}
+
+TEST_CASE("TCPStore and strangers: idle ones are closed, never delay the end, and give way at the cap") {
+  // Note [Strangers] in distributed/tcp_store_server.h.
+  using dist::detail::connect_tcp;
+  const auto closed_by_server = [](dist::detail::Socket& s, std::chrono::milliseconds within) {
+    uint8_t byte = 0;
+    return !dist::detail::recv_all(s.fd(), &byte, 1, Clock::now() + within, "stranger");
+  };
+  SUBCASE("a stranger that never says Hello is closed after hello_timeout") {
+    TCPStore store({.host = "127.0.0.1", .port = 0, .is_server = true, .job_token = "t", .hello_timeout = 200ms});
+    dist::detail::Socket stranger = connect_tcp("127.0.0.1", store.port(), Clock::now() + 2s, "stranger");
+    CHECK(closed_by_server(stranger, 3s));
+    store.set("k", "v");  // the job's own client is authenticated: it stays
+    CHECK(store.get_string("k") == "v");
+  }
+  SUBCASE("a stranger's open connection does not delay the hosting store's end") {
+    auto store = std::make_unique<TCPStore>(
+        TCPStoreOptions{.host = "127.0.0.1", .port = 0, .is_server = true, .job_token = "t"});
+    dist::detail::Socket stranger = connect_tcp("127.0.0.1", store->port(), Clock::now() + 2s, "stranger");
+    std::this_thread::sleep_for(50ms);  // accepted by now
+    CHECK(seconds_of([&] { store.reset(); }) < 1.0);  // the close timeout is 10 s
+  }
+  SUBCASE("at max_connections the oldest stranger gives way to a newcomer") {
+    TCPStore store({.host = "127.0.0.1", .port = 0, .is_server = true, .job_token = "t", .max_connections = 4});
+    std::vector<dist::detail::Socket> strangers;
+    for (int i = 0; i < 6; ++i) {
+      strangers.push_back(connect_tcp("127.0.0.1", store.port(), Clock::now() + 2s, "stranger"));
+      std::this_thread::sleep_for(20ms);
+    }
+    TCPStore late({.host = "127.0.0.1", .port = store.port(), .job_token = "t", .timeout = 5s});
+    late.set("k", "v");
+    CHECK(store.get_string("k") == "v");
+    CHECK(closed_by_server(strangers[0], 2s));
+  }
+  SUBCASE("a single-machine store listens on 127.0.0.1 only") {
+    TCPStore store({.host = "127.0.0.1", .port = 0, .is_server = true, .job_token = "t", .loopback_only = true});
+    std::string other;  // an IPv4 address of this machine that is not a loopback one, if it has one
+    ifaddrs* list = nullptr;
+    if (::getifaddrs(&list) == 0) {
+      for (ifaddrs* a = list; a && other.empty(); a = a->ifa_next) {
+        if (!a->ifa_addr || a->ifa_addr->sa_family != AF_INET) continue;
+        char host[NI_MAXHOST] = {};
+        ::getnameinfo(a->ifa_addr, sizeof(sockaddr_in), host, sizeof host, nullptr, 0, NI_NUMERICHOST);
+        if (std::string(host).rfind("127.", 0) != 0) other = host;
+      }
+      ::freeifaddrs(list);
+    }
+    if (other.empty()) {
+      MESSAGE("skipped the outside address: this machine has no IPv4 address but loopback");
+    } else {
+      CHECK_THROWS_AS(connect_tcp(other, store.port(), Clock::now() + 300ms, "outsider"), TimeoutError);
+    }
+    TCPStore local({.host = "localhost", .port = store.port(), .job_token = "t"});
+    local.set("k", "v");
+    CHECK(store.get_string("k") == "v");
   }
 }
 
