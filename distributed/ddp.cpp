@@ -278,6 +278,27 @@ class Reducer {
     }
     const bool complete = unused.empty() || options_.find_unused_parameters;
     if (complete) launch_ready_buckets();
+    const std::exception_ptr error = wait_for_buckets();
+    const Clock::time_point finalize_end = Clock::now();
+    stats_.finalize_wait_seconds += seconds_between(finalize_start, finalize_end);
+    if (next_launch_ > 0) {  // Note [Overlap]
+      stats_.comm_seconds += seconds_between(first_launch_, finalize_end);
+      stats_.overlapped_seconds += seconds_between(first_launch_, std::max(first_launch_, finalize_start));
+    }
+    ++stats_.backwards;
+    reset();
+    if (error) std::rethrow_exception(error);
+    if (!complete) {
+      std::ostringstream names;
+      for (size_t i = 0; i < unused.size(); ++i) names << (i ? ", " : "") << "'" << unused[i] << "'";
+      MT_FAIL("DDP on rank ", pg_->rank(), ": parameter", unused.size() > 1 ? "s " : " ", names.str(),
+              " received no gradient in this backward, so its bucket could not be reduced. Make every "
+              "parameter take part in the loss, or construct DDP with find_unused_parameters = true");
+    }
+  }
+
+  // Finalize's steps 2 (the waiting) and 3: the first error, if any, after every launched bucket is done.
+  std::exception_ptr wait_for_buckets() {
     std::exception_ptr error;
     for (size_t i = 0; i < buckets_.size(); ++i) {  // launched ones must finish before anyone touches .grad
       if (!buckets_[i].work) continue;
@@ -300,22 +321,20 @@ class Reducer {
         error = std::current_exception();
       }
     }
-    const Clock::time_point finalize_end = Clock::now();
-    stats_.finalize_wait_seconds += seconds_between(finalize_start, finalize_end);
-    if (next_launch_ > 0) {  // Note [Overlap]
-      stats_.comm_seconds += seconds_between(first_launch_, finalize_end);
-      stats_.overlapped_seconds += seconds_between(first_launch_, std::max(first_launch_, finalize_start));
-    }
+    return error;
+  }
+
+  // Note [Join]: a rank without data takes part in the others' backward: every bucket all-reduced
+  // with zero gradients, in order, guarded, counted as a step. Its .grad then holds the same average
+  // as theirs.
+  void shadow_backward() {
+    for (Bucket& b : buckets_) b.buffer.zero_();
+    for (Slot& s : slots_) reattach_view(s);
+    while (next_launch_ < buckets_.size()) launch(next_launch_++);
+    const std::exception_ptr error = wait_for_buckets();
     ++stats_.backwards;
     reset();
     if (error) std::rethrow_exception(error);
-    if (!complete) {
-      std::ostringstream names;
-      for (size_t i = 0; i < unused.size(); ++i) names << (i ? ", " : "") << "'" << unused[i] << "'";
-      MT_FAIL("DDP on rank ", pg_->rank(), ": parameter", unused.size() > 1 ? "s " : " ", names.str(),
-              " received no gradient in this backward, so its bucket could not be reduced. Make every "
-              "parameter take part in the loss, or construct DDP with find_unused_parameters = true");
-    }
   }
 
   void reset() {
@@ -414,6 +433,8 @@ DistributedDataParallel::NoSync::NoSync(std::shared_ptr<detail::Reducer> reducer
 DistributedDataParallel::NoSync::~NoSync() { reducer_->no_sync_ = previous_; }
 
 DistributedDataParallel::NoSync DistributedDataParallel::no_sync() { return NoSync(reducer_); }
+
+void DistributedDataParallel::shadow_backward() { reducer_->shadow_backward(); }
 
 void DistributedDataParallel::check_replicas(const std::string& when) {
   dist::check_replicas(*process_group_, module_->named_parameters(), when);

@@ -20,6 +20,8 @@
 //   opt.step();
 //   ddp->zero_grad();  // or model->zero_grad(/*set_to_none=*/false): see Note [Gradients are bucket views]
 //
+// Uneven inputs (ranks with different numbers of batches): Join, join.h.
+//
 // What it does not do: bf16 compression or PowerSGD, rebuilding buckets in the order gradients
 // actually arrived, static-graph optimisations, several backwards per forward, CUDA streams.
 #pragma once
@@ -104,6 +106,10 @@ class DistributedDataParallel : public nn::Module {
   // The replica guard (replica_guard.h) on the wrapped module's parameters: a collective, so every
   // rank calls it at the same point; throws naming the first parameter whose copies differ.
   void check_replicas(const std::string& when);
+
+  // Note [Join] (join.h): one backward's collectives with zero gradients, for a rank out of data.
+  // Join calls it; after it, .grad holds the other ranks' average.
+  void shadow_backward();
 
   const DDPStats& stats() const;
   const std::shared_ptr<nn::Module>& module() const { return module_; }
