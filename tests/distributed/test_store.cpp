@@ -5,6 +5,7 @@
 
 #include <ifaddrs.h>
 #include <netdb.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -210,6 +211,24 @@ TEST_CASE("TCPStore and strangers: idle ones are closed, never delay the end, an
     late.set("k", "v");
     CHECK(store.get_string("k") == "v");
     CHECK(closed_by_server(strangers[0], 2s));
+  }
+  SUBCASE("a server out of file descriptors lets strangers go and still admits the job's client") {
+    const int port = find_free_port();
+    test::Ranks host(1, [port](int) {
+      const rlimit few{.rlim_cur = 48, .rlim_max = 48};  // `ulimit -n 48` for the hosting process
+      MT_CHECK(::setrlimit(RLIMIT_NOFILE, &few) == 0, "setrlimit");
+      TCPStore store({.host = "127.0.0.1", .port = port, .is_server = true, .job_token = "t", .timeout = 20s});
+      store.get("done");  // until the parent's client got in
+    });
+    std::vector<dist::detail::Socket> strangers;  // more than the host has descriptors
+    for (int i = 0; i < 100; ++i)
+      strangers.push_back(connect_tcp("127.0.0.1", port, Clock::now() + 10s, "stranger"));
+    const double took = seconds_of([&] {
+      TCPStore client({.host = "127.0.0.1", .port = port, .job_token = "t", .timeout = 10s});
+      client.set("done", "");
+    });
+    CHECK(took < 4.0);  // before the strangers' hello_timeout (5 s) would have freed the descriptors
+    for (const auto& r : host.wait(20s)) CHECK_MESSAGE(r.ok(), r.describe());
   }
   SUBCASE("a single-machine store listens on 127.0.0.1 only") {
     TCPStore store({.host = "127.0.0.1", .port = 0, .is_server = true, .job_token = "t", .loopback_only = true});
