@@ -232,16 +232,29 @@ int launch_mpirun(const Options& o, int nproc, const std::vector<std::string>& a
   });
 }
 
-}  // namespace
+// The arguments after the program name.
+std::vector<std::string> worker_argv_tail(const std::vector<std::string>& argv) {
+  return std::vector<std::string>(argv.begin() + 1, argv.end());
+}
 
-int launch(int argc, char** argv, const Options& o) {
-  validate(o);  // refuse bad options once, not once per rank
-  const int nproc = worker_count(o);  // --nproc, or one worker per --gpus GPU (gpus.h): on this node
-  MT_CHECK(nproc >= 2 || o.nnodes > 1, "--nproc must be at least 2 to launch workers, got ", nproc);
-  MT_CHECK(nproc <= 256, "--nproc must be at most 256, got ", nproc);
-  const std::vector<std::string> args = worker_args(argc, argv);
-  if (o.gpus.empty() && launch_backend(o) == "mpi") return launch_mpirun(o, nproc, args);
+// argv with any --resume replaced by --resume auto (Note [Restarts]).
+std::vector<std::string> resume_auto(const std::vector<std::string>& argv) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < argv.size(); ++i) {
+    if (argv[i] == "--resume") {
+      ++i;
+      continue;
+    }
+    if (argv[i].rfind("--resume=", 0) == 0) continue;
+    out.push_back(argv[i]);
+  }
+  out.insert(out.end(), {"--resume", "auto"});
+  return out;
+}
 
+// One run of this node's workers: spawn them, supervise them (Note [Heartbeat] included). Returns
+// the launcher's exit code: 0, 1 after a failure (its line printed), 128 + signal when interrupted.
+int run_workers(const Options& o, const std::vector<std::string>& worker_argv, int nproc) {
   const int port = o.master_port > 0 ? o.master_port : dist::find_free_port();
   // Note [Ranks across nodes]: node k's workers are global ranks k·nproc ... k·nproc + nproc - 1;
   // LOCAL_RANK counts within the node (it picks the GPU). Every node must run the same --nproc.
@@ -254,8 +267,6 @@ int launch(int argc, char** argv, const Options& o) {
     std::fprintf(stderr, "mini_train: warning: --nnodes %d without MT_JOB_TOKEN: the store on port %d accepts any "
                  "process that can reach it. Export the same MT_JOB_TOKEN (any secret string) on every node\n",
                  o.nnodes, port);
-  std::vector<std::string> worker_argv{"/proc/self/exe"};  // this binary, whatever its name
-  worker_argv.insert(worker_argv.end(), args.begin(), args.end());
 
   LauncherSignals signals;
   std::vector<Worker> workers(static_cast<size_t>(nproc));
@@ -303,6 +314,34 @@ int launch(int argc, char** argv, const Options& o) {
   };
   return supervise(workers, signals.watched,
                    [first_rank](int index, int status) { return describe(first_rank + index, status); }, watchdog);
+}
+
+}  // namespace
+
+int launch(int argc, char** argv, const Options& o) {
+  validate(o);  // refuse bad options once, not once per rank
+  const int nproc = worker_count(o);  // --nproc, or one worker per --gpus GPU (gpus.h): on this node
+  MT_CHECK(nproc >= 2 || o.nnodes > 1, "--nproc must be at least 2 to launch workers, got ", nproc);
+  MT_CHECK(nproc <= 256, "--nproc must be at most 256, got ", nproc);
+  const std::vector<std::string> args = worker_args(argc, argv);
+  MT_CHECK(o.max_restarts == 0 || o.nnodes == 1, "--max-restarts restarts the workers of one machine; with "
+           "--nnodes ", o.nnodes, " the nodes would restart apart (not supported yet)");
+  std::vector<std::string> worker_argv{"/proc/self/exe"};  // this binary, whatever its name
+  worker_argv.insert(worker_argv.end(), args.begin(), args.end());
+  // Note [Restarts]: --max-restarts K reruns every worker of this machine after a failure, at most K
+  // times in the job, from the newest checkpoint of --checkpoint-dir (--resume auto), or from the start
+  // without one. Checkpoints resume exactly (trainer.cpp), so the final weights are bit-for-bit those
+  // of a run that never failed. An interrupt (Ctrl-C) is never restarted.
+  for (int restart = 0;; ++restart) {
+    const int rc = o.gpus.empty() && launch_backend(o) == "mpi" ? launch_mpirun(o, nproc, worker_argv_tail(worker_argv))
+                                                                 : run_workers(o, worker_argv, nproc);
+    if (rc == 0 || rc > 128 || restart >= o.max_restarts) return rc;
+    if (!o.checkpoint_dir.empty()) worker_argv = resume_auto(worker_argv);
+    std::fprintf(stderr, "mini_train: restart %d of %d (--max-restarts) after the failure above: all workers "
+                 "again, %s\n", restart + 1, o.max_restarts,
+                 o.checkpoint_dir.empty() ? "from the start (no --checkpoint-dir)"
+                                          : ("from the newest checkpoint in " + o.checkpoint_dir).c_str());
+  }
 }
 
 }  // namespace mt::app
