@@ -105,12 +105,19 @@ ProcessGroupGloo::~ProcessGroupGloo() = default;
 // result (an all-reduce or broadcast leaves the tensor as it is), so they return before Gloo.
 
 void ProcessGroupGloo::enqueue(const std::shared_ptr<Work>& work, std::function<void()> run) {
-  queue_->push(work, [description = work->description(), timeout = timeout(), run = std::move(run)] {
+  queue_->push(work, [this, description = work->description(), timeout = timeout(), run = std::move(run)] {
     try {
       run();
     } catch (const Error&) {
       throw;  // ours, already named
     } catch (const std::exception& e) {
+      // Note [A failure closes the connections]: the queue is poisoned now (Note [A failed collective
+      // poisons the queue]), so the connections will carry nothing more; closing them at once makes
+      // the peers that wait for this rank in the same collective fail now, with "connection closed",
+      // instead of at their timeout. One dead rank thus ends the collective on every rank within a
+      // round trip, whichever peers it talked to.
+      for (int peer = 0; peer < size(); ++peer)
+        if (peer != rank()) gloo_->context->getPair(peer)->close();
       // Gloo's exceptions say what happened to which socket; ours add which collective, and why that
       // usually happens.
       const std::string gloo_message = e.what();

@@ -241,6 +241,37 @@ TEST_CASE("ProcessGroupGloo: a peer that dies while the pairs connect fails the 
   }
 }
 
+TEST_CASE("ProcessGroupGloo: one dead rank ends the collective on every rank at once, not at the timeout" *
+          doctest::skip(kNoGloo)) {
+  // Note [A failure closes the connections]: in the ring allgather of a small allreduce, rank 1 waits
+  // for rank 0 only; rank 0 fails when rank 3 dies and closes its connections, and so on around.
+  const int port = find_free_port();
+  test::Ranks ranks(4, [port](int rank) {
+    auto pg = join(rank, 4, port, 10s);
+    Store& store = *dynamic_cast<ProcessGroupGloo&>(*pg).store();
+    if (rank == 3) {
+      store.wait({"0 issued", "1 issued", "2 issued"});
+      std::this_thread::sleep_for(50ms);
+      ::_exit(0);
+    }
+    Tensor t = full({11}, 1.0);
+    auto work = pg->allreduce(t);
+    store.set(std::to_string(rank) + " issued", "");
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      work->wait();
+    } catch (const Error& e) {
+      const double took = seconds_since(t0);
+      std::this_thread::sleep_for(4s);  // alive, with its process (and sockets) still open
+      MT_CHECK(took < 3.0, "rank ", rank, " failed after ", took, " s: ", e.what());
+      return;
+    }
+    MT_FAIL("allreduce succeeded without rank 3");
+  });
+  const auto results = ranks.wait(40s);
+  for (int r = 0; r < 3; ++r) CHECK_MESSAGE(results[r].ok(), results[r].describe());
+}
+
 TEST_CASE("ProcessGroupGloo: a peer that never joins the collective makes the others time out, saying so" *
           doctest::skip(kNoGloo)) {
   const int port = find_free_port();
