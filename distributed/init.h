@@ -12,6 +12,9 @@
 //            from MPI; a rendezvous with world_size > 1, e.g. rendezvous_from_mpi_launcher(), must match)
 //   "nccl"   the same store, then a ProcessGroupNCCL on GPU local_rank (CUDA tensors)
 //
+// Under torchrun's agent store (TORCHELASTIC_USE_AGENT_STORE=True), every rank joins the PyTorch
+// TCPStore that torchrun hosts at MASTER_ADDR:MASTER_PORT (torch_store.h) instead.
+//
 // A launcher that hosts the store itself (so that it outlives any one rank) passes that store in
 // `store`, or sets rank0_hosts_store = false so that rank 0 connects like everyone else. A FileStore
 // can be passed the same way.
