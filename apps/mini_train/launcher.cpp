@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <optional>
@@ -232,6 +233,25 @@ int launch_mpirun(const Options& o, int nproc, const std::vector<std::string>& a
   });
 }
 
+// Note [Stale temporaries]: a save writes "<file>.tmp.<pid>" and renames it (nn/safetensors.cpp);
+// a worker killed mid-save leaves that file behind for good. Before workers start (the first time
+// and at every restart), the ones in --checkpoint-dir whose writer is no longer running on this
+// machine are removed. A file of a live process (another job's save in progress) stays.
+void prune_stale_temporaries(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (dir.empty() || !fs::is_directory(dir, ec)) return;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    const size_t at = name.rfind(".tmp.");
+    if (at == std::string::npos) continue;
+    const std::string pid = name.substr(at + 5);
+    if (pid.empty() || pid.size() > 9 || pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    if (kill(static_cast<pid_t>(std::stol(pid)), 0) == 0 || errno != ESRCH) continue;  // its writer lives
+    fs::remove(entry.path(), ec);
+  }
+}
+
 // The arguments after the program name.
 std::vector<std::string> worker_argv_tail(const std::vector<std::string>& argv) {
   return std::vector<std::string>(argv.begin() + 1, argv.end());
@@ -333,6 +353,7 @@ int launch(int argc, char** argv, const Options& o) {
   // without one. Checkpoints resume exactly (trainer.cpp), so the final weights are bit-for-bit those
   // of a run that never failed. An interrupt (Ctrl-C) is never restarted.
   for (int restart = 0;; ++restart) {
+    prune_stale_temporaries(o.checkpoint_dir);  // Note [Stale temporaries]
     const int rc = o.gpus.empty() && launch_backend(o) == "mpi" ? launch_mpirun(o, nproc, worker_argv_tail(worker_argv))
                                                                  : run_workers(o, worker_argv, nproc);
     if (rc == 0 || rc > 128 || restart >= o.max_restarts) return rc;

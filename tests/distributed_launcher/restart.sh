@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # mini_train --max-restarts (Note [Restarts] in apps/mini_train/launcher.cpp): a worker killed with
 # SIGKILL mid-run makes the launcher restart every worker from the newest checkpoint, once, and the
-# job's final weights are bit-for-bit those of a run that was never interrupted.
+# job's final weights are bit-for-bit those of a run that was never interrupted. A save's temporary
+# file left by a dead writer is removed when the workers start (Note [Stale temporaries]).
 #   restart.sh MINI_TRAIN BACKEND NPROC      (BACKEND gloo or mpi; exit 77: skipped)
 set -euo pipefail
 bin=$1 backend=$2 nproc=$3
@@ -20,6 +21,10 @@ job=(--nproc "$nproc" --backend "$backend" --samples 40000 --epochs 16 --seed 3 
 
 "$bin" "${job[@]}" --save "$work/ref.safetensors" >"$work/ref.log" 2>&1 || { cat "$work/ref.log"; fail "reference run failed"; }
 
+mkdir -p "$work/ck"
+sleep 0 & dead=$!; wait "$dead"  # a pid that no longer runs
+stale="$work/ck/checkpoint-epoch-000099.safetensors.tmp.$dead"
+echo "half a checkpoint" >"$stale"
 "$bin" "${job[@]}" --checkpoint-dir "$work/ck" --max-restarts 1 --save "$work/got.safetensors" >"$work/log" 2>&1 &
 launcher=$!
 for _ in $(seq 1 600); do  # up to 60 s for the third epoch's checkpoint
@@ -37,5 +42,6 @@ launcher=
 [[ $rc == 0 ]] || fail "the restarted job exited with $rc"
 grep -q "restart 1 of 1 (--max-restarts)" "$work/log" || fail "no restart line"
 cmp "$work/ref.safetensors" "$work/got.safetensors" || fail "final weights differ from the uninterrupted run"
+[[ -e $stale ]] && fail "the stale temporary $stale was not removed"
 cat "$work/log"
 echo "restart.sh: $backend x $nproc: restarted once after SIGKILL; final weights bit-identical"
