@@ -74,9 +74,9 @@ TEST_CASE("TorchTCPStore: set, get, add and wait with PyTorch's own TCPStore ser
     // PyTorch takes a few seconds to import: the client retries connecting until then.
     TorchTCPStore store({.host = "127.0.0.1", .port = port, .timeout = 60s});
     CHECK(store.get_string("torch/greeting") == "hello from torch");
-    store.set("mt/reply", "hello from minitrain");
     CHECK(store.add("counter", 2) == 2);
     CHECK(store.add("counter", 3) == 5);
+    store.set("mt/reply", "hello from minitrain");  // after the adds: PyTorch's side then reads the counter
     store.wait({"torch/checked"}, 30s);
     CHECK(store.check({"torch/greeting", "mt/reply"}));
     CHECK_FALSE(store.check({"nobody/sets/this"}));
