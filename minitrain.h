@@ -26,3 +26,5 @@
 #include "tensor/generator.h"
 #include "tensor/tensor.h"
 #include "distributed/ddp.h"
+#include "distributed/join.h"
+#include "distributed/replica_guard.h"

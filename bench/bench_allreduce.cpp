@@ -1,16 +1,17 @@
-// bench_allreduce: the latency of one allreduce (issue + wait, Sum, float32) between two processes on
-// this machine, with ProcessGroupGloo over loopback TCP. Three sizes:
+// bench_allreduce [WORLD]: the latency of one allreduce (issue + wait, Sum, float32) between WORLD
+// processes (default 2) on this machine, with ProcessGroupGloo over loopback TCP. Three sizes:
 //   11 floats        the seed model's whole gradient (Linear(10, 1): 10 weights + 1 bias)
 //   1,000 floats     a small bucket
 //   203,530 floats   the Fashion-MNIST MLP's gradient (784·256 + 256 + 256·10 + 10), as one bucket
-// The program forks itself: the parent is rank 0 (it measures and prints), the child rank 1.
-// Both ranks must run the same number of allreduces, so rank 0 picks the iteration count from a
+// The program forks itself: the parent is rank 0 (it measures and prints), the children ranks 1...
+// All ranks must run the same number of allreduces, so rank 0 picks the iteration count from a
 // warm-up and broadcasts it (itself a small demonstration of a collective deciding for everyone).
 //
-// Output, like bench_core: `minitrain allreduce_<n>_us <median µs>` on stdout; the spread of the
+// Output, like bench_core: `minitrain allreduce_<n>_us <median µs>` on stdout (`allreduce_<n>_<W>ranks_us`
+// for other world sizes than 2); the spread of the
 // repetitions and the bandwidth on stderr. Wall time only: the work happens on Gloo's and the
 // process group's threads, so the calling thread's CPU time would say nothing.
-// Not measured here: more than two ranks, other machines, overlap with computation (DDP's business).
+// Not measured here: other machines, overlap with computation (DDP's business).
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -19,6 +20,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <string>
 #include <exception>
 #include <vector>
 
@@ -41,7 +44,7 @@ void bench_size(mt::dist::ProcessGroup& pg, int64_t numel) {
   // Warm-up (connections, caches, allocator), timed on rank 0 to choose the iteration count.
   const double warm = seconds_of_allreduces(pg, t, 20) / 20;
   mt::Tensor iters = mt::from_vector(std::vector<int64_t>{std::max<int64_t>(1, kRepSeconds / warm)}, {1});
-  pg.broadcast(iters, 0)->wait();  // rank 1 runs what rank 0 decided
+  pg.broadcast(iters, 0)->wait();  // the others run what rank 0 decided
   const int64_t n = iters.to_vector<int64_t>()[0];
 
   std::vector<double> per_call;
@@ -49,20 +52,21 @@ void bench_size(mt::dist::ProcessGroup& pg, int64_t numel) {
   std::sort(per_call.begin(), per_call.end());
   if (pg.rank() != 0) return;
   const double median = per_call[kReps / 2];
-  std::printf("minitrain allreduce_%lld_us %.4g\n", static_cast<long long>(numel), median * 1e6);
+  const std::string ranks = pg.size() == 2 ? "" : "_" + std::to_string(pg.size()) + "ranks";
+  std::printf("minitrain allreduce_%lld%s_us %.4g\n", static_cast<long long>(numel), ranks.c_str(), median * 1e6);
   std::fflush(stdout);
   // Bus bandwidth as NCCL's tests define it for allreduce: 2·(n-1)/n · bytes / time.
-  const double bytes = static_cast<double>(numel) * sizeof(float);
-  std::fprintf(stderr, "# allreduce %7lld floats, 2 ranks: median %.4g us, min %.4g, max %.4g; %d reps x %lld; "
-               "bus bandwidth %.3g GB/s\n", static_cast<long long>(numel), median * 1e6, per_call.front() * 1e6,
+  const double bytes = 2.0 * (pg.size() - 1) / pg.size() * static_cast<double>(numel) * sizeof(float);
+  std::fprintf(stderr, "# allreduce %7lld floats, %d ranks: median %.4g us, min %.4g, max %.4g; %d reps x %lld; "
+               "bus bandwidth %.3g GB/s\n", static_cast<long long>(numel), pg.size(), median * 1e6, per_call.front() * 1e6,
                per_call.back() * 1e6, kReps, static_cast<long long>(n), bytes / median * 1e-9);
 }
 
-int run_rank(int rank, int port) {
+int run_rank(int rank, int world, int port) {
   try {
     auto pg = mt::dist::init_process_group(
         {.backend = "gloo",
-         .rendezvous = {.rank = rank, .world_size = 2, .local_rank = rank, .local_world_size = 2,
+         .rendezvous = {.rank = rank, .world_size = world, .local_rank = rank, .local_world_size = world,
                         .master_addr = "127.0.0.1", .master_port = port},
          .timeout = std::chrono::seconds(60)});
     for (const int64_t numel : {int64_t{11}, int64_t{1000}, int64_t{203530}}) bench_size(*pg, numel);
@@ -76,7 +80,12 @@ int run_rank(int rank, int port) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  const int world = argc > 1 ? std::atoi(argv[1]) : 2;
+  if (world < 2 || world > 64) {
+    std::fprintf(stderr, "usage: bench_allreduce [WORLD]   (2 to 64 ranks; default 2)\n");
+    return 2;
+  }
   if (!mt::dist::ProcessGroupGloo::is_available()) {
     std::fprintf(stderr, "bench_allreduce: this build has no Gloo; nothing to measure\n");
     return 0;
@@ -84,19 +93,28 @@ int main() {
   const int port = mt::dist::find_free_port();
   std::fflush(stdout);
   const pid_t parent = ::getpid();
-  const pid_t child = ::fork();
-  if (child < 0) {
-    std::perror("fork");
-    return 1;
+  std::vector<pid_t> children;
+  for (int rank = 1; rank < world; ++rank) {
+    const pid_t child = ::fork();
+    if (child < 0) {
+      std::perror("fork");
+      for (const pid_t c : children) ::kill(c, SIGKILL);
+      return 1;
+    }
+    if (child == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive rank 0
+      if (::getppid() != parent) ::_exit(1);
+      ::_exit(run_rank(rank, world, port));
+    }
+    children.push_back(child);
   }
-  if (child == 0) {
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive rank 0
-    if (::getppid() != parent) ::_exit(1);
-    ::_exit(run_rank(1, port));
+  const int rc = run_rank(0, world, port);
+  bool all_ok = rc == 0;
+  for (const pid_t c : children) {
+    if (rc != 0) ::kill(c, SIGKILL);
+    int status = 0;
+    ::waitpid(c, &status, 0);
+    all_ok &= WIFEXITED(status) && WEXITSTATUS(status) == 0;
   }
-  const int rc = run_rank(0, port);
-  if (rc != 0) ::kill(child, SIGKILL);
-  int status = 0;
-  ::waitpid(child, &status, 0);
-  return rc != 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0 ? 1 : 0;
+  return all_ok ? 0 : 1;
 }

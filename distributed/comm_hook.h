@@ -26,7 +26,10 @@ namespace mt::dist {
 // One bucket as a hook sees it.
 struct GradBucket {
   size_t index = 0;      // launch order: 0 holds the last layers' gradients
-  Tensor buffer;         // flat, contiguous: this rank's gradients, which the hook turns into the average
+  // Flat, contiguous: this rank's gradients, then DesyncGuard::kElements guard elements (Note [Desync
+  // guard] in desync_guard.cpp). The hook turns ALL of it into the average over ranks, the guard
+  // elements like the gradients.
+  Tensor buffer;
   const std::vector<std::string>* parameter_names = nullptr;  // the parameters whose .grad are views of it
 };
 
@@ -36,6 +39,9 @@ class CommHook {
   virtual std::string name() const = 0;  // for --ddp-stats and logs
   virtual std::shared_ptr<Work> launch(ProcessGroup& pg, GradBucket& bucket) = 0;
   virtual void finish(ProcessGroup& pg, GradBucket& bucket) {}
+  // The dtype a bucket of `bucket` dtype travels in: it bounds the integers the desync guard may use
+  // (Note [Desync guard]). A hook that compresses says so here.
+  virtual DType wire_dtype(DType bucket) const { return bucket; }
 };
 
 // The default: divide by the world size, then all-reduce (Sum) in place (Note [Averaging] in ddp.cpp).
@@ -57,6 +63,7 @@ class Fp16CompressHook : public CommHook {
   std::string name() const override { return "fp16"; }
   std::shared_ptr<Work> launch(ProcessGroup& pg, GradBucket& bucket) override;
   void finish(ProcessGroup& pg, GradBucket& bucket) override;
+  DType wire_dtype(DType) const override { return DType::Float16; }
 
  private:
   std::map<size_t, Tensor> compressed_;  // per bucket: its float16 copy, reused every step

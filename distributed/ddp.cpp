@@ -8,6 +8,9 @@
 #include <sstream>
 
 #include "autograd/engine.h"
+#include "distributed/desync_guard.h"
+#include "distributed/heartbeat.h"
+#include "distributed/replica_guard.h"
 #include "autograd/grad_mode.h"
 #include "tensor/raw_ops.h"
 
@@ -79,7 +82,9 @@ class Reducer {
     bool ready = false;   // its gradient for this backward has arrived
   };
   struct Bucket {
-    Tensor buffer;              // flat, contiguous, one dtype
+    Tensor buffer;              // flat, contiguous, one dtype: numel gradients, then the guard
+    DesyncGuard guard;          // on its last DesyncGuard::kElements elements (Note [Desync guard])
+    int64_t numel = 0;          // gradient elements
     std::vector<size_t> slots;  // indices into slots_
     size_t pending = 0;         // slots not yet ready in this backward
     std::shared_ptr<Work> work;
@@ -125,8 +130,10 @@ class Reducer {
       int64_t numel = 0;
       for (size_t s : members[b]) numel += slots_[s].param.numel();
       const Tensor& first = slots_[members[b].front()].param;
-      Bucket bucket{.buffer = zeros({numel}, {.dtype = first.dtype(), .device = first.device()}),
-                    .slots = members[b], .pending = members[b].size(), .work = nullptr};
+      const Tensor buffer =
+          zeros({numel + DesyncGuard::kElements}, {.dtype = first.dtype(), .device = first.device()});
+      Bucket bucket{.buffer = buffer, .guard = make_guard(buffer, numel), .numel = numel, .slots = members[b],
+                    .pending = members[b].size(), .work = nullptr};
       int64_t offset = 0;
       stats_.bucket_parameters.emplace_back();
       for (size_t s : members[b]) {
@@ -211,9 +218,24 @@ class Reducer {
   void launch(size_t b) {
     Bucket& bucket = buckets_[b];
     if (b == 0) first_launch_ = Clock::now();
+    set_phase(Phase::Backward, static_cast<int64_t>(b));  // Note [Heartbeat]
+    if (pg_->size() > 1) bucket.guard.write(point(b));  // Note [Desync guard]; one rank cannot disagree
     GradBucket view = grad_bucket(b);
     bucket.work = hook_->launch(*pg_, view);
     ++stats_.allreduces;
+  }
+
+  // The desync guard on the last elements of a bucket's buffer, sized for the comm hook's wire dtype.
+  DesyncGuard make_guard(const Tensor& buffer, int64_t numel) const {
+    return DesyncGuard(raw::narrow(buffer, 0, numel, DesyncGuard::kElements), pg_->size(),
+                       hook_->wire_dtype(buffer.dtype()));
+  }
+
+  // Where this rank is, for bucket b's all-reduce in this backward (Note [Desync guard]).
+  BucketPoint point(size_t b) const {
+    return BucketPoint{.step = stats_.backwards, .bucket = static_cast<int64_t>(b),
+                       .buckets = static_cast<int64_t>(buckets_.size()), .numel = buckets_[b].numel,
+                       .dtype = static_cast<int64_t>(buckets_[b].buffer.dtype())};
   }
 
   GradBucket grad_bucket(size_t b) {
@@ -226,6 +248,7 @@ class Reducer {
              "the first backward, so that every backward's buckets are treated alike");
     hook_ = std::move(hook);
     stats_.comm_hook = hook_->name();
+    for (Bucket& b : buckets_) b.guard = make_guard(b.buffer, b.numel);
   }
 
   // ---- finalize ---------------------------------------------------------------------------------
@@ -238,7 +261,9 @@ class Reducer {
   //    fails at the collective timeout instead of hanging).
   // 2. Launch what is left, in order (Note [Bucket launch order]); wait for every Work, then let the
   //    comm hook finish each bucket (for the default hook there is nothing left to do).
-  // 3. Reset the counters for the next backward, also when this one failed.
+  // 3. Check every bucket's desync guard, in bucket order (Note [Desync guard]): on a mismatch every
+  //    rank gathers the others' points in the same collective, so all fail together, naming them.
+  // 4. Reset the counters for the next backward, also when this one failed.
   void finalize() {
     const Clock::time_point finalize_start = Clock::now();
     stats_.backward_seconds += seconds_between(backward_start_, finalize_start);
@@ -253,19 +278,7 @@ class Reducer {
     }
     const bool complete = unused.empty() || options_.find_unused_parameters;
     if (complete) launch_ready_buckets();
-    std::exception_ptr error;
-    for (size_t i = 0; i < buckets_.size(); ++i) {  // launched ones must finish before anyone touches .grad
-      if (!buckets_[i].work) continue;
-      try {
-        buckets_[i].work->wait();
-        if (!error) {
-          GradBucket view = grad_bucket(i);
-          hook_->finish(*pg_, view);
-        }
-      } catch (...) {
-        if (!error) error = std::current_exception();
-      }
-    }
+    const std::exception_ptr error = wait_for_buckets();
     const Clock::time_point finalize_end = Clock::now();
     stats_.finalize_wait_seconds += seconds_between(finalize_start, finalize_end);
     if (next_launch_ > 0) {  // Note [Overlap]
@@ -282,6 +295,46 @@ class Reducer {
               " received no gradient in this backward, so its bucket could not be reduced. Make every "
               "parameter take part in the loss, or construct DDP with find_unused_parameters = true");
     }
+  }
+
+  // Finalize's steps 2 (the waiting) and 3: the first error, if any, after every launched bucket is done.
+  std::exception_ptr wait_for_buckets() {
+    std::exception_ptr error;
+    for (size_t i = 0; i < buckets_.size(); ++i) {  // launched ones must finish before anyone touches .grad
+      if (!buckets_[i].work) continue;
+      try {
+        set_phase(Phase::Backward, static_cast<int64_t>(i));  // waiting for it (Note [Heartbeat])
+        buckets_[i].work->wait();
+        if (!error) {
+          GradBucket view = grad_bucket(i);
+          hook_->finish(*pg_, view);
+        }
+      } catch (...) {
+        if (!error) error = std::current_exception();
+      }
+    }
+    for (size_t i = 0; i < buckets_.size() && !error && pg_->size() > 1; ++i) {
+      if (!buckets_[i].work) continue;
+      try {
+        buckets_[i].guard.check(*pg_, point(i));
+      } catch (...) {
+        error = std::current_exception();
+      }
+    }
+    return error;
+  }
+
+  // Note [Join]: a rank without data takes part in the others' backward: every bucket all-reduced
+  // with zero gradients, in order, guarded, counted as a step. Its .grad then holds the same average
+  // as theirs.
+  void shadow_backward() {
+    for (Bucket& b : buckets_) b.buffer.zero_();
+    for (Slot& s : slots_) reattach_view(s);
+    while (next_launch_ < buckets_.size()) launch(next_launch_++);
+    const std::exception_ptr error = wait_for_buckets();
+    ++stats_.backwards;
+    reset();
+    if (error) std::rethrow_exception(error);
   }
 
   void reset() {
@@ -361,7 +414,10 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
 
 DistributedDataParallel::~DistributedDataParallel() = default;
 
-Tensor DistributedDataParallel::forward(const Tensor& input) { return module_->forward(input); }
+Tensor DistributedDataParallel::forward(const Tensor& input) {
+  set_phase(Phase::Forward);  // Note [Heartbeat]
+  return module_->forward(input);
+}
 
 void DistributedDataParallel::zero_grad() { reducer_->zero_grad(); }
 
@@ -377,6 +433,12 @@ DistributedDataParallel::NoSync::NoSync(std::shared_ptr<detail::Reducer> reducer
 DistributedDataParallel::NoSync::~NoSync() { reducer_->no_sync_ = previous_; }
 
 DistributedDataParallel::NoSync DistributedDataParallel::no_sync() { return NoSync(reducer_); }
+
+void DistributedDataParallel::shadow_backward() { reducer_->shadow_backward(); }
+
+void DistributedDataParallel::check_replicas(const std::string& when) {
+  dist::check_replicas(*process_group_, module_->named_parameters(), when);
+}
 
 const DDPStats& DistributedDataParallel::stats() const { return reducer_->stats_; }
 

@@ -10,14 +10,17 @@
 //   launch     a bucket whose parameters are all ready is all-reduced asynchronously, strictly in
 //              bucket order (Note [Bucket launch order]), pre-divided by the world size (Note [Averaging]),
 //              by the comm hook (comm_hook.h: plain all-reduce, or fp16-compressed)
-//   finalize   an engine callback after the last node waits for every all-reduce and checks that every
-//              parameter was reduced (Note [Finalize])
+//   finalize   an engine callback after the last node waits for every all-reduce, checks that every
+//              parameter was reduced (Note [Finalize]) and that every rank was at the same step and
+//              bucket (Note [Desync guard], desync_guard.h: a few guard elements ride in each bucket)
 //
 //   auto ddp = std::make_shared<dist::DistributedDataParallel>(model, pg, {.bucket_cap_mb = 25});
 //   optim::SGD opt(ddp->parameters(), {.lr = 0.1});
 //   loss_fn(ddp->forward(x_of_this_rank), y_of_this_rank).backward();  // gradients averaged here
 //   opt.step();
 //   ddp->zero_grad();  // or model->zero_grad(/*set_to_none=*/false): see Note [Gradients are bucket views]
+//
+// Uneven inputs (ranks with different numbers of batches): Join, join.h.
 //
 // What it does not do: bf16 compression or PowerSGD, rebuilding buckets in the order gradients
 // actually arrived, static-graph optimisations, several backwards per forward, CUDA streams.
@@ -99,6 +102,14 @@ class DistributedDataParallel : public nn::Module {
     bool previous_;
   };
   [[nodiscard]] NoSync no_sync();
+
+  // The replica guard (replica_guard.h) on the wrapped module's parameters: a collective, so every
+  // rank calls it at the same point; throws naming the first parameter whose copies differ.
+  void check_replicas(const std::string& when);
+
+  // Note [Join] (join.h): one backward's collectives with zero gradients, for a rank out of data.
+  // Join calls it; after it, .grad holds the other ranks' average.
+  void shadow_backward();
 
   const DDPStats& stats() const;
   const std::shared_ptr<nn::Module>& module() const { return module_; }

@@ -6,6 +6,7 @@
 #include "distributed/process_group_mpi.h"
 #include "distributed/process_group_nccl.h"
 #include "distributed/tcp_store.h"
+#include "distributed/torch_store.h"
 
 namespace mt::dist {
 
@@ -47,7 +48,21 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& given) {
   MT_CHECK(opts.backend == "gloo" || opts.backend == "nccl", "init_process_group: unknown backend '", opts.backend,
            "' (auto, gloo, mpi, nccl, local)");
 
+  WaitNotices notices = opts.wait_notices;
+  if (notices.who.empty()) notices.who = "rank " + std::to_string(info.rank) + " of " + std::to_string(info.world_size);
   std::shared_ptr<Store> store = opts.store;
+  if (store) store->set_wait_notices(notices);
+  if (!store && process_env("TORCHELASTIC_USE_AGENT_STORE").value_or("") == "True") {
+    // Note [torchrun's agent store]: torchrun's agent already hosts a PyTorch TCPStore at
+    // MASTER_ADDR:MASTER_PORT (rank 0 hosting its own there fails: the port is taken), so every rank
+    // joins it as a client (torch_store.h). The keys go under the restart count: torchrun's
+    // --max-restarts keeps the agent, and its store, across restarts of the workers.
+    MT_CHECK(info.master_port > 0, "init_process_group: TORCHELASTIC_USE_AGENT_STORE is set but MASTER_PORT is not");
+    store = std::make_shared<PrefixStore>(
+        "minitrain/" + process_env("TORCHELASTIC_RESTART_COUNT").value_or("0"),
+        std::make_shared<TorchTCPStore>(TorchTCPStoreOptions{.host = info.master_addr, .port = info.master_port,
+                                                             .timeout = opts.timeout, .notices = notices}));
+  }
   if (!store) {
     const bool host = opts.rank0_hosts_store && info.rank == 0;
     MT_CHECK(info.master_port > 0 || (host && info.world_size == 1), "init_process_group: rank ", info.rank,
@@ -56,7 +71,10 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& given) {
                                                        .port = info.master_port,
                                                        .is_server = host,
                                                        .job_token = opts.job_token,
-                                                       .timeout = opts.timeout});
+                                                       .timeout = opts.timeout,
+                                                       // everyone is on this machine: nobody else may connect
+                                                       .loopback_only = host && is_loopback(info.master_addr),
+                                                       .notices = notices});
   }
   // NCCL: one GPU per rank: cuda_device, or by default GPU local_rank (the launcher, torchrun and
   // srun number a machine's ranks 0..LOCAL_WORLD_SIZE-1).

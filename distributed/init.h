@@ -15,6 +15,9 @@
 //            from MPI; a rendezvous with world_size > 1, e.g. rendezvous_from_mpi_launcher(), must match)
 //   "nccl"   the same store, then a ProcessGroupNCCL on GPU local_rank (CUDA tensors)
 //
+// Under torchrun's agent store (TORCHELASTIC_USE_AGENT_STORE=True), every rank joins the PyTorch
+// TCPStore that torchrun hosts at MASTER_ADDR:MASTER_PORT (torch_store.h) instead.
+//
 // A launcher that hosts the store itself (so that it outlives any one rank) passes that store in
 // `store`, or sets rank0_hosts_store = false so that rank 0 connects like everyone else. A FileStore
 // can be passed the same way.
@@ -37,6 +40,10 @@ struct InitOptions {
   std::string backend = "auto";    // "auto", "gloo", "mpi", "nccl" or "local" (see above)
   RendezvousInfo rendezvous{};     // default: a world of one
   std::chrono::milliseconds timeout = kDefaultTimeout;  // the store's and every collective's
+  // What the rendezvous says while it waits long: a line every 10 s naming the ranks not yet arrived
+  // or the store address not answering (Note [Waiting out loud]); `who` defaults to "rank R of W".
+  // Set on the store, also on a store passed in below.
+  WaitNotices wait_notices{};
   std::optional<std::string> job_token{};  // for the TCPStore (Note [Job token]); default $MT_JOB_TOKEN
   bool rank0_hosts_store = true;   // false: a launcher hosts the TCPStore at master_addr:master_port
   std::shared_ptr<Store> store{};  // set: meet through this store instead of a new TCPStore

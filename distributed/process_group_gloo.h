@@ -61,7 +61,6 @@ class ProcessGroupGloo : public ProcessGroup {
   struct Gloo;  // Gloo's context; defined in process_group_gloo.cpp so that Gloo's headers stay private
   // Queues `run` for `work`, turning Gloo's exceptions into errors that name the collective.
   void enqueue(const std::shared_ptr<Work>& work, std::function<void()> run);
-  void connect(const ProcessGroupGlooOptions& opts);  // runs on the queue's thread
 
   std::shared_ptr<Store> store_;    // kept: rank 0's hosts the TCPStore server for the whole job
   std::unique_ptr<Gloo> gloo_;

@@ -55,11 +55,12 @@ void set_nodelay(int fd) {
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
-Socket listen_tcp(int port) {
+Socket listen_tcp(int port, bool loopback_only) {
   MT_CHECK(port >= 0 && port <= 65535, "listen: port ", port, " is not in [0, 65535]");
   const int one = 1, zero = 0;
-  // IPv6 with IPV6_V6ONLY off accepts IPv4 clients too (as ::ffff:a.b.c.d).
-  Socket s(::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  // IPv6 with IPV6_V6ONLY off accepts IPv4 clients too (as ::ffff:a.b.c.d). Loopback only: IPv4's
+  // 127.0.0.1, which "localhost" and the loopback MASTER_ADDRs resolve to.
+  Socket s(loopback_only ? -1 : ::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (s.valid()) {
     ::setsockopt(s.fd(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     ::setsockopt(s.fd(), IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
@@ -74,13 +75,13 @@ Socket listen_tcp(int port) {
       s.close();
     }
   }
-  if (!s.valid()) {  // no IPv6 on this machine
+  if (!s.valid()) {  // loopback only, or no IPv6 on this machine
     s = Socket(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
     MT_CHECK(s.valid(), "socket(): ", std::strerror(errno));
     ::setsockopt(s.fd(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_ANY);
+    addr.sin_addr.s_addr = htonl(loopback_only ? INADDR_LOOPBACK : INADDR_ANY);
     addr.sin_port = htons(static_cast<uint16_t>(port));
     MT_CHECK(::bind(s.fd(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0, "cannot listen on port ",
              port, ": ", std::strerror(errno),
@@ -162,8 +163,11 @@ Socket connect_tcp(const std::string& host, int port, Clock::time_point deadline
     }
     // Nobody listens yet (ECONNREFUSED) or the network is slow: the server may start late. Retry with
     // a growing pause, so hundreds of ranks do not hammer a server that is still starting.
-    if (Clock::now() + pause >= deadline) break;
-    std::this_thread::sleep_for(pause);
+    // The last pause ends at the deadline, so a caller waiting in slices (Note [Waiting out loud])
+    // gets slices of the length it asked for.
+    const Clock::time_point now = Clock::now();
+    if (now >= deadline) break;
+    std::this_thread::sleep_for(std::min<Clock::duration>(pause, deadline - now));
     pause = std::min(pause * 2, std::chrono::milliseconds(500));
   }
   MT_FAIL_TIMEOUT(what, ": could not connect to ", host, ":", port, " before the timeout (last error: ",

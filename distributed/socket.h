@@ -41,8 +41,9 @@ class Socket {
 };
 
 // A listening socket on `port` of every interface (IPv6 dual-stack where the machine has IPv6, else
-// IPv4). Port 0 lets the kernel choose. SO_REUSEADDR, so a restarted job can reuse its port at once.
-Socket listen_tcp(int port);
+// IPv4), or with `loopback_only` of 127.0.0.1 alone (nothing off this machine can reach it). Port 0
+// lets the kernel choose. SO_REUSEADDR, so a restarted job can reuse its port at once.
+Socket listen_tcp(int port, bool loopback_only = false);
 int local_port(const Socket& s);
 
 // Connects to host:port, retrying while nobody listens there yet (the server may start late) until

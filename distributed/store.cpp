@@ -1,6 +1,8 @@
 // Store's checks and messages, written once for every implementation, and PrefixStore.
 #include "distributed/store.h"
 
+#include <algorithm>
+
 namespace mt::dist {
 
 namespace {
@@ -29,6 +31,22 @@ void Store::set_timeout(std::chrono::milliseconds timeout) {
   timeout_ = timeout;
 }
 
+void Store::set_wait_notices(WaitNotices notices) {
+  MT_CHECK(notices.every.count() > 0, "store wait notices: the interval must be positive, got ",
+           format_ms(notices.every));
+  notices_ = std::move(notices);
+}
+
+namespace {
+
+// The time left until `deadline`, as a timeout for one *_impl call (at least 1 ms).
+std::chrono::milliseconds left(Clock::time_point deadline) {
+  return std::max(std::chrono::milliseconds(1),
+                  std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
+}
+
+}  // namespace
+
 void Store::set(const std::string& key, const Bytes& value) {
   check_key(*this, key);
   MT_CHECK(value.size() <= kMaxValueBytes, describe(), ": value for key '", key, "' has ", value.size(),
@@ -45,7 +63,12 @@ Bytes Store::get(const std::string& key) { return get(key, timeout_); }
 Bytes Store::get(const std::string& key, std::chrono::milliseconds timeout) {
   check_key(*this, key);
   Bytes value;
-  if (!get_impl(key, timeout, value))
+  const bool got = wait_in_slices(
+      notices_, Clock::now() + timeout, [&](Clock::time_point slice) { return get_impl(key, left(slice), value); },
+      [&](Clock::time_point start, Clock::time_point deadline) {
+        return describe() + ": waited " + format_waited(start, deadline) + " for key '" + key + "'";
+      });
+  if (!got)
     MT_FAIL_TIMEOUT(describe(), ": get('", key, "') timed out after ", format_ms(timeout),
                     ": no process set that key");
   return value;
@@ -70,7 +93,13 @@ void Store::wait(const std::vector<std::string>& keys) { wait(keys, timeout_); }
 
 void Store::wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
   for (const auto& key : keys) check_key(*this, key);
-  const std::vector<std::string> missing = wait_impl(keys, timeout);
+  std::vector<std::string> missing = keys;
+  wait_in_slices(
+      notices_, Clock::now() + timeout,
+      [&](Clock::time_point slice) { return (missing = wait_impl(missing, left(slice))).empty(); },
+      [&](Clock::time_point start, Clock::time_point deadline) {
+        return describe() + ": waited " + format_waited(start, deadline) + " for " + list_keys(missing);
+      });
   if (!missing.empty())
     MT_FAIL_TIMEOUT(describe(), ": wait timed out after ", format_ms(timeout), "; ", missing.size(),
                     " of ", keys.size(), " keys were never set: ", list_keys(missing));
@@ -89,14 +118,23 @@ void Store::barrier(const std::string& name, int rank, int world_size,
   std::vector<std::string> keys;
   for (int r = 0; r < world_size; ++r) keys.push_back(base + std::to_string(r));
   for (const auto& key : keys) check_key(*this, key);
-  const std::vector<std::string> missing = wait_impl(keys, timeout);
-  if (missing.empty()) return;
   // Each rank has its own key, so the missing keys are the missing ranks.
-  std::string ranks;
-  for (const auto& key : missing) ranks += (ranks.empty() ? "" : ", ") + key.substr(base.size());
+  std::vector<std::string> missing = keys;
+  const auto missing_ranks = [&] {
+    std::string ranks;
+    for (const auto& key : missing) ranks += (ranks.empty() ? "" : ", ") + key.substr(base.size());
+    return (missing.size() == 1 ? "rank " : "ranks ") + ranks + " of " + std::to_string(world_size);
+  };
+  const bool all = wait_in_slices(
+      notices_, Clock::now() + timeout,
+      [&](Clock::time_point slice) { return (missing = wait_impl(missing, left(slice))).empty(); },
+      [&](Clock::time_point start, Clock::time_point deadline) {
+        return describe() + ": barrier '" + name + "': waited " + format_waited(start, deadline) + " for " +
+               missing_ranks() + " to arrive";
+      });
+  if (all) return;
   MT_FAIL_TIMEOUT(describe(), ": barrier '", name, "' timed out after ", format_ms(timeout), " on rank ",
-                  rank, "; ", missing.size() == 1 ? "rank " : "ranks ", ranks, " of ", world_size,
-                  " never arrived");
+                  rank, "; ", missing_ranks(), " never arrived");
 }
 
 // ---- PrefixStore ----------------------------------------------------------------------------------
@@ -105,6 +143,7 @@ PrefixStore::PrefixStore(std::string prefix, std::shared_ptr<Store> inner)
     : Store(inner ? inner->timeout() : kDefaultTimeout), prefix_(std::move(prefix) + "/"),
       inner_(std::move(inner)) {
   MT_CHECK(inner_ != nullptr, "PrefixStore '", prefix_, "': no store to wrap");
+  set_wait_notices(inner_->wait_notices());
   MT_CHECK(prefix_.size() < kMaxKeyBytes, "PrefixStore: prefix of ", prefix_.size(), " bytes is too long");
 }
 

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "distributed/errors.h"
+#include "distributed/wait_notices.h"
 
 namespace mt::dist {
 
@@ -63,6 +64,9 @@ class Store {
   // The default timeout of get(), wait() and barrier().
   std::chrono::milliseconds timeout() const { return timeout_; }
   void set_timeout(std::chrono::milliseconds timeout);
+  // What get(), wait() and barrier() say while they wait long (Note [Waiting out loud]).
+  const WaitNotices& wait_notices() const { return notices_; }
+  void set_wait_notices(WaitNotices notices);
 
   // Names this store in messages: "TCPStore 10.0.0.1:29500", "FileStore /shared/job7.store".
   virtual std::string describe() const = 0;
@@ -81,13 +85,14 @@ class Store {
  private:
   friend class PrefixStore;  // forwards to the *_impl of the store it wraps
   std::chrono::milliseconds timeout_;
+  WaitNotices notices_{};
 };
 
 // Every key of `inner` seen through this store starts with "<prefix>/". Two process groups (or a group
 // and a launcher) sharing one TCPStore each get their own PrefixStore, so their keys never collide.
 class PrefixStore : public Store {
  public:
-  // The timeout starts as inner's.
+  // The timeout and the wait notices start as inner's.
   PrefixStore(std::string prefix, std::shared_ptr<Store> inner);
   std::string describe() const override;
   const std::shared_ptr<Store>& inner() const { return inner_; }

@@ -35,11 +35,30 @@ TCPStore::TCPStore(TCPStoreOptions opts) : Store(opts.timeout), host_(opts.host)
   MT_CHECK(token.size() <= detail::kMaxTokenBytes, "TCPStore: the job token has ", token.size(),
            " bytes; tokens are limited to ", detail::kMaxTokenBytes);
   if (opts.is_server) {
-    server_ = std::make_unique<detail::TCPStoreServer>(port_, token, opts.close_timeout);
+    server_ = std::make_unique<detail::TCPStoreServer>(
+        detail::TCPStoreServerOptions{.port = port_, .token = token, .close_timeout = opts.close_timeout,
+                                      .hello_timeout = opts.hello_timeout, .max_connections = opts.max_connections,
+                                      .loopback_only = opts.loopback_only});
     port_ = server_->port();
   }
+  set_wait_notices(opts.notices);
   const Clock::time_point deadline = Clock::now() + opts.timeout;
-  socket_ = detail::connect_tcp(host_, port_, deadline, describe());
+  wait_in_slices(
+      opts.notices, deadline,
+      [&](Clock::time_point slice) {
+        try {
+          socket_ = detail::connect_tcp(host_, port_, slice, describe());
+          return true;
+        } catch (const TimeoutError&) {
+          if (slice >= deadline) throw;  // the last slice's error is the whole wait's
+          return false;
+        }
+      },
+      [&](Clock::time_point start, Clock::time_point end) {
+        return "waited " + format_waited(start, end) + " for the store at " + host_ + ":" +
+               std::to_string(port_) + ", hosted by " + (opts.is_server ? "this process" : "rank 0 or the launcher") +
+               ": nothing answers there yet";
+      });
   hello(token, deadline);
 }
 

@@ -6,7 +6,8 @@
 //                   .is_server = true});                                 .port = 29500});
 //   store.set("greeting", "hello");                      store.get_string("greeting");  // waits
 //
-// Clients retry connecting until the timeout, so ranks may start in any order. The wire format and
+// Clients retry connecting until the timeout, so ranks may start in any order; a client still not
+// connected after notices.every says so, naming the address (Note [Waiting out loud]). The wire format and
 // its limits are store_protocol.h; the server loop is tcp_store_server.h.
 //
 // Note [Job token]: every client must first present the job's token (TCPStoreOptions::job_token, or
@@ -42,6 +43,13 @@ struct TCPStoreOptions {
   // A hosting store, when destroyed, keeps serving until every client has hung up or this much time
   // has passed: the host (rank 0) often finishes first while its peers still read their last keys.
   std::chrono::milliseconds close_timeout = std::chrono::seconds(10);
+  // Hosting: a connection that has not said Hello after this is closed; at most max_connections
+  // at once (Note [Strangers] in tcp_store_server.h); listen on 127.0.0.1 only (single machine).
+  std::chrono::milliseconds hello_timeout = std::chrono::seconds(5);
+  size_t max_connections = 1024;
+  bool loopback_only = false;
+  // What connecting (and later get/wait/barrier) say while they wait long (Note [Waiting out loud]).
+  WaitNotices notices{};
 };
 
 class TCPStore : public Store {

@@ -41,8 +41,8 @@ std::vector<std::string> read_keys(FrameReader& r) {
 
 }  // namespace
 
-TCPStoreServer::TCPStoreServer(int port, std::string token, std::chrono::milliseconds close_timeout)
-    : token_(std::move(token)), close_timeout_(close_timeout), listener_(listen_tcp(port)) {
+TCPStoreServer::TCPStoreServer(TCPStoreServerOptions opts)
+    : opts_(std::move(opts)), listener_(listen_tcp(opts_.port, opts_.loopback_only)) {
   port_ = local_port(listener_);
   set_nonblocking(listener_.fd());
   MT_CHECK(::pipe2(wake_, O_NONBLOCK | O_CLOEXEC) == 0, "TCPStore server: pipe: ", std::strerror(errno));
@@ -73,17 +73,27 @@ void TCPStoreServer::serve() {
   std::vector<pollfd> fds;
   std::vector<uint64_t> ids;
   while (true) {
-    if (stop_ && !close_deadline) close_deadline = Clock::now() + close_timeout_;
-    if (close_deadline && (clients_.empty() || Clock::now() >= *close_deadline)) return;
+    if (stop_ && !close_deadline) close_deadline = Clock::now() + opts_.close_timeout;
+    // Only the job's own clients are waited for (Note [Strangers]).
+    const bool clients_left =
+        std::any_of(clients_.begin(), clients_.end(), [](const auto& e) { return e.second.authenticated; });
+    if (close_deadline && (!clients_left || Clock::now() >= *close_deadline)) return;
 
-    fds.assign({pollfd{wake_[0], POLLIN, 0}, pollfd{listener_.fd(), POLLIN, 0}});
+    const Clock::time_point now = Clock::now();
+    const bool accepting = now >= accept_paused_until_;
+    fds.assign({pollfd{wake_[0], POLLIN, 0}, pollfd{listener_.fd(), static_cast<short>(accepting ? POLLIN : 0), 0}});
     ids.clear();
     std::optional<Clock::time_point> wake_at = close_deadline;
+    const auto wake_by = [&](Clock::time_point t) {
+      if (!wake_at || t < *wake_at) wake_at = t;
+    };
+    if (!accepting) wake_by(accept_paused_until_);
     for (auto& [id, c] : clients_) {
       const short events = static_cast<short>(POLLIN | (c.out_sent < c.out.size() ? POLLOUT : 0));
       fds.push_back(pollfd{c.sock.fd(), events, 0});
       ids.push_back(id);
-      if (c.pending && (!wake_at || c.pending->deadline < *wake_at)) wake_at = c.pending->deadline;
+      if (c.pending) wake_by(c.pending->deadline);
+      if (!c.authenticated) wake_by(c.hello_deadline);
     }
     const int ready = ::poll(fds.data(), fds.size(), wake_at ? poll_timeout_ms(*wake_at) : -1);
     MT_CHECK(ready >= 0 || errno == EINTR, "poll: ", std::strerror(errno));
@@ -107,12 +117,49 @@ void TCPStoreServer::serve() {
   }
 }
 
+void TCPStoreServer::say(const std::string& line, Clock::time_point& last_said) {
+  const Clock::time_point now = Clock::now();
+  if (last_said != Clock::time_point{} && now - last_said < std::chrono::seconds(10)) return;  // once per 10 s
+  last_said = now;
+  std::fprintf(stderr, "TCPStore server on port %d: %s\n", port_, line.c_str());
+  std::fflush(stderr);
+}
+
+bool TCPStoreServer::make_room() {
+  for (auto& [id, c] : clients_)  // ordered by id: the oldest first
+    if (!c.authenticated && !c.dead) {
+      c.dead = true;
+      c.sock.close();
+      return true;
+    }
+  return false;
+}
+
 void TCPStoreServer::accept_clients() {
   while (true) {
     const int fd = ::accept4(listener_.fd(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) return;  // EAGAIN: no more waiting; other errors (EMFILE...) are retried next turn
+    if (fd < 0 && (errno == EMFILE || errno == ENFILE)) {
+      // Note [Strangers]: the listener stays readable while the descriptors are gone; pause instead
+      // of spinning, and free one from a stranger if there is one.
+      const bool freed = make_room();
+      accept_paused_until_ = Clock::now() + std::chrono::milliseconds(freed ? 0 : 100);
+      say(std::string("out of file descriptors (") + std::strerror(errno) + "): pausing new connections; raise "
+          "`ulimit -n`, or look for a process holding connections to this port", said_emfile_);
+      return;
+    }
+    if (fd < 0) return;  // EAGAIN: no more waiting; other errors are retried next turn
+    const size_t open = static_cast<size_t>(
+        std::count_if(clients_.begin(), clients_.end(), [](const auto& e) { return !e.second.dead; }));
+    if (open >= opts_.max_connections && !make_room()) {
+      ::close(fd);
+      say(std::to_string(open) + " connections open, the limit: refusing new ones (another process holding "
+          "connections to this port?)", said_full_);
+      continue;
+    }
     set_nodelay(fd);
-    clients_[next_client_++].sock = Socket(fd);
+    Client& c = clients_[next_client_++];
+    c.sock = Socket(fd);
+    c.hello_deadline = Clock::now() + opts_.hello_timeout;
   }
 }
 
@@ -166,7 +213,7 @@ void TCPStoreServer::handle(uint64_t id, Client& c, FrameReader& r) {
              "server speaks ", kStoreProtocolVersion, "); are all ranks running the same build?");
     const std::string token = r.str(kMaxTokenBytes);
     MT_CHECK(r.done(), "malformed Hello");
-    MT_CHECK(same_token(token, token_), "wrong job token: this store belongs to another job, or MT_JOB_TOKEN "
+    MT_CHECK(same_token(token, opts_.token), "wrong job token: this store belongs to another job, or MT_JOB_TOKEN "
              "differs between this process and the one hosting the store");
     c.authenticated = true;
     reply(c, status_frame(Status::Ok));
@@ -268,6 +315,10 @@ void TCPStoreServer::complete(Client& c) {
 
 void TCPStoreServer::expire(Clock::time_point now) {
   for (auto& [id, c] : clients_) {
+    if (!c.dead && !c.authenticated && now >= c.hello_deadline) {  // a stranger (Note [Strangers])
+      c.dead = true;
+      continue;
+    }
     if (c.dead || !c.pending || c.pending->deadline > now) continue;
     // Note [Server-side timeouts]: the server, not the client, ends a request that waited too long.
     FrameWriter w;

@@ -8,8 +8,15 @@
 // parked request. A request that timed out leaves stale entries behind; the request serial tells them
 // apart from a newer request of the same connection.
 //
-// Not here: persistence, key deletion, a cap on the number of connections, TLS. The job token
-// (Note [Job token] in tcp_store.h) keeps strangers out; it is not encryption.
+// Note [Strangers]: a process that connects and never says Hello (a port scanner, a stray client of
+// an earlier job) is closed after hello_timeout, never counts when the server waits for its clients
+// before closing, and is the first to go when the connections reach max_connections (a full table
+// refuses newcomers with one log line, instead of stalling the job's own ranks). When the process
+// runs out of file descriptors (EMFILE), the server stops accepting for a moment instead of
+// spinning on a listener that stays readable, and says so once.
+//
+// Not here: persistence, key deletion, TLS. The job token (Note [Job token] in tcp_store.h) keeps
+// strangers out; it is not encryption.
 #pragma once
 
 #include <atomic>
@@ -28,10 +35,19 @@
 
 namespace mt::dist::detail {
 
+struct TCPStoreServerOptions {
+  int port = 0;                   // 0: the kernel picks; read it with port()
+  std::string token{};
+  std::chrono::milliseconds close_timeout = std::chrono::seconds(10);
+  std::chrono::milliseconds hello_timeout = std::chrono::seconds(5);  // Note [Strangers]
+  size_t max_connections = 1024;  // open client connections at once
+  bool loopback_only = false;     // listen on 127.0.0.1 only (a single-machine job)
+};
+
 class TCPStoreServer {
  public:
-  // Listens on `port` (0: the kernel picks; read it with port()) and starts serving.
-  TCPStoreServer(int port, std::string token, std::chrono::milliseconds close_timeout);
+  // Listens and starts serving.
+  explicit TCPStoreServer(TCPStoreServerOptions opts);
   // Keeps serving until every client has disconnected or close_timeout has passed, then stops: the
   // hosting rank often finishes first, and its peers may still be reading their last keys.
   ~TCPStoreServer();
@@ -56,12 +72,15 @@ class TCPStoreServer {
     bool authenticated = false;  // has shown the job token
     bool hang_up = false;        // close once `out` is sent
     bool dead = false;           // closed; erased at the end of the loop turn
+    Clock::time_point hello_deadline{};  // unauthenticated until then at most (Note [Strangers])
     std::optional<Pending> pending;
   };
 
   void run();
   void serve();
   void accept_clients();
+  bool make_room();  // Note [Strangers]: closes the oldest stranger; false if there is none
+  void say(const std::string& line, Clock::time_point& last_said);
   void read_from(Client& c);
   void handle_frames(uint64_t id, Client& c);
   void handle(uint64_t id, Client& c, FrameReader& r);
@@ -72,8 +91,9 @@ class TCPStoreServer {
   void reply(Client& c, Bytes frame);
   void flush(Client& c);
 
-  std::string token_;
-  std::chrono::milliseconds close_timeout_;
+  TCPStoreServerOptions opts_;
+  Clock::time_point accept_paused_until_{};  // after EMFILE (Note [Strangers])
+  Clock::time_point said_full_{}, said_emfile_{};  // when each log line was last printed
   Socket listener_;
   int port_ = 0;
   int wake_[2] = {-1, -1};  // a pipe; the destructor writes to it to interrupt poll()

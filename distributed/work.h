@@ -78,7 +78,8 @@ class Work {
 class CollectiveQueue {
  public:
   // Starts the worker thread. SIGPIPE is blocked on it (Note [SIGPIPE] in work.cpp), and so on every
-  // thread it creates: a backend creates its transport's threads from a pushed task for that reason.
+  // thread it creates: a backend creates its transport's threads from a pushed task for that reason
+  // (or from a thread that blocks SIGPIPE the same way, as Gloo's connect_gloo does).
   CollectiveQueue();
   // Fails the collectives that have not started yet, waits for the running one, joins the thread.
   ~CollectiveQueue();

@@ -11,14 +11,17 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "apps/mini_train/backend.h"
 #include "apps/mini_train/gpus.h"
+#include "distributed/heartbeat.h"
 #include "distributed/socket.h"
 #include "tensor/check.h"
 
@@ -144,9 +147,12 @@ std::string self_path() {
 }
 
 // Waits for the children; the first to fail, or SIGINT/SIGTERM, stops them all. `describe_failure`
-// turns (index, wait status) into the one line printed. Returns the launcher's exit code.
+// turns (index, wait status) into the one line printed. `watchdog` (when given) is asked at every
+// wake-up whether a worker has stopped (Note [Heartbeat]): a line to print and stop them all, or none.
+// Returns the launcher's exit code.
 int supervise(std::vector<Worker>& workers, const sigset_t& watched,
-              const std::function<std::string(int index, int status)>& describe_failure) {
+              const std::function<std::string(int index, int status)>& describe_failure,
+              const std::function<std::optional<std::string>()>& watchdog = {}) {
   while (any_running(workers)) {
     timespec wait_for{0, 200 * 1000 * 1000};  // wake on a signal or every 200 ms and reap
     const int sig = sigtimedwait(&watched, nullptr, &wait_for);
@@ -160,6 +166,11 @@ int supervise(std::vector<Worker>& workers, const sigset_t& watched,
     if (index >= 0) {
       stop_all(workers);
       std::fprintf(stderr, "mini_train: %s\n", describe_failure(index, status).c_str());
+      return 1;
+    }
+    if (const std::optional<std::string> stopped = watchdog ? watchdog() : std::nullopt) {
+      stop_all(workers);
+      std::fprintf(stderr, "mini_train: %s\n", stopped->c_str());
       return 1;
     }
   }
@@ -222,16 +233,48 @@ int launch_mpirun(const Options& o, int nproc, const std::vector<std::string>& a
   });
 }
 
-}  // namespace
+// Note [Stale temporaries]: a save writes "<file>.tmp.<pid>" and renames it (nn/safetensors.cpp);
+// a worker killed mid-save leaves that file behind for good. Before workers start (the first time
+// and at every restart), the ones in --checkpoint-dir whose writer is no longer running on this
+// machine are removed. A file of a live process (another job's save in progress) stays.
+void prune_stale_temporaries(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (dir.empty() || !fs::is_directory(dir, ec)) return;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    const size_t at = name.rfind(".tmp.");
+    if (at == std::string::npos) continue;
+    const std::string pid = name.substr(at + 5);
+    if (pid.empty() || pid.size() > 9 || pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    if (kill(static_cast<pid_t>(std::stol(pid)), 0) == 0 || errno != ESRCH) continue;  // its writer lives
+    fs::remove(entry.path(), ec);
+  }
+}
 
-int launch(int argc, char** argv, const Options& o) {
-  validate(o);  // refuse bad options once, not once per rank
-  const int nproc = worker_count(o);  // --nproc, or one worker per --gpus GPU (gpus.h): on this node
-  MT_CHECK(nproc >= 2 || o.nnodes > 1, "--nproc must be at least 2 to launch workers, got ", nproc);
-  MT_CHECK(nproc <= 256, "--nproc must be at most 256, got ", nproc);
-  const std::vector<std::string> args = worker_args(argc, argv);
-  if (o.gpus.empty() && launch_backend(o) == "mpi") return launch_mpirun(o, nproc, args);
+// The arguments after the program name.
+std::vector<std::string> worker_argv_tail(const std::vector<std::string>& argv) {
+  return std::vector<std::string>(argv.begin() + 1, argv.end());
+}
 
+// argv with any --resume replaced by --resume auto (Note [Restarts]).
+std::vector<std::string> resume_auto(const std::vector<std::string>& argv) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < argv.size(); ++i) {
+    if (argv[i] == "--resume") {
+      ++i;
+      continue;
+    }
+    if (argv[i].rfind("--resume=", 0) == 0) continue;
+    out.push_back(argv[i]);
+  }
+  out.insert(out.end(), {"--resume", "auto"});
+  return out;
+}
+
+// One run of this node's workers: spawn them, supervise them (Note [Heartbeat] included). Returns
+// the launcher's exit code: 0, 1 after a failure (its line printed), 128 + signal when interrupted.
+int run_workers(const Options& o, const std::vector<std::string>& worker_argv, int nproc) {
   const int port = o.master_port > 0 ? o.master_port : dist::find_free_port();
   // Note [Ranks across nodes]: node k's workers are global ranks k·nproc ... k·nproc + nproc - 1;
   // LOCAL_RANK counts within the node (it picks the GPU). Every node must run the same --nproc.
@@ -240,17 +283,26 @@ int launch(int argc, char** argv, const Options& o) {
   // from the environment (export the same MT_JOB_TOKEN on every node), or is empty, as with torchrun.
   const char* env_token = std::getenv("MT_JOB_TOKEN");
   const std::string token = o.nnodes == 1 ? random_token() : env_token ? env_token : "";
-  // This binary by its real path, not /proc/self/exe: ps and top then show "mini_train ..." with
-  // the worker's arguments.
-  std::vector<std::string> worker_argv{self_path()};
-  worker_argv.insert(worker_argv.end(), args.begin(), args.end());
+  if (o.nnodes > 1 && (!env_token || !*env_token) && !o.quiet && o.node_rank == 0)
+    std::fprintf(stderr, "mini_train: warning: --nnodes %d without MT_JOB_TOKEN: the store on port %d accepts any "
+                 "process that can reach it. Export the same MT_JOB_TOKEN (any secret string) on every node\n",
+                 o.nnodes, port);
 
   LauncherSignals signals;
   std::vector<Worker> workers(static_cast<size_t>(nproc));
+  // Note [Heartbeat]: one pipe per worker; a worker silent for --heartbeat-timeout has stopped.
+  std::optional<dist::HeartbeatMonitor> heartbeats;
+  if (o.heartbeat_timeout > 0) heartbeats.emplace(std::chrono::seconds(o.heartbeat_timeout));
+  std::vector<int> heartbeat_fds;
+  for (int rank = 0; rank < nproc && heartbeats; ++rank) heartbeat_fds.push_back(heartbeats->add(first_rank + rank));
   std::fflush(stdout);
   std::fflush(stderr);
   for (int rank = 0; rank < nproc; ++rank) {
     const pid_t pid = spawn(worker_argv, signals.old_mask, getpid(), [&] {
+      if (heartbeats) {
+        dist::HeartbeatMonitor::keep_across_exec(heartbeat_fds[rank]);
+        setenv("MT_HEARTBEAT_FD", std::to_string(heartbeat_fds[rank]).c_str(), 1);
+      }
       setenv("RANK", std::to_string(first_rank + rank).c_str(), 1);
       setenv("LOCAL_RANK", std::to_string(rank).c_str(), 1);
       setenv("WORLD_SIZE", std::to_string(world).c_str(), 1);
@@ -267,8 +319,52 @@ int launch(int argc, char** argv, const Options& o) {
     }
     workers[static_cast<size_t>(rank)] = {pid, true};
   }
+  if (heartbeats) heartbeats->close_worker_ends();
+  const auto watchdog = [&]() -> std::optional<std::string> {
+    if (!heartbeats) return std::nullopt;
+    const auto stale = heartbeats->poll();
+    if (!stale) return std::nullopt;
+    kill(workers[static_cast<size_t>(stale->rank - first_rank)].pid, SIGKILL);  // stopped: SIGTERM would wait
+    char silent[32];
+    std::snprintf(silent, sizeof silent, "%.0f", stale->silent_seconds);
+    return "rank " + std::to_string(stale->rank) + " stopped: no heartbeat for " + silent +
+           " s (--heartbeat-timeout " + std::to_string(o.heartbeat_timeout) +
+           "; the process is stopped or frozen, e.g. by SIGSTOP). Its last phase: " + stale->last_phase +
+           ". Stopped the workers";
+  };
   return supervise(workers, signals.watched,
-                   [first_rank](int index, int status) { return describe(first_rank + index, status); });
+                   [first_rank](int index, int status) { return describe(first_rank + index, status); }, watchdog);
+}
+
+}  // namespace
+
+int launch(int argc, char** argv, const Options& o) {
+  validate(o);  // refuse bad options once, not once per rank
+  const int nproc = worker_count(o);  // --nproc, or one worker per --gpus GPU (gpus.h): on this node
+  MT_CHECK(nproc >= 2 || o.nnodes > 1, "--nproc must be at least 2 to launch workers, got ", nproc);
+  MT_CHECK(nproc <= 256, "--nproc must be at most 256, got ", nproc);
+  const std::vector<std::string> args = worker_args(argc, argv);
+  MT_CHECK(o.max_restarts == 0 || o.nnodes == 1, "--max-restarts restarts the workers of one machine; with "
+           "--nnodes ", o.nnodes, " the nodes would restart apart (not supported yet)");
+  // This binary by its real path, not /proc/self/exe: ps and top then show "mini_train ..." with
+  // the worker's arguments.
+  std::vector<std::string> worker_argv{self_path()};
+  worker_argv.insert(worker_argv.end(), args.begin(), args.end());
+  // Note [Restarts]: --max-restarts K reruns every worker of this machine after a failure, at most K
+  // times in the job, from the newest checkpoint of --checkpoint-dir (--resume auto), or from the start
+  // without one. Checkpoints resume exactly (trainer.cpp), so the final weights are bit-for-bit those
+  // of a run that never failed. An interrupt (Ctrl-C) is never restarted.
+  for (int restart = 0;; ++restart) {
+    prune_stale_temporaries(o.checkpoint_dir);  // Note [Stale temporaries]
+    const int rc = o.gpus.empty() && launch_backend(o) == "mpi" ? launch_mpirun(o, nproc, worker_argv_tail(worker_argv))
+                                                                 : run_workers(o, worker_argv, nproc);
+    if (rc == 0 || rc > 128 || restart >= o.max_restarts) return rc;
+    if (!o.checkpoint_dir.empty()) worker_argv = resume_auto(worker_argv);
+    std::fprintf(stderr, "mini_train: restart %d of %d (--max-restarts) after the failure above: all workers "
+                 "again, %s\n", restart + 1, o.max_restarts,
+                 o.checkpoint_dir.empty() ? "from the start (no --checkpoint-dir)"
+                                          : ("from the newest checkpoint in " + o.checkpoint_dir).c_str());
+  }
 }
 
 }  // namespace mt::app

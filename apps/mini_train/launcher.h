@@ -9,9 +9,12 @@
 //   3. supervises them: the first worker to exit non-zero or by a signal ends the job (the others
 //      get SIGTERM, then SIGKILL after kKillGraceSeconds) and the launcher prints ONE line naming
 //      the rank ("mini_train: rank 1 exited with code 3", "... was killed by signal 9") and exits 1.
-//      SIGINT/SIGTERM to the launcher stop every worker the same way (exit 128 + signal).
+//      SIGINT/SIGTERM to the launcher stop every worker the same way (exit 128 + signal). A worker
+//      that stops sending heartbeats (SIGSTOP) ends the job too, named (Note [Heartbeat]);
+//   4. with --max-restarts K, starts them all again after a failure, from the newest checkpoint
+//      (Note [Restarts] in launcher.cpp).
 // A worker sees RANK/WORLD_SIZE in its environment and trains as that rank (trainer.cpp), exactly as
-// it would under torchrun or srun.
+// it would under torchrun or srun. With --backend mpi the one child is mpirun (no heartbeats).
 //
 // Several machines (--nnodes M): run the same command on each, with --node-rank 0..M-1 and node 0's
 // --master-addr and a fixed --master-port. Each launcher starts its --nproc workers as global ranks

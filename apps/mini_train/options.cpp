@@ -116,6 +116,16 @@ bool parse_options(int argc, char** argv, Options& o, int* exit_code) {
   app.add_option("--comm-hook", o.comm_hook, "how DDP communicates gradients: allreduce, or fp16 (compressed "
                  "to half precision: half the bytes, about 3 significant digits)")
       ->check(CLI::IsMember({"allreduce", "fp16"}))->group(dist);
+  // Guards against hangs and silent divergence (distributed/; docs/ddp.md).
+  app.add_option("--timeout", o.timeout, "seconds the rendezvous and each collective may wait for the "
+                 "other ranks before the job fails, naming them")->group(dist);
+  app.add_option("--check-replicas", o.check_replicas, "compare a hash of every parameter across the ranks "
+                 "every K steps as well as at each epoch end (a divergence names the parameter and ranks)")
+      ->group(dist);
+  app.add_option("--max-restarts", o.max_restarts, "after a worker fails, start all workers again from the "
+                 "newest checkpoint of --checkpoint-dir (or from the start), at most this many times")->group(dist);
+  app.add_option("--heartbeat-timeout", o.heartbeat_timeout, "seconds a worker may send no heartbeat (stopped, "
+                 "frozen) before --nproc's launcher ends the job naming it and its last phase; 0: off")->group(dist);
 
   auto* out = "Output";
   app.add_flag("--eval", o.eval, "report accuracy (or loss) on the test split after every epoch and at the end")
@@ -232,6 +242,11 @@ void validate(const Options& o) {
            " (--nnodes ", o.nnodes, "), got ", o.node_rank);
   MT_CHECK(o.nnodes == 1 || o.master_port > 0, "--nnodes ", o.nnodes, ": give --master-port (and node 0's "
            "--master-addr): the other nodes cannot guess a port node 0 picked");
+  MT_CHECK(o.timeout >= 1 && o.timeout <= 86400, "--timeout must be in 1..86400 seconds, got ", o.timeout);
+  MT_CHECK(o.check_replicas >= 0, "--check-replicas must be >= 0 steps, got ", o.check_replicas);
+  MT_CHECK(o.max_restarts >= 0 && o.max_restarts <= 1000, "--max-restarts must be in 0..1000, got ", o.max_restarts);
+  MT_CHECK(o.heartbeat_timeout >= 0 && o.heartbeat_timeout <= 86400, "--heartbeat-timeout must be in 0..86400 "
+           "seconds, got ", o.heartbeat_timeout);
   MT_CHECK(o.keep >= 1, "--keep must be at least 1, got ", o.keep);
   for (int64_t h : o.hidden) MT_CHECK(h >= 1 && h <= 1 << 20, "--hidden widths must be in 1..1048576, got ", h);
   MT_CHECK(o.inputs.empty() == o.targets.empty(), "--inputs and --targets go together: give both files");

@@ -61,6 +61,11 @@ struct Options {
   bool ddp_stats = false;             // rank 0 prints DistributedDataParallel's statistics
   std::string comm_hook = "allreduce";  // how DDP communicates buckets: allreduce | fp16 (comm_hook.h)
   std::string backend = "auto";       // CPU process group: auto | gloo | mpi (backend.h)
+  // ---- distributed guards (distributed/, docs/ddp.md) ----
+  int64_t timeout = 300;              // seconds: rendezvous and every collective
+  int64_t check_replicas = 0;         // > 0: compare the replicas every K steps too (always at epoch ends)
+  int max_restarts = 0;               // the launcher reruns the workers after a failure, this many times
+  int64_t heartbeat_timeout = 30;     // seconds without a worker's heartbeat before the launcher ends the job; 0: off
   // ---- output ----
   bool eval = false;                  // test score after training, and a validation line per epoch
   bool quiet = false;

@@ -12,7 +12,8 @@
 // size is per rank. With --gpus the model, each batch and the collectives' tensors live on this
 // rank's GPU (gpus.h); files are read and written from the host. Every rank loads --init/--resume;
 // only rank 0 prints, logs, checkpoints and saves. The epoch line's loss is the mean over every
-// rank's samples (one small all-reduce per epoch), and samples/s counts every rank's samples.
+// rank's samples (one small all-reduce per epoch), and samples/s counts every rank's samples. At
+// every epoch end (and every --check-replicas K steps) the replicas are compared (replica_guard.h).
 #include "apps/mini_train/trainer.h"
 
 #include <chrono>
@@ -37,6 +38,7 @@
 #include "data/dataloader.h"
 #include "data/sampler.h"
 #include "distributed/ddp.h"
+#include "distributed/heartbeat.h"
 #include "distributed/init.h"
 #include "distributed/process_group_mpi.h"
 #include "nn/checkpoint.h"
@@ -111,6 +113,7 @@ Run set_up(const Options& o) {
   Run r;
   r.o = o;
   r.requested_batch = o.batch_size;
+  dist::set_phase(dist::Phase::Rendezvous);
   // One rank of a distributed job when the environment says so (launcher, torchrun, srun).
   r.rdv = dist::rendezvous_from_env();
   // --gpus: this process's GPU (the LOCAL_RANK-th listed one) becomes current before anything
@@ -119,7 +122,8 @@ Run set_up(const Options& o) {
   bind_device(r.device);
   if (r.rdv && r.rdv->world_size > 1)
     r.pg = dist::init_process_group({.backend = r.device.is_cuda() ? "nccl" : worker_backend(o),
-                                     .rendezvous = *r.rdv, .cuda_device = r.device.is_cuda() ? r.device.index : -1});
+                                     .rendezvous = *r.rdv, .timeout = std::chrono::seconds(o.timeout),
+                                     .cuda_device = r.device.is_cuda() ? r.device.index : -1});
   r.world = r.pg ? r.rdv->world_size : 1, r.rank = r.pg ? r.rdv->rank : 0;
   r.lead = r.rank == 0;
   r.talk = r.lead && !o.quiet;
@@ -279,6 +283,7 @@ EpochResult train_epoch(Run& r, int64_t epoch) {
   const auto start = Clock::now();
   if (r.pg) test_fail_hook(r.rank, epoch);
   r.loader->set_epoch(epoch);
+  dist::set_phase(dist::Phase::Data);
   nn::Module& net = r.ddp ? static_cast<nn::Module&>(*r.ddp) : *r.model;
   const int64_t steps = r.o.max_steps > 0 ? std::min(r.steps_per_epoch, r.o.max_steps - r.step) : r.steps_per_epoch;
   ProgressBar bar(r.talk, epoch, r.o.epochs, steps);
@@ -300,14 +305,20 @@ EpochResult train_epoch(Run& r, int64_t epoch) {
     else r.opt->zero_grad();
     loss.backward();
     if (r.o.clip_grad > 0) optim::clip_grad_norm_(r.model->parameters(), r.o.clip_grad);  // DDP: reduced grads
+    dist::set_phase(dist::Phase::Optimizer);
     r.opt->step();
     if (r.scheduler) r.scheduler->step();
     ++r.step, ++done;
+    dist::set_step(r.step);
+    dist::set_phase(dist::Phase::Data);  // the loader builds the next batch
+    if (r.ddp && r.o.check_replicas > 0 && r.step % r.o.check_replicas == 0)  // replica_guard.h
+      r.ddp->check_replicas("after step " + std::to_string(r.step) + " (--check-replicas)");
     loss_sum += l * static_cast<double>(batch.size());
     seen += batch.size();
     bar.update(done, seen, loss_sum / static_cast<double>(seen));
   }
   bar.clear();
+  if (r.ddp) r.ddp->check_replicas("at the end of epoch " + std::to_string(epoch));  // replica_guard.h
   const double secs = seconds_since(start);
   double total_seen = static_cast<double>(seen);
   if (r.pg) {
@@ -335,7 +346,10 @@ Score score(const Run& r) {
 void report_epoch(Run& r, int64_t epoch, const EpochResult& e) {
   if (!r.lead) return;
   std::optional<Score> score;
-  if (r.o.eval) score = app::score(r);
+  if (r.o.eval) {
+    dist::set_phase(dist::Phase::Evaluation);
+    score = app::score(r);
+  }
   if (r.talk) {
     std::printf("Epoch [%lld/%lld], Loss: %.4f, %.0f samples/s\n", static_cast<long long>(epoch),
                 static_cast<long long>(r.o.epochs), e.loss, e.samples_per_s);
@@ -359,6 +373,7 @@ void report_epoch(Run& r, int64_t epoch, const EpochResult& e) {
 
 void write_checkpoint(Run& r, int64_t epoch, double loss) {
   if (!r.lead || r.o.checkpoint_dir.empty()) return;
+  dist::set_phase(dist::Phase::Checkpoint);
   Checkpoint c;
   c.model = r.model->state_dict();
   c.optimizer = r.opt->state_dict();
@@ -404,6 +419,8 @@ void save_model(const Run& r, double last_loss, double seconds) {
 
 int train(const Options& opts) {
   validate(opts);
+  // Note [Heartbeat]: under --nproc's launcher, a thread tells it this process is alive, and where.
+  const std::unique_ptr<dist::Heartbeat> heartbeat = dist::Heartbeat::from_env();
   const auto start = Clock::now();
   Run r = set_up(opts);
   resume(r);
@@ -445,6 +462,7 @@ int train(const Options& opts) {
   if (r.ddp && r.o.ddp_stats && r.lead) print_ddp_stats(r.ddp->stats());
   if (!r.lead) return 0;
   if (r.o.eval) {
+    dist::set_phase(dist::Phase::Evaluation);
     const Score s = score(r);
     const char* split = r.d.test || r.d.text_validation ? "Test" : "Train (no test split)";
     if (s.classification) std::printf("%s accuracy: %.4f\n", split, s.value);

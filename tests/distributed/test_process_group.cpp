@@ -3,6 +3,9 @@
 // survive without hanging: a peer that exits mid-collective, a peer that never shows up.
 #include <doctest/doctest.h>
 
+#include <netdb.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <filesystem>
 #include <thread>
@@ -12,6 +15,7 @@
 #include "distributed/process_group_gloo.h"
 #include "distributed/process_group_local.h"
 #include "distributed/socket.h"
+#include "distributed/tcp_store.h"
 #include "collectives.h"
 #include "multiprocess.h"
 #include "tensor/tensor.h"
@@ -84,6 +88,15 @@ TEST_CASE("ProcessGroupGloo: closed-form results for world sizes 1 to 4" * docte
   }
 }
 
+TEST_CASE("ProcessGroupGloo: every rank holds the same bits after an allreduce, at 2 to 5 ranks" *
+          doctest::skip(kNoGloo)) {
+  for (int world = 2; world <= 5; ++world) {
+    CAPTURE(world);
+    const int port = find_free_port();
+    test::run_ranks(world, [&](int rank) { test::check_same_bits(*join(rank, world, port)); }, 60s);
+  }
+}
+
 TEST_CASE("ProcessGroupGloo: ranks can also meet through a FileStore instead of rank 0's TCPStore" *
           doctest::skip(kNoGloo)) {
   const std::string path = std::filesystem::temp_directory_path() /
@@ -137,9 +150,18 @@ TEST_CASE("ProcessGroupGloo: a peer that exits mid-collective makes the others f
   const int port = find_free_port();
   test::Ranks ranks(3, [port](int rank) {
     auto pg = join(rank, 3, port, 3s);
+    // Rank 2 exits while ranks 0 and 1 are in the allreduce, waiting for its part. (Had rank 2 issued
+    // it too, its thread could have sent all it had to send before the exit, and the others could
+    // legitimately finish: that made this test fail 1 run in 20 under load.)
+    Store& store = *dynamic_cast<ProcessGroupGloo&>(*pg).store();
+    if (rank == 2) {
+      store.wait({"0 issued", "1 issued"});
+      std::this_thread::sleep_for(50ms);  // ranks 0 and 1 are in Gloo by now (and if not, they fail anyway)
+      ::_exit(0);
+    }
     Tensor t = full({203530}, 1.0);
     auto work = pg->allreduce(t);
-    if (rank == 2) ::_exit(0);  // gone, with the collective in flight
+    store.set(std::to_string(rank) + " issued", "");
     const auto t0 = std::chrono::steady_clock::now();
     try {
       work->wait();
@@ -164,6 +186,101 @@ TEST_CASE("ProcessGroupGloo: a peer that exits mid-collective makes the others f
   const auto results = ranks.wait(20s);
   CHECK_MESSAGE(results[0].ok(), results[0].describe());
   CHECK_MESSAGE(results[1].ok(), results[1].describe());
+}
+
+// Ends this process right after Gloo has published this rank's address through it: its peers then
+// wait for a connection that never comes (Note [Connecting without hostages]).
+class ExitAfterPublishing : public PrefixStore {
+ public:
+  ExitAfterPublishing(std::shared_ptr<Store> inner, int rank)
+      : PrefixStore("default_pg", std::move(inner)), key_("gloo/" + std::to_string(rank)) {}
+
+ protected:
+  void set_impl(const std::string& key, const Bytes& value) override {
+    PrefixStore::set_impl(key, value);
+    if (key == key_) ::_exit(0);
+  }
+
+ private:
+  std::string key_;
+};
+
+// Whether this machine's host name resolves to a loopback address (Debian's /etc/hosts: 127.0.1.1).
+bool host_name_is_loopback() {
+  char name[256] = {};
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* list = nullptr;
+  if (::gethostname(name, sizeof name - 1) != 0 || ::getaddrinfo(name, nullptr, &hints, &list) != 0) return false;
+  char host[NI_MAXHOST] = {};
+  ::getnameinfo(list->ai_addr, list->ai_addrlen, host, sizeof host, nullptr, 0, NI_NUMERICHOST);
+  ::freeaddrinfo(list);
+  return is_loopback(host);
+}
+
+TEST_CASE("ProcessGroupGloo: a peer that dies while the pairs connect fails the others within the timeout" *
+          doctest::skip(kNoGloo)) {
+  // hostname "127.0.0.1" is what init_process_group passes for single-machine jobs; "" lets Gloo
+  // resolve the host name, as in a multi-machine job, where a loopback answer deserves a hint.
+  for (const std::string hostname : {"127.0.0.1", ""}) {
+    CAPTURE(hostname);
+    const bool hint = hostname.empty() && host_name_is_loopback();
+    const int port = find_free_port();
+    test::Ranks ranks(3, [port, hostname, hint](int rank) {
+      auto tcp = std::make_shared<TCPStore>(TCPStoreOptions{.host = "127.0.0.1", .port = port,
+                                                            .is_server = rank == 0, .job_token = "t",
+                                                            .timeout = 10s});
+      std::shared_ptr<Store> store = rank == 2 ? std::make_shared<ExitAfterPublishing>(tcp, 2)
+                                               : std::make_shared<PrefixStore>("default_pg", tcp);
+      const auto t0 = std::chrono::steady_clock::now();
+      try {
+        ProcessGroupGloo pg(store, rank, 3, {.timeout = 3s, .hostname = hostname});
+      } catch (const Error& e) {
+        const double took = seconds_since(t0);
+        const std::string message = e.what();
+        MT_CHECK(took < 3.0 + 5.0, "rank ", rank, " gave up after ", took, " s: ", message);
+        MT_CHECK(message.find("rank " + std::to_string(rank) + " of 3") != std::string::npos, message);
+        MT_CHECK((message.find("GLOO_SOCKET_IFNAME") != std::string::npos) == hint, "hint expected: ", hint,
+                 "; ", message);
+        return;
+      }
+      MT_FAIL("a group of 3 connected without rank 2");
+    });
+    const auto results = ranks.wait(40s);
+    CHECK_MESSAGE(results[0].ok(), results[0].describe());
+    CHECK_MESSAGE(results[1].ok(), results[1].describe());
+  }
+}
+
+TEST_CASE("ProcessGroupGloo: one dead rank ends the collective on every rank at once, not at the timeout" *
+          doctest::skip(kNoGloo)) {
+  // Note [A failure closes the connections]: in the ring allgather of a small allreduce, rank 1 waits
+  // for rank 0 only; rank 0 fails when rank 3 dies and closes its connections, and so on around.
+  const int port = find_free_port();
+  test::Ranks ranks(4, [port](int rank) {
+    auto pg = join(rank, 4, port, 10s);
+    Store& store = *dynamic_cast<ProcessGroupGloo&>(*pg).store();
+    if (rank == 3) {
+      store.wait({"0 issued", "1 issued", "2 issued"});
+      std::this_thread::sleep_for(50ms);
+      ::_exit(0);
+    }
+    Tensor t = full({11}, 1.0);
+    auto work = pg->allreduce(t);
+    store.set(std::to_string(rank) + " issued", "");
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      work->wait();
+    } catch (const Error& e) {
+      const double took = seconds_since(t0);
+      std::this_thread::sleep_for(4s);  // alive, with its process (and sockets) still open
+      MT_CHECK(took < 3.0, "rank ", rank, " failed after ", took, " s: ", e.what());
+      return;
+    }
+    MT_FAIL("allreduce succeeded without rank 3");
+  });
+  const auto results = ranks.wait(40s);
+  for (int r = 0; r < 3; ++r) CHECK_MESSAGE(results[r].ok(), results[r].describe());
 }
 
 TEST_CASE("ProcessGroupGloo: a peer that never joins the collective makes the others time out, saying so" *

@@ -3,6 +3,11 @@
 // job token, a key nobody sets, ranks that never arrive, oversized and hostile messages.
 #include <doctest/doctest.h>
 
+#include <ifaddrs.h>
+#include <netdb.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -123,6 +128,129 @@ TEST_CASE("Store timeouts name the key, the timeout and the ranks that never arr
     store->set("text", "x");
     CHECK_THROWS_WITH_AS(store->add("text", 1), doctest::Contains("not an integer"), Error);
     CHECK(store->get_string("a") == "1");  // the store still answers after an error
+  }
+}
+
+TEST_CASE("Long rendezvous waits say what they wait for, every interval, until the timeout") {
+  // Note [Waiting out loud], with 100 ms for the 10 s of a real job.
+  std::vector<std::string> lines;
+  const WaitNotices notices{.every = 100ms, .who = "rank 1 of 3",
+                            .print = [&](const std::string& line) { lines.push_back(line); }};
+  SUBCASE("a client whose store never comes names the address") {
+    const int port = find_free_port();  // nobody listens there
+    const double took = seconds_of([&] {
+      CHECK_THROWS_AS(TCPStore({.host = "127.0.0.1", .port = port, .timeout = 550ms, .notices = notices}),
+                      TimeoutError);
+    });
+    CHECK(took < 3.0);
+    REQUIRE(lines.size() >= 3);
+    CHECK(lines.size() <= 5);
+    CHECK(lines[0].find("rank 1 of 3: waited 0 s of 1 s for the store at 127.0.0.1:" + std::to_string(port)) == 0);
+  }
+  SUBCASE("a barrier names the ranks not yet arrived, and stops speaking when they come") {
+    TCPStore store({.host = "127.0.0.1", .port = 0, .is_server = true, .job_token = "t"});
+    store.set_wait_notices(notices);
+    store.set("ready/2", "1");
+    CHECK_THROWS_WITH_AS(store.barrier("ready", 1, 3, 350ms), doctest::Contains("rank 0 of 3 never arrived"),
+                         TimeoutError);
+    REQUIRE(lines.size() >= 2);
+    CHECK(lines[0].find("rank 1 of 3: TCPStore 127.0.0.1:" + std::to_string(store.port()) +
+                        ": barrier 'ready': waited 0 s of 0 s for rank 0 of 3 to arrive") == 0);
+    lines.clear();
+    std::thread late([&] {
+      std::this_thread::sleep_for(250ms);
+      TCPStore rank0({.host = "127.0.0.1", .port = store.port(), .job_token = "t"});
+      rank0.set("go/0", "1");
+    });
+    store.set("go/2", "1");
+    store.barrier("go", 1, 3, 5s);
+    late.join();
+    CHECK(lines.size() >= 1);  // 250 ms late: two notices at most, then quiet
+    CHECK(lines.size() <= 3);
+    CHECK(lines.back().find("for rank 0 of 3") != std::string::npos);
+  }
+  SUBCASE("a quick wait says nothing") {
+    TempDir dir;
+    FileStore store({.path = dir.file("quick")});
+    store.set_wait_notices(notices);
+    store.set("k", "v");
+    CHECK(store.get_string("k") == "v");
+    CHECK(lines.empty());
+  }
+}
+
+TEST_CASE("TCPStore and strangers: idle ones are closed, never delay the end, and give way at the cap") {
+  // Note [Strangers] in distributed/tcp_store_server.h.
+  using dist::detail::connect_tcp;
+  const auto closed_by_server = [](dist::detail::Socket& s, std::chrono::milliseconds within) {
+    uint8_t byte = 0;
+    return !dist::detail::recv_all(s.fd(), &byte, 1, Clock::now() + within, "stranger");
+  };
+  SUBCASE("a stranger that never says Hello is closed after hello_timeout") {
+    TCPStore store({.host = "127.0.0.1", .port = 0, .is_server = true, .job_token = "t", .hello_timeout = 200ms});
+    dist::detail::Socket stranger = connect_tcp("127.0.0.1", store.port(), Clock::now() + 2s, "stranger");
+    CHECK(closed_by_server(stranger, 3s));
+    store.set("k", "v");  // the job's own client is authenticated: it stays
+    CHECK(store.get_string("k") == "v");
+  }
+  SUBCASE("a stranger's open connection does not delay the hosting store's end") {
+    auto store = std::make_unique<TCPStore>(
+        TCPStoreOptions{.host = "127.0.0.1", .port = 0, .is_server = true, .job_token = "t"});
+    dist::detail::Socket stranger = connect_tcp("127.0.0.1", store->port(), Clock::now() + 2s, "stranger");
+    std::this_thread::sleep_for(50ms);  // accepted by now
+    CHECK(seconds_of([&] { store.reset(); }) < 1.0);  // the close timeout is 10 s
+  }
+  SUBCASE("at max_connections the oldest stranger gives way to a newcomer") {
+    TCPStore store({.host = "127.0.0.1", .port = 0, .is_server = true, .job_token = "t", .max_connections = 4});
+    std::vector<dist::detail::Socket> strangers;
+    for (int i = 0; i < 6; ++i) {
+      strangers.push_back(connect_tcp("127.0.0.1", store.port(), Clock::now() + 2s, "stranger"));
+      std::this_thread::sleep_for(20ms);
+    }
+    TCPStore late({.host = "127.0.0.1", .port = store.port(), .job_token = "t", .timeout = 5s});
+    late.set("k", "v");
+    CHECK(store.get_string("k") == "v");
+    CHECK(closed_by_server(strangers[0], 2s));
+  }
+  SUBCASE("a server out of file descriptors lets strangers go and still admits the job's client") {
+    const int port = find_free_port();
+    test::Ranks host(1, [port](int) {
+      const rlimit few{.rlim_cur = 48, .rlim_max = 48};  // `ulimit -n 48` for the hosting process
+      MT_CHECK(::setrlimit(RLIMIT_NOFILE, &few) == 0, "setrlimit");
+      TCPStore store({.host = "127.0.0.1", .port = port, .is_server = true, .job_token = "t", .timeout = 20s});
+      store.get("done");  // until the parent's client got in
+    });
+    std::vector<dist::detail::Socket> strangers;  // more than the host has descriptors
+    for (int i = 0; i < 100; ++i)
+      strangers.push_back(connect_tcp("127.0.0.1", port, Clock::now() + 10s, "stranger"));
+    const double took = seconds_of([&] {
+      TCPStore client({.host = "127.0.0.1", .port = port, .job_token = "t", .timeout = 10s});
+      client.set("done", "");
+    });
+    CHECK(took < 4.0);  // before the strangers' hello_timeout (5 s) would have freed the descriptors
+    for (const auto& r : host.wait(20s)) CHECK_MESSAGE(r.ok(), r.describe());
+  }
+  SUBCASE("a single-machine store listens on 127.0.0.1 only") {
+    TCPStore store({.host = "127.0.0.1", .port = 0, .is_server = true, .job_token = "t", .loopback_only = true});
+    std::string other;  // an IPv4 address of this machine that is not a loopback one, if it has one
+    ifaddrs* list = nullptr;
+    if (::getifaddrs(&list) == 0) {
+      for (ifaddrs* a = list; a && other.empty(); a = a->ifa_next) {
+        if (!a->ifa_addr || a->ifa_addr->sa_family != AF_INET) continue;
+        char host[NI_MAXHOST] = {};
+        ::getnameinfo(a->ifa_addr, sizeof(sockaddr_in), host, sizeof host, nullptr, 0, NI_NUMERICHOST);
+        if (std::string(host).rfind("127.", 0) != 0) other = host;
+      }
+      ::freeifaddrs(list);
+    }
+    if (other.empty()) {
+      MESSAGE("skipped the outside address: this machine has no IPv4 address but loopback");
+    } else {
+      CHECK_THROWS_AS(connect_tcp(other, store.port(), Clock::now() + 300ms, "outsider"), TimeoutError);
+    }
+    TCPStore local({.host = "localhost", .port = store.port(), .job_token = "t"});
+    local.set("k", "v");
+    CHECK(store.get_string("k") == "v");
   }
 }
 

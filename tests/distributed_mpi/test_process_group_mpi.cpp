@@ -44,6 +44,7 @@ TEST_CASE("ProcessGroupMPI: rank and size come from the launcher, and the collec
     MT_CHECK(ProcessGroupMPI::thread_level() == "MPI_THREAD_SERIALIZED", "thread level ",
              ProcessGroupMPI::thread_level());
     test::check_collectives(*pg);
+    test::check_same_bits(*pg);  // Note [Same bits on every rank]
     // float16 has no MPI type: it is reduced by our own MPI_Op, through float32.
     const int n = who.world_size;
     Tensor half = full({5}, rank + 1.0).to(DType::Float16);

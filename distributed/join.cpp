@@ -1,0 +1,38 @@
+// Join (see join.h, Note [Join]): one count per step, and the joined rank's shadow loop.
+#include "distributed/join.h"
+
+#include <exception>
+
+namespace mt::dist {
+
+Join::Join(DistributedDataParallel& ddp, JoinOptions opts) : ddp_(ddp), opts_(std::move(opts)) {}
+
+Join::~Join() noexcept(false) {
+  if (!joined_ && std::uncaught_exceptions() == 0) join();
+}
+
+int64_t Join::count_active(int64_t mine) {
+  ProcessGroup& pg = *ddp_.process_group();
+  Tensor count = from_vector(std::vector<int64_t>{mine}, {1}).to(pg.device());
+  pg.allreduce(count, ReduceOp::Sum)->wait();
+  return count.to(kCPU).to_vector<int64_t>()[0];
+}
+
+int64_t Join::step() {
+  MT_CHECK(!joined_, "Join::step after join(): this rank has no more data");
+  return count_active(1);
+}
+
+int64_t Join::join() {
+  MT_CHECK(!joined_, "Join::join called twice");
+  joined_ = true;
+  int64_t shadowed = 0;
+  while (count_active(0) > 0) {
+    ddp_.shadow_backward();
+    if (opts_.step) opts_.step();
+    ++shadowed;
+  }
+  return shadowed;
+}
+
+}  // namespace mt::dist

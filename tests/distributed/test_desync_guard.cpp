@@ -1,0 +1,118 @@
+// The desync guard (Note [Desync guard] in distributed/desync_guard.cpp): it never fires when every
+// rank is at the same point, whatever the world size, bucket dtype and comm hook (its sums must be
+// exact); it fires on every rank alike, naming each rank's point, when the ranks are at different
+// steps; and a rank that ran out of batches while its peer all-reduces a bucket ends the job at
+// once instead of returning a wrong sum.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <string>
+
+#include "autograd/ops.h"
+#include "distributed/comm_hook.h"
+#include "distributed/ddp.h"
+#include "distributed/desync_guard.h"
+#include "distributed/process_group_local.h"
+#include "distributed/socket.h"
+#include "multiprocess.h"
+#include "nn/nn.h"
+#include "optim/sgd.h"
+#include "tensor/generator.h"
+
+using namespace mt;
+using namespace mt::dist;
+using namespace std::chrono_literals;
+
+namespace {
+
+const bool kNoBackend = !test::group_backend_available();
+
+// One bucket's all-reduce as DDP runs it: a few gradients, then the guard, through `hook`.
+void guarded_allreduce(ProcessGroup& pg, CommHook& hook, DType dtype, const dist::detail::BucketPoint& point) {
+  const int64_t n = point.numel;
+  Tensor buffer = zeros({n + dist::detail::DesyncGuard::kElements}, {.dtype = dtype});
+  dist::detail::DesyncGuard guard(buffer.narrow(0, n, dist::detail::DesyncGuard::kElements), pg.size(),
+                                  hook.wire_dtype(dtype));
+  guard.write(point);
+  GradBucket bucket{.index = static_cast<size_t>(point.bucket), .buffer = buffer};
+  hook.launch(pg, bucket)->wait();
+  hook.finish(pg, bucket);
+  guard.check(pg, point);
+}
+
+}  // namespace
+
+TEST_CASE("DDP: the desync guard's sums are exact: it never fires on ranks at the same point" *
+          doctest::skip(kNoBackend)) {
+  for (int world = 1; world <= 5; ++world) {
+    CAPTURE(world);
+    const int port = find_free_port();
+    test::run_ranks(world, [&](int rank) {
+      auto pg = world == 1 ? std::make_shared<ProcessGroupLocal>() : test::join_group(rank, world, port);
+      AllreduceHook plain;
+      for (int64_t step = 0; step < 60; ++step) {
+        Fp16CompressHook fp16;  // it keeps a half copy per bucket index; these buckets change size
+        const dist::detail::BucketPoint point{.step = step, .bucket = step % 3, .buckets = 3, .numel = 5 + step,
+                                        .dtype = static_cast<int64_t>(kFloat32)};
+        guarded_allreduce(*pg, plain, kFloat32, point);
+        guarded_allreduce(*pg, fp16, kFloat32, point);
+        guarded_allreduce(*pg, plain, kFloat64, point);
+      }
+    }, 60s);
+  }
+}
+
+TEST_CASE("DDP: the desync guard fails every rank at once, naming each rank's step, when they differ" *
+          doctest::skip(kNoBackend)) {
+  const int port = find_free_port();
+  test::run_ranks(2, [&](int rank) {
+    auto pg = test::join_group(rank, 2, port);
+    AllreduceHook plain;
+    // Same bucket, same size: only the step differs, as after a rank that skipped one.
+    const dist::detail::BucketPoint point{.step = 7 + rank, .bucket = 0, .buckets = 1, .numel = 4,
+                                    .dtype = static_cast<int64_t>(kFloat32)};
+    try {
+      guarded_allreduce(*pg, plain, kFloat32, point);
+    } catch (const Error& e) {
+      const std::string message = e.what();
+      MT_CHECK(message.find("rank 0: step 7, bucket 0 of 1 (4 float32); rank 1: step 8, bucket 0 of 1") !=
+                   std::string::npos, message);
+      return;
+    }
+    MT_FAIL("the guard let ranks at steps 7 and 8 through");
+  });
+}
+
+TEST_CASE("DDP: a rank that ran out of batches ends its peer's bucket all-reduce at once, not in a wrong sum" *
+          doctest::skip(kNoBackend)) {
+  const int port = find_free_port();
+  test::run_ranks(2, [&](int rank) {
+    auto pg = test::join_group(rank, 2, port);
+    manual_seed(3);
+    auto model = std::make_shared<nn::Linear>(3, 1);  // 4 gradients + the guard: one bucket of 13 floats
+    DistributedDataParallel ddp(model, pg);
+    Generator gen(5);
+    const Tensor x = randn({4, 3}, gen), y = randn({4, 1}, gen);
+    const int batches = rank == 0 ? 3 : 2;  // uneven inputs: rank 1 has one batch less
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      for (int b = 0; b < batches; ++b) {
+        ddp.zero_grad();
+        nn::F::mse_loss(ddp.forward(x), y).backward();
+      }
+    } catch (const Error& e) {
+      const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      MT_CHECK(rank == 0, "rank ", rank, " failed: ", e.what());
+      MT_CHECK(std::string(e.what()).find("ran out of batches") != std::string::npos, e.what());
+      MT_CHECK(took < 5.0, "the guard took ", took, " s");
+      return;
+    }
+    // Rank 1's end-of-epoch all-reduce, 13 floats as it happens: the same bytes as rank 0's bucket.
+    if (rank == 1) {
+      Tensor sums = full({13}, 1.0);
+      pg->allreduce(sums)->wait();
+      return;
+    }
+    MT_FAIL("rank 0's third bucket all-reduce, summed with rank 1's epoch sums, went unnoticed");
+  });
+}

@@ -1,0 +1,82 @@
+// Heartbeats (Note [Heartbeat] in distributed/heartbeat.h): a worker stopped with SIGSTOP is named
+// by the monitor, with the phase it was last in, soon after the heartbeat timeout; a worker that is
+// slow but alive (its main thread busy for several timeouts) is never taken for a stopped one; a
+// worker that exits is not stale either.
+#include <doctest/doctest.h>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
+#include "distributed/heartbeat.h"
+#include "multiprocess.h"
+
+using namespace mt;
+using namespace mt::dist;
+using namespace std::chrono_literals;
+
+namespace {
+
+// Polls `monitor` until it reports a stale worker or `limit` has passed.
+std::optional<HeartbeatMonitor::Stale> watch(HeartbeatMonitor& monitor, std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (auto stale = monitor.poll()) return stale;
+    std::this_thread::sleep_for(20ms);
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+TEST_CASE("Heartbeat: a stopped worker is named with its last phase; slow and finished ones are not") {
+  HeartbeatMonitor monitor(600ms);
+  std::vector<int> fds;
+  for (int rank = 0; rank < 3; ++rank) fds.push_back(monitor.add(rank));
+  test::Ranks ranks(3, [&](int rank) {
+    // A fork()ed child holds every pipe; a launcher's exec() would keep only its own (close-on-exec).
+    for (int r = 0; r < 3; ++r)
+      if (r != rank) ::close(fds[r]);
+    Heartbeat beat(fds[rank], 50ms);
+    set_step(17);
+    if (rank == 0) {  // slow but alive: busy for over four heartbeat timeouts
+      set_phase(Phase::Evaluation);
+      std::this_thread::sleep_for(2500ms);
+      return;  // and then finished: its pipe closes
+    }
+    if (rank == 1) {
+      set_phase(Phase::Backward, 3);
+      std::this_thread::sleep_for(300ms);  // a few beats, then stopped
+      ::kill(::getpid(), SIGSTOP);
+    }
+    std::this_thread::sleep_for(10s);  // rank 2: alive until the test ends it
+  });
+  monitor.close_worker_ends();
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto stale = watch(monitor, 10s);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  REQUIRE(stale.has_value());
+  CHECK(stale->rank == 1);
+  CHECK(stale->last_phase == "backward, bucket 3, step 17");
+  CHECK(stale->silent_seconds >= 0.6);
+  CHECK(took < 0.3 + 0.6 + 2.0);  // its last beat, the timeout, and scheduling on a loaded machine
+  // Rank 0 is slow and rank 2 busy, but both beat: watching on, nobody else goes stale, and rank 0's
+  // exit is not a silence either. Rank 1 stays stale; the monitor names it first every time.
+  const auto t1 = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() - t1 < 3s) {
+    const auto again = monitor.poll();
+    REQUIRE(again.has_value());
+    CHECK(again->rank == 1);
+    std::this_thread::sleep_for(100ms);
+  }
+}
+
+TEST_CASE("Heartbeat: from_env beats on MT_HEARTBEAT_FD, and refuses a value that is not an open fd") {
+  ::unsetenv("MT_HEARTBEAT_FD");
+  CHECK(Heartbeat::from_env() == nullptr);
+  ::setenv("MT_HEARTBEAT_FD", "9999", 1);
+  CHECK_THROWS_WITH_AS(Heartbeat::from_env(), doctest::Contains("MT_HEARTBEAT_FD='9999'"), Error);
+  ::unsetenv("MT_HEARTBEAT_FD");
+}

@@ -1,0 +1,85 @@
+// Join (distributed/join.h, Note [Join]): ranks with different numbers of batches train through
+// DDP and end together, every replica bit-for-bit the same, and equal to one process that applies,
+// step by step, the average (over the whole world) of the gradients of the ranks that had a batch.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "autograd/ops.h"
+#include "distributed/ddp.h"
+#include "distributed/join.h"
+#include "distributed/socket.h"
+#include "multiprocess.h"
+#include "nn/nn.h"
+#include "optim/sgd.h"
+#include "tensor/generator.h"
+
+using namespace mt;
+using namespace mt::dist;
+
+namespace {
+
+const bool kNoBackend = !test::group_backend_available();
+
+std::shared_ptr<nn::Sequential> make_model() {
+  manual_seed(4);
+  return std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(3, 5), std::make_shared<nn::ReLU>(),
+                                          std::make_shared<nn::Linear>(5, 2));
+}
+
+// Rank r's batch b: the same on every process that asks.
+std::pair<Tensor, Tensor> batch(int rank, int b) {
+  Generator gen(100 * rank + b);
+  return {randn({4, 3}, gen), randn({4, 2}, gen)};
+}
+
+int batches_of(int rank) { return 2 + rank; }  // rank 0 has 2 batches, rank 1 has 3, ...
+
+}  // namespace
+
+TEST_CASE("DDP: Join lets ranks with uneven batches finish together, with the same replicas" *
+          doctest::skip(kNoBackend)) {
+  for (const int world : {2, 3}) {
+    CAPTURE(world);
+    const int port = find_free_port();
+    test::run_ranks(world, [&](int rank) {
+      auto pg = test::join_group(rank, world, port);
+      auto model = make_model();
+      DistributedDataParallel ddp(model, pg);
+      optim::SGD opt(ddp.parameters(), {.lr = 0.1});
+      int64_t shadowed = 0;
+      {
+        Join join(ddp, {.step = [&] { opt.step(); }});
+        for (int b = 0; b < batches_of(rank); ++b) {
+          MT_CHECK(join.step() == world - (b >= 2 ? b - 1 : 0), "active ranks at step ", b);
+          ddp.zero_grad();
+          const auto [x, y] = batch(rank, b);
+          nn::F::mse_loss(ddp.forward(x), y).backward();
+          opt.step();
+        }
+        shadowed = join.join();
+      }
+      MT_CHECK(shadowed == batches_of(world - 1) - batches_of(rank), "rank ", rank, " shadowed ", shadowed);
+      ddp.check_replicas("after the uneven epoch");
+
+      // The reference: one process, each step the sum of the active ranks' gradients over world.
+      auto ref = make_model();
+      optim::SGD ref_opt(ref->parameters(), {.lr = 0.1});
+      for (int b = 0; b < batches_of(world - 1); ++b) {
+        ref_opt.zero_grad();
+        for (int r = 0; r < world; ++r) {
+          if (b >= batches_of(r)) continue;
+          const auto [x, y] = batch(r, b);
+          mul(nn::F::mse_loss(ref->forward(x), y), 1.0 / world).backward();
+        }
+        ref_opt.step();
+      }
+      const NamedTensors got = model->named_parameters(), want = ref->named_parameters();
+      for (size_t i = 0; i < got.size(); ++i) {
+        const std::vector<float> u = got[i].second.to_vector<float>(), v = want[i].second.to_vector<float>();
+        for (size_t k = 0; k < u.size(); ++k)
+          MT_CHECK(std::abs(u[k] - v[k]) <= 1e-6, got[i].first, "[", k, "] is ", u[k], ", expected ", v[k]);
+      }
+    });
+  }
+}

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# mini_train --max-restarts (Note [Restarts] in apps/mini_train/launcher.cpp): a worker killed with
+# SIGKILL mid-run makes the launcher restart every worker from the newest checkpoint, once, and the
+# job's final weights are bit-for-bit those of a run that was never interrupted. A save's temporary
+# file left by a dead writer is removed when the workers start (Note [Stale temporaries]).
+#   restart.sh MINI_TRAIN BACKEND NPROC      (BACKEND gloo or mpi; exit 77: skipped)
+set -euo pipefail
+bin=$1 backend=$2 nproc=$3
+work=$(mktemp -d /tmp/minitrain-restart.XXXXXX)
+launcher=
+cleanup() {
+  [[ -n $launcher ]] && kill -9 "$launcher" 2>/dev/null || true  # its workers die with it (PDEATHSIG)
+  rm -rf "$work"
+}
+trap cleanup EXIT
+fail() { echo "restart.sh: $*" >&2; [[ -f $work/log ]] && cat "$work/log" >&2; exit 1; }
+if [[ $backend == mpi ]] && ! "$bin" --env 2>/dev/null | grep -q '^ *MPI  *available'; then
+  echo "skipped: no MPI in this build"; exit 77
+fi
+job=(--nproc "$nproc" --backend "$backend" --samples 40000 --epochs 16 --seed 3 --num-workers 0 -q)
+
+"$bin" "${job[@]}" --save "$work/ref.safetensors" >"$work/ref.log" 2>&1 || { cat "$work/ref.log"; fail "reference run failed"; }
+
+mkdir -p "$work/ck"
+sleep 0 & dead=$!; wait "$dead"  # a pid that no longer runs
+stale="$work/ck/checkpoint-epoch-000099.safetensors.tmp.$dead"
+echo "half a checkpoint" >"$stale"
+"$bin" "${job[@]}" --checkpoint-dir "$work/ck" --max-restarts 1 --save "$work/got.safetensors" >"$work/log" 2>&1 &
+launcher=$!
+for _ in $(seq 1 600); do  # up to 60 s for the third epoch's checkpoint
+  [[ -f $work/ck/checkpoint-epoch-000003.safetensors ]] && break
+  sleep 0.1
+done
+[[ -f $work/ck/checkpoint-epoch-000003.safetensors ]] || fail "no checkpoint of epoch 3 after 60 s"
+[[ -f $work/ck/checkpoint-epoch-000016.safetensors ]] && fail "the job ended before the kill: make it longer"
+victim=$(pgrep -P "$launcher" | tail -1)  # a worker (gloo), or mpirun (mpi)
+[[ $backend == mpi ]] && victim=$(pgrep -P "$victim" | tail -1)  # a rank under mpirun
+kill -9 "$victim"
+rc=0
+wait "$launcher" || rc=$?
+launcher=
+[[ $rc == 0 ]] || fail "the restarted job exited with $rc"
+grep -q "restart 1 of 1 (--max-restarts)" "$work/log" || fail "no restart line"
+cmp "$work/ref.safetensors" "$work/got.safetensors" || fail "final weights differ from the uninterrupted run"
+[[ -e $stale ]] && fail "the stale temporary $stale was not removed"
+cat "$work/log"
+echo "restart.sh: $backend x $nproc: restarted once after SIGKILL; final weights bit-identical"
