@@ -148,7 +148,8 @@ int HeartbeatMonitor::add(int rank) {
   int fds[2];
   MT_CHECK(::pipe2(fds, O_CLOEXEC) == 0, "heartbeat: pipe: ", std::strerror(errno));
   ::fcntl(fds[0], F_SETFL, ::fcntl(fds[0], F_GETFL) | O_NONBLOCK);
-  workers_.push_back(Worker{.rank = rank, .read_fd = fds[0], .write_fd = fds[1], .last_beat = Clock::now()});
+  workers_.push_back(
+      Worker{.rank = rank, .read_fd = fds[0], .write_fd = fds[1], .last_beat = Clock::now(), .partial = {}});
   return fds[1];
 }
 

@@ -21,6 +21,7 @@
 
 #include "apps/mini_train/backend.h"
 #include "apps/mini_train/gpus.h"
+#include "apps/mini_train/outputs.h"
 #include "distributed/heartbeat.h"
 #include "distributed/socket.h"
 #include "tensor/check.h"
@@ -343,6 +344,10 @@ int launch(int argc, char** argv, const Options& o) {
   const int nproc = worker_count(o);  // --nproc, or one worker per --gpus GPU (gpus.h): on this node
   MT_CHECK(nproc >= 2 || o.nnodes > 1, "--nproc must be at least 2 to launch workers, got ", nproc);
   MT_CHECK(nproc <= 256, "--nproc must be at most 256, got ", nproc);
+  // The outputs' folders, checked here once before any worker starts (rank 0 checks again with the
+  // model's size). Otherwise rank 0's error races its peers: its unwinding closes its connections,
+  // a peer fails on them first, and the launcher stops rank 0 before its line is printed.
+  if (o.node_rank == 0) check_outputs(o, {});
   const std::vector<std::string> args = worker_args(argc, argv);
   MT_CHECK(o.max_restarts == 0 || o.nnodes == 1, "--max-restarts restarts the workers of one machine; with "
            "--nnodes ", o.nnodes, " the nodes would restart apart (not supported yet)");

@@ -186,9 +186,9 @@ outputs_checked)
   check_refused "--save adir: is a folder" --save adir
   check_refused "--checkpoint-dir /proc/ck: cannot create the folder" --checkpoint-dir /proc/ck
   check_refused "--log-json nodir/log.jsonl: the folder nodir does not exist" --log-json nodir/log.jsonl
-  # The same for the rank that saves in a data-parallel job (its line, then the launcher's).
+  # The same for a data-parallel job: the launcher refuses before any worker starts.
   "$bin" --nproc 2 --backend gloo --save nodir/m.safetensors >out.txt 2>err.txt && fail "--nproc 2: bad --save accepted"
-  grep -q "^mini_train: rank 0: error: --save nodir/m.safetensors: the folder nodir does not exist" err.txt &&
+  grep -q "^mini_train: error: --save nodir/m.safetensors: the folder nodir does not exist" err.txt &&
     ! grep -q '^Epoch' out.txt || { cat out.txt err.txt; fail "--nproc 2: bad --save"; }
   [[ ! -e nodir ]] || fail "a probe left a folder behind"
   [[ -z $(ls -A adir) ]] || fail "a probe left a file behind"
