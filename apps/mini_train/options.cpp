@@ -63,7 +63,8 @@ bool parse_options(int argc, char** argv, Options& o, int* exit_code) {
                "scale inputs to zero mean and unit variance (default on for fashion-mnist)")->group(data);
 
   auto* model = "Model";
-  app.add_option("--model", o.model, "linear, mlp or gpt")->check(CLI::IsMember({"linear", "mlp", "gpt"}))->group(model);
+  app.add_option("--model", o.model, "linear, mlp, cnn (1x28x28 images) or gpt")
+      ->check(CLI::IsMember({"linear", "mlp", "cnn", "gpt"}))->group(model);
   app.add_option("--hidden", hidden, "mlp hidden widths, comma-separated (default 512,256 for "
                  "fashion-mnist, else 64)")->group(model);
 
