@@ -39,7 +39,9 @@ void add_conv_block(nn::Sequential& net, int64_t in, int64_t out) {
 
 }  // namespace
 
-std::string cnn_signature(const Data& d) { return "cnn:" + std::to_string(d.in_features) + "-" + std::to_string(d.out_features); }
+std::string cnn_signature(const Data& d) {
+  return "cnn:" + std::to_string(d.in_features) + "-" + std::to_string(d.out_features);
+}
 
 std::shared_ptr<nn::Module> build_cnn(const Data& d) {
   MT_CHECK(d.in_features == kPixels, "--model cnn takes 1x", kCnnImageSide, "x", kCnnImageSide, " images, rows of ",
