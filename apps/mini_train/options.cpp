@@ -163,6 +163,8 @@ bool parse_options(int argc, char** argv, Options& o, int* exit_code) {
   if (o.data_dir.empty()) o.data_dir = data::kFashionMnistDir;
 
   // Presets for what the user left unsaid.
+  // --model cnn (model_cnn.h) takes Fashion-MNIST images unless given files: the preset below applies.
+  if (o.model == "cnn" && o.dataset != "files") preset(app, "--dataset", o.dataset, "fashion-mnist");
   const bool fashion = o.dataset == "fashion-mnist";
   if (fashion) {
     preset(app, "--model", o.model, "mlp");

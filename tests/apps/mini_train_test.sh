@@ -356,6 +356,7 @@ PY
   # Rows that are not 1x28x28 images: one line, before any training.
   /usr/bin/python3 -c "import numpy as np; np.save('x10.npy', np.zeros((8, 10), np.float32)); np.save('y10.npy', np.zeros(8, np.int64))"
   expect_error "--model cnn takes 1x28x28 images, rows of 784 values" --inputs x10.npy --targets y10.npy --model cnn
+  expect_error "this data has 10 values per row" --model cnn --dataset synthetic
   expect_error "has 10 values per row, but the model 'cnn:784-10' takes 784" eval --init full.safetensors --inputs x10.npy \
     --targets y10.npy
   ;;
@@ -369,14 +370,19 @@ cnn_nproc2)
   grep -q "cnn:784-10" out.txt && grep -q "cpu, 2 processes (gloo)" out.txt || { cat out.txt; fail "config table"; }
   "$bin" eval --init c2.safetensors --inputs xt.npy --targets yt.npy >eval.txt 2>err.txt || { cat err.txt; fail "eval"; }
   awk '/^Data accuracy/ { ok = $NF >= 0.6 } END { exit !ok }' eval.txt || { cat eval.txt; fail "CNN did not learn"; }
+  "$bin" predict --init c2.safetensors --inputs xt.npy --output p.npy >out.txt 2>err.txt || { cat err.txt; fail "predict"; }
+  grep -q "^wrote p.npy: 256 class indices (int64), shape \[256\]$" out.txt || { cat out.txt; fail "predict's line"; }
   ;;
 cnn_fashion_reload)
   # The preset on the full dataset, a few steps: the model file names fashion-mnist, so `mini_train
   # eval` needs nothing but --init and scores what training scored.
   [[ -d /usr/share/datasets/fashion-mnist ]] || { echo "SKIP: dataset-fashion-mnist not installed"; exit 77; }
-  "$bin" --dataset fashion-mnist --model cnn --max-steps 20 --eval -q --save f.safetensors >train.txt 2>err.txt ||
+  # --model cnn alone implies --dataset fashion-mnist and its preset (the config table says batch 64, adam).
+  "$bin" --model cnn --max-steps 20 --eval --save f.safetensors >train.txt 2>err.txt ||
     { cat err.txt; fail "train"; }
   "$bin" eval --init f.safetensors >eval.txt 2>err.txt || { cat err.txt; fail "eval failed"; }
+  grep -q "Fashion-MNIST" train.txt && grep -q "64 per device" train.txt && grep -q "adam lr=0.001, cosine" train.txt ||
+    { cat train.txt; fail "--model cnn did not imply the Fashion-MNIST preset"; }
   [[ $(grep '^Test accuracy' train.txt) == $(cat eval.txt) ]] || { cat train.txt eval.txt; fail "reloaded CNN scored differently"; }
   awk '/^Test accuracy/ { exit !($NF >= 0.5) }' eval.txt || { cat eval.txt; fail "CNN did not learn in 20 steps"; }
   ;;
