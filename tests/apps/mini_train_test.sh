@@ -362,10 +362,18 @@ PY
   ;;
 cnn_nproc2)
   # --model cnn data-parallel on 2 processes (Gloo) with plain BatchNorm: each rank's running
-  # statistics are its own; rank 0 saves, and the model file evaluates like a one-process one.
+  # statistics are its own; rank 0 saves, resume is exact, and the model file evaluates and predicts.
   write_fashion_subset 512 256
-  "$bin" --nproc 2 --backend gloo --inputs x.npy --targets y.npy --model cnn --standardize --optimizer adam \
-    --batch-size 32 --epochs 2 --save "$work/c2.safetensors" >out.txt 2>err.txt || { cat out.txt err.txt; fail "--nproc 2"; }
+  flags=(--nproc 2 --backend gloo --inputs x.npy --targets y.npy --model cnn --standardize --optimizer adam
+         --batch-size 32 --epochs 2)
+  "$bin" "${flags[@]}" --checkpoint-dir a --save "$work/c2.safetensors" >out.txt 2>err.txt ||
+    { cat out.txt err.txt; fail "--nproc 2"; }
+  # Resumed from rank 0's checkpoint, every rank starts from rank 0's running statistics; in training
+  # BatchNorm normalises with batch statistics, so the weights (and rank 0's statistics) are exact.
+  "$bin" "${flags[@]}" -q --checkpoint-dir b --stop-after 1 >/dev/null 2>err.txt || { cat err.txt; fail "first half"; }
+  "$bin" "${flags[@]}" -q --checkpoint-dir b --resume auto --save "$work/r2.safetensors" >/dev/null 2>err.txt ||
+    { cat err.txt; fail "resume"; }
+  cmp c2.safetensors r2.safetensors || fail "resumed --nproc 2 CNN differs from the uninterrupted run"
   [[ $(grep -c '^Epoch \[[1-2]/2\], Loss: ' out.txt) -eq 2 ]] || { cat out.txt; fail "expected 2 epoch lines"; }
   grep -q "cnn:784-10" out.txt && grep -q "cpu, 2 processes (gloo)" out.txt || { cat out.txt; fail "config table"; }
   "$bin" eval --init c2.safetensors --inputs xt.npy --targets yt.npy >eval.txt 2>err.txt || { cat err.txt; fail "eval"; }
