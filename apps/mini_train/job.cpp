@@ -4,6 +4,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "apps/mini_train/model_cnn.h"
 #include "apps/mini_train/model_file.h"
 #include "apps/mini_train/model_gpt.h"
 #include "autograd/ops.h"
@@ -134,6 +135,7 @@ Data load_data(const Options& o) {
 
 std::string model_signature(const Options& o, const Data& d) {
   if (o.model == "gpt") return gpt_signature(o);
+  if (o.model == "cnn") return cnn_signature(d);
   std::ostringstream os;
   os << o.model << ':' << d.in_features;
   if (o.model == "mlp")
@@ -145,6 +147,7 @@ std::string model_signature(const Options& o, const Data& d) {
 std::shared_ptr<nn::Module> build_model(const Options& o, const Data& d) {
   manual_seed(o.seed);  // initial weights depend on --seed only
   if (o.model == "gpt") return build_gpt(o);
+  if (o.model == "cnn") return build_cnn(d);  // model_cnn.h
   auto net = std::make_shared<nn::Sequential>();
   int64_t width = d.in_features;
   if (o.model == "mlp") {

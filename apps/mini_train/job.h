@@ -32,7 +32,7 @@ struct Data {
 // naming the path.
 Data load_data(const Options& opts);
 
-// "linear:10-1", "mlp:784-512-256-10" or gpt_signature(): what a checkpoint must match to be resumed.
+// "linear:10-1", "mlp:784-512-256-10", "cnn:784-10" or gpt_signature(): what a checkpoint must match to be resumed.
 std::string model_signature(const Options& opts, const Data& data);
 std::shared_ptr<nn::Module> build_model(const Options& opts, const Data& data);
 std::shared_ptr<nn::Loss> build_loss(const Data& data);

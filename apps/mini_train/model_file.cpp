@@ -116,7 +116,7 @@ ModelInfo read_model_info(const Metadata& m, const std::string& path) {
   std::vector<int64_t> widths;
   std::stringstream ss(colon == std::string::npos ? "" : info.signature.substr(colon + 1));
   for (std::string part; std::getline(ss, part, '-');) widths.push_back(std::atoll(part.c_str()));
-  MT_CHECK((info.model == "linear" || info.model == "mlp") && widths.size() >= 2, path, ": metadata 'model' is '",
+  MT_CHECK((info.model == "linear" || info.model == "mlp" || info.model == "cnn") && widths.size() >= 2, path, ": metadata 'model' is '",
            info.signature, "', not a model mini_train builds");
   info.in_features = widths.front(), info.out_features = widths.back();
   info.hidden.assign(widths.begin() + 1, widths.end() - 1);

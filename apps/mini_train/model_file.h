@@ -3,7 +3,7 @@
 // The final --save file carries, in its safetensors `__metadata__` (string to string), everything
 // needed to use the model elsewhere without the command line that trained it:
 //   "format"      "minitrain-model-1"
-//   "model"       the model signature, "linear:10-1" or "mlp:784-512-256-10" (its shape)
+//   "model"       the model signature, "linear:10-1", "mlp:784-512-256-10" or "cnn:784-10" (its shape)
 //   "task"        "classification" or "regression"; "classes" or "outputs": the output width
 //   "inputs"      the input width
 //   "standardize_mean", "standardize_std"   present when inputs were standardised: apply

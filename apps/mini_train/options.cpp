@@ -63,7 +63,8 @@ bool parse_options(int argc, char** argv, Options& o, int* exit_code) {
                "scale inputs to zero mean and unit variance (default on for fashion-mnist)")->group(data);
 
   auto* model = "Model";
-  app.add_option("--model", o.model, "linear, mlp or gpt")->check(CLI::IsMember({"linear", "mlp", "gpt"}))->group(model);
+  app.add_option("--model", o.model, "linear, mlp, cnn (1x28x28 images) or gpt")
+      ->check(CLI::IsMember({"linear", "mlp", "cnn", "gpt"}))->group(model);
   app.add_option("--hidden", hidden, "mlp hidden widths, comma-separated (default 512,256 for "
                  "fashion-mnist, else 64)")->group(model);
 
@@ -162,6 +163,8 @@ bool parse_options(int argc, char** argv, Options& o, int* exit_code) {
   if (o.data_dir.empty()) o.data_dir = data::kFashionMnistDir;
 
   // Presets for what the user left unsaid.
+  // --model cnn (model_cnn.h) takes Fashion-MNIST images unless given files: the preset below applies.
+  if (o.model == "cnn" && o.dataset != "files") preset(app, "--dataset", o.dataset, "fashion-mnist");
   const bool fashion = o.dataset == "fashion-mnist";
   if (fashion) {
     preset(app, "--model", o.model, "mlp");

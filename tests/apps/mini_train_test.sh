@@ -25,6 +25,27 @@ expect_error() {
   [[ ! -e final_model.safetensors ]] || fail "mini_train $*: left a model file behind after an error"
 }
 
+# --model cnn's cases: the first $1 training and $2 test images of Fashion-MNIST as x.npy/y.npy and
+# xt.npy/yt.npy ((n, 28, 28) float32 pixels 0..255, int64 labels), so that a run takes seconds.
+# Skips (77) without the dataset or numpy.
+write_fashion_subset() {
+  local dir=/usr/share/datasets/fashion-mnist py=/usr/bin/python3
+  [[ -d $dir ]] || { echo "SKIP: dataset-fashion-mnist not installed"; exit 77; }
+  [[ -x $py ]] || py=python3
+  "$py" -c "import numpy" 2>/dev/null || { echo "SKIP: numpy not installed"; exit 77; }
+  "$py" - "$dir" "$1" "$2" <<'PY' || fail "could not write the Fashion-MNIST subset"
+import gzip, sys
+import numpy as np
+d, n_train, n_test = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+def idx(name, n, header, shape):  # IDX files: a big-endian header, then one byte per value
+    raw = gzip.open(f"{d}/{name}", "rb").read()
+    return np.frombuffer(raw, np.uint8, offset=header)[: n * int(np.prod(shape))].reshape((n,) + shape)
+for split, n, x, y in (("train", n_train, "x", "y"), ("t10k", n_test, "xt", "yt")):
+    np.save(f"{x}.npy", idx(f"{split}-images-idx3-ubyte.gz", n, 16, (28, 28)).astype(np.float32))
+    np.save(f"{y}.npy", idx(f"{split}-labels-idx1-ubyte.gz", n, 8, ()).astype(np.int64))
+PY
+}
+
 case "$case_name" in
 seed_job)
   "$bin" >out.txt 2>err.txt || { cat err.txt; fail "seed job failed"; }
@@ -295,6 +316,83 @@ assert p.dtype == np.int64 and p.shape == (300,) and (p == y).mean() > 0.95, (p.
   expect_error "not a model file saved by mini_train" eval --init ck/checkpoint-epoch-000001.safetensors
   printf 'garbage' >bad.safetensors
   expect_error "bad.safetensors" eval --init bad.safetensors
+  ;;
+cnn_resume)
+  # --model cnn on 512 images: 2 epochs uninterrupted vs stopping after 1 and resuming give the same
+  # bytes, which needs the BatchNorm running statistics (buffers) in the checkpoint; they are in the
+  # final model too, and `mini_train eval` rebuilds the CNN from its metadata.
+  write_fashion_subset 512 256
+  flags=(--inputs x.npy --targets y.npy --model cnn --standardize --optimizer adam --schedule cosine --batch-size 64 --epochs 2 -q)
+  "$bin" "${flags[@]}" --checkpoint-dir a --save full.safetensors >/dev/null 2>err.txt || { cat err.txt; fail "full run"; }
+  "$bin" "${flags[@]}" --checkpoint-dir b --stop-after 1 >/dev/null 2>err.txt || { cat err.txt; fail "first half"; }
+  "$bin" "${flags[@]}" --checkpoint-dir b --resume auto --save resumed.safetensors >/dev/null 2>err.txt ||
+    { cat err.txt; fail "resume"; }
+  cmp full.safetensors resumed.safetensors || fail "resumed CNN differs from the uninterrupted run"
+  cmp a/checkpoint-epoch-000002.safetensors b/checkpoint-epoch-000002.safetensors || fail "checkpoints differ"
+  /usr/bin/python3 - a/checkpoint-epoch-000001.safetensors full.safetensors <<'PY' || fail "buffers missing or untouched"
+import json, struct, sys
+import numpy as np
+def read(path):
+    raw = open(path, "rb").read()
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8:8 + n])
+    meta = header.pop("__metadata__")
+    def get(name):
+        h = header[name]
+        a, b = h["data_offsets"]
+        return np.frombuffer(raw[8 + n + a:8 + n + b], {"F32": np.float32, "I64": np.int64}[h["dtype"]]).reshape(h["shape"])
+    return meta, header, get
+meta, header, get = read(sys.argv[2])
+assert meta["model"] == "cnn:784-10", meta
+for bn, c in (("2", 32), ("6", 64)):  # Sequential indices of the two BatchNorm2d layers
+    assert get(bn + ".running_mean").shape == (c,) and get(bn + ".running_var").shape == (c,)
+    assert get(bn + ".num_batches_tracked") == 16, get(bn + ".num_batches_tracked")  # 2 epochs x 8 steps
+    assert np.abs(get(bn + ".running_var") - 1).max() > 1e-3  # updated from the ones it starts at
+_, header, get = read(sys.argv[1])
+assert get("model/2.num_batches_tracked") == 8, header.keys()
+PY
+  "$bin" eval --init full.safetensors --inputs xt.npy --targets yt.npy >eval.txt 2>err.txt || { cat err.txt; fail "eval"; }
+  awk '/^Data accuracy/ { ok = $NF >= 0.6 } END { exit !ok }' eval.txt || { cat eval.txt; fail "CNN did not learn (test subset)"; }
+  # Rows that are not 1x28x28 images: one line, before any training.
+  /usr/bin/python3 -c "import numpy as np; np.save('x10.npy', np.zeros((8, 10), np.float32)); np.save('y10.npy', np.zeros(8, np.int64))"
+  expect_error "--model cnn takes 1x28x28 images, rows of 784 values" --inputs x10.npy --targets y10.npy --model cnn
+  expect_error "this data has 10 values per row" --model cnn --dataset synthetic
+  expect_error "has 10 values per row, but the model 'cnn:784-10' takes 784" eval --init full.safetensors --inputs x10.npy \
+    --targets y10.npy
+  ;;
+cnn_nproc2)
+  # --model cnn data-parallel on 2 processes (Gloo) with plain BatchNorm: each rank's running
+  # statistics are its own; rank 0 saves, resume is exact, and the model file evaluates and predicts.
+  write_fashion_subset 512 256
+  flags=(--nproc 2 --backend gloo --inputs x.npy --targets y.npy --model cnn --standardize --optimizer adam
+         --batch-size 32 --epochs 2)
+  "$bin" "${flags[@]}" --checkpoint-dir a --save "$work/c2.safetensors" >out.txt 2>err.txt ||
+    { cat out.txt err.txt; fail "--nproc 2"; }
+  # Resumed from rank 0's checkpoint, every rank starts from rank 0's running statistics; in training
+  # BatchNorm normalises with batch statistics, so the weights (and rank 0's statistics) are exact.
+  "$bin" "${flags[@]}" -q --checkpoint-dir b --stop-after 1 >/dev/null 2>err.txt || { cat err.txt; fail "first half"; }
+  "$bin" "${flags[@]}" -q --checkpoint-dir b --resume auto --save "$work/r2.safetensors" >/dev/null 2>err.txt ||
+    { cat err.txt; fail "resume"; }
+  cmp c2.safetensors r2.safetensors || fail "resumed --nproc 2 CNN differs from the uninterrupted run"
+  [[ $(grep -c '^Epoch \[[1-2]/2\], Loss: ' out.txt) -eq 2 ]] || { cat out.txt; fail "expected 2 epoch lines"; }
+  grep -q "cnn:784-10" out.txt && grep -q "cpu, 2 processes (gloo)" out.txt || { cat out.txt; fail "config table"; }
+  "$bin" eval --init c2.safetensors --inputs xt.npy --targets yt.npy >eval.txt 2>err.txt || { cat err.txt; fail "eval"; }
+  awk '/^Data accuracy/ { ok = $NF >= 0.6 } END { exit !ok }' eval.txt || { cat eval.txt; fail "CNN did not learn"; }
+  "$bin" predict --init c2.safetensors --inputs xt.npy --output p.npy >out.txt 2>err.txt || { cat err.txt; fail "predict"; }
+  grep -q "^wrote p.npy: 256 class indices (int64), shape \[256\]$" out.txt || { cat out.txt; fail "predict's line"; }
+  ;;
+cnn_fashion_reload)
+  # The preset on the full dataset, a few steps: the model file names fashion-mnist, so `mini_train
+  # eval` needs nothing but --init and scores what training scored.
+  [[ -d /usr/share/datasets/fashion-mnist ]] || { echo "SKIP: dataset-fashion-mnist not installed"; exit 77; }
+  # --model cnn alone implies --dataset fashion-mnist and its preset (the config table says batch 64, adam).
+  "$bin" --model cnn --max-steps 20 --eval --save f.safetensors >train.txt 2>err.txt ||
+    { cat err.txt; fail "train"; }
+  "$bin" eval --init f.safetensors >eval.txt 2>err.txt || { cat err.txt; fail "eval failed"; }
+  grep -q "Fashion-MNIST" train.txt && grep -q "64 per device" train.txt && grep -q "adam lr=0.001, cosine" train.txt ||
+    { cat train.txt; fail "--model cnn did not imply the Fashion-MNIST preset"; }
+  [[ $(grep '^Test accuracy' train.txt) == $(cat eval.txt) ]] || { cat train.txt eval.txt; fail "reloaded CNN scored differently"; }
+  awk '/^Test accuracy/ { exit !($NF >= 0.5) }' eval.txt || { cat eval.txt; fail "CNN did not learn in 20 steps"; }
   ;;
 fashion_mnist_reload)
   [[ -d /usr/share/datasets/fashion-mnist ]] || { echo "SKIP: dataset-fashion-mnist not installed"; exit 77; }
