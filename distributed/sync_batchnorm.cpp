@@ -1,10 +1,8 @@
-// SyncBatchNorm (see sync_batchnorm.h): batch statistics summed over the ranks with a differentiable
-// all-reduce, so that the backward's matching all-reduces come from the chain rule.
+// SyncBatchNorm (see sync_batchnorm.h): the differentiable all-reduce that BatchNorm's synchronised
+// forward (Note [Sync batch norm] in nn/batchnorm.cpp) sums its statistics with, and the helpers that
+// give a BatchNorm one.
 #include "distributed/sync_batchnorm.h"
 
-#include <sstream>
-
-#include "autograd/ops.h"
 #include "autograd/record.h"
 
 namespace mt::dist {
@@ -27,6 +25,11 @@ struct AllreduceSumBackward final : Node {
   std::string name() const override { return "AllreduceSumBackward"; }
 };
 
+// A BatchNorm's reducer, kept by each synchronised BatchNorm.
+void synchronise(nn::BatchNorm& bn, const std::shared_ptr<ProcessGroup>& process_group) {
+  bn.stats_reducer = std::make_shared<ProcessGroupStatsReducer>(process_group);
+}
+
 }  // namespace
 
 Tensor allreduce_sum(const Tensor& x, std::shared_ptr<ProcessGroup> process_group) {
@@ -40,10 +43,21 @@ Tensor allreduce_sum(const Tensor& x, std::shared_ptr<ProcessGroup> process_grou
   return y;
 }
 
+ProcessGroupStatsReducer::ProcessGroupStatsReducer(std::shared_ptr<ProcessGroup> process_group)
+    : process_group_(std::move(process_group)) {
+  MT_CHECK(process_group_ != nullptr, "SyncBatchNorm: the process group is null");
+}
+
+Tensor ProcessGroupStatsReducer::sum(const Tensor& t) {
+  MT_CHECK(t.device() == process_group_->device(), "SyncBatchNorm: the input is on ", t.device(),
+           " but the process group communicates on ", process_group_->device(), "; move the model there");
+  return allreduce_sum(t, process_group_);
+}
+
 SyncBatchNorm::SyncBatchNorm(int64_t num_features, std::shared_ptr<ProcessGroup> process_group,
                              nn::BatchNormOptions options)
-    : BatchNorm(num_features, options), process_group(std::move(process_group)) {
-  MT_CHECK(this->process_group != nullptr, "SyncBatchNorm: the process group is null");
+    : BatchNorm(num_features, options) {
+  synchronise(*this, process_group);
 }
 
 void SyncBatchNorm::check_input(const Tensor& x) const {
@@ -51,44 +65,15 @@ void SyncBatchNorm::check_input(const Tensor& x) const {
            num_features, ", ...), got ", x.sizes());
 }
 
-// Note [Sync batch norm]: per channel c, over the N·(spatial) values of every rank,
-//   forward   s = Σ_ranks Σ x,  q = Σ_ranks Σ x²,  n = Σ_ranks count      (three all-reduces)
-//             mean = s/n,  var = q/n − mean²  (biased),  y = (x − mean)/√(var + eps)·weight + bias
-//   backward  the chain rule through those sums: ∂L/∂(local Σ x) and ∂L/∂(local Σ x²) are the SUMS
-//             over the ranks of ∂L/∂s and ∂L/∂q (AllreduceSumBackward: two all-reduces), i.e.
-//             PyTorch's all-reduce of Σ dy and Σ dy·(x − mean), written in the other basis.
-// So the gradient each rank gets for its x is that of Σ_ranks L_rank (PyTorch's convention; DDP then
-// averages the parameter gradients over the ranks). The running statistics take mean and var·n/(n−1)
-// of the whole batch, identical on every rank. Every rank must run the same forwards and backwards:
-// the collectives pair up by issue order (Note [Collective order] in work.h); the backward ones run
-// inside the engine at the same point of the same graph on every rank, between DDP's bucket
-// all-reduces. Σx²/n − mean² loses precision when |mean| ≫ std (in float32); PyTorch gathers
-// per-rank Welford statistics instead.
-Tensor SyncBatchNorm::forward(const Tensor& x) {
-  check_input(x);
-  const bool batch_stats = is_training() || !options.track_running_stats;
-  if (!batch_stats || process_group->size() == 1) return BatchNorm::forward(x);
-  std::vector<int64_t> dims{0};
-  Shape channel_shape{1, num_features};
-  for (int d = 2; d < x.dim(); ++d) dims.push_back(d), channel_shape.push_back(1);
-  const Tensor count = full({1}, static_cast<double>(x.numel() / num_features), {.dtype = kFloat64});
-  const double n = allreduce_sum(count.to(process_group->device()), process_group).to(kCPU).item();
-  MT_CHECK(n > 1, name(), "(", extra_repr(), "): expected more than 1 value per channel over all ranks when "
-           "training, got ", n, " (this rank's input: ", x.sizes(), ")");
-  const Tensor mean = allreduce_sum(sum(x, dims), process_group) / n;      // (C)
-  const Tensor mean_sq = allreduce_sum(sum(x * x, dims), process_group) / n;  // (C)
-  const Tensor var = mean_sq - mean * mean;                                  // (C), biased
-  Tensor y = (x - mean.view(channel_shape)) * pow(var + options.eps, -0.5).view(channel_shape);
-  if (options.affine) y = y * weight.view(channel_shape) + bias.view(channel_shape);
-  if (is_training() && options.track_running_stats) {
-    NoGradGuard no_grad;
-    num_batches_tracked.add_(1.0);
-    const double f = options.momentum ? *options.momentum : 1.0 / num_batches_tracked.item();
-    Tensor rm = running_mean, rv = running_var;  // handles sharing the buffers' storage
-    rm.mul_(1.0 - f).add_(mean.detach(), f);
-    rv.mul_(1.0 - f).add_(var.detach() * (n / (n - 1)), f);
+int convert_sync_batchnorm(nn::Module& module, std::shared_ptr<ProcessGroup> process_group) {
+  MT_CHECK(process_group != nullptr, "convert_sync_batchnorm: the process group is null");
+  int converted = 0;
+  if (auto* bn = dynamic_cast<nn::BatchNorm*>(&module)) {
+    synchronise(*bn, process_group);
+    ++converted;
   }
-  return y;
+  for (const auto& [name, child] : module.named_children()) converted += convert_sync_batchnorm(*child, process_group);
+  return converted;
 }
 
 }  // namespace mt::dist

@@ -1,17 +1,20 @@
-// SyncBatchNorm (distributed/sync_batchnorm.h, Note [Sync batch norm]): N real ranks (Gloo over
-// loopback, or MPI under mpirun: Note [Tests under mpirun] in multiprocess.h), each with batch b,
-// give the same outputs, input gradients, parameter gradients (summed over the ranks) and running
-// statistics as one BatchNorm in one process on the combined batch N·b, in float64.
+// SyncBatchNorm and convert_sync_batchnorm (distributed/sync_batchnorm.h, Note [Sync batch norm] in
+// nn/batchnorm.cpp): N real ranks (Gloo over loopback, or MPI under mpirun: Note [Tests under
+// mpirun] in multiprocess.h), each with batch b, give the same outputs, input gradients, parameter
+// gradients (summed over the ranks) and running statistics as one BatchNorm in one process on the
+// combined batch N·b, in float64; and DDP training a converted model matches one process.
 #include <doctest/doctest.h>
 
 #include <cmath>
 #include <string>
 
 #include "autograd/ops.h"
+#include "distributed/ddp.h"
 #include "distributed/socket.h"
 #include "distributed/sync_batchnorm.h"
 #include "multiprocess.h"
 #include "nn/nn.h"
+#include "optim/sgd.h"
 #include "tensor/generator.h"
 
 using namespace mt;
@@ -53,8 +56,9 @@ void check_close(const Tensor& got, const Tensor& want, double tol, const std::s
 
 TEST_CASE("DDP: SyncBatchNorm over N ranks with batch b equals BatchNorm on batch N·b in one process" *
           doctest::skip(kNoBackend)) {
-  for (const int world : {2, 3}) {
+  for (const auto& [world, converted] : {std::pair{2, false}, std::pair{3, false}, std::pair{2, true}}) {
     CAPTURE(world);
+    CAPTURE(converted);
     const Data d = make_data(world);
     // The reference: one process, the whole batch, two training forwards (running statistics move
     // twice), backward of the second, then an eval forward.
@@ -69,7 +73,16 @@ TEST_CASE("DDP: SyncBatchNorm over N ranks with batch b equals BatchNorm on batc
 
     const int port = find_free_port();
     test::run_ranks(world, [&](int rank) {
-      SyncBatchNorm bn(kC, test::join_group(rank, world, port));
+      auto pg = test::join_group(rank, world, port);
+      std::shared_ptr<nn::BatchNorm> made;
+      if (converted) {  // a BatchNorm1d inside a model, switched by convert_sync_batchnorm
+        auto model = std::make_shared<nn::Sequential>(std::make_shared<nn::BatchNorm1d>(kC));
+        MT_CHECK(convert_sync_batchnorm(*model, pg) == 1, "one BatchNorm converted");
+        made = std::dynamic_pointer_cast<nn::BatchNorm>(model->children()[0]);
+      } else {
+        made = std::make_shared<SyncBatchNorm>(kC, pg);
+      }
+      nn::BatchNorm& bn = *made;
       set_affine(bn, d);
       const Tensor mine = d.x.narrow(0, rank * kB, kB).clone();
       const Tensor x = mine.clone().requires_grad_();
@@ -81,7 +94,7 @@ TEST_CASE("DDP: SyncBatchNorm over N ranks with batch b equals BatchNorm on batc
       check_close(x.grad(), xr.grad().narrow(0, rank * kB, kB), 1e-10, r + "input gradient");
       for (const auto& [name, p] : bn.named_parameters()) {
         Tensor total = p.grad().clone();  // this rank's share of Σ_ranks loss
-        bn.process_group->allreduce(total, ReduceOp::Sum)->wait();
+        pg->allreduce(total, ReduceOp::Sum)->wait();
         const Tensor want = name == "weight" ? ref.weight.grad() : ref.bias.grad();
         check_close(total, want, 1e-10, r + name + " gradient summed over the ranks");
       }
@@ -109,5 +122,45 @@ TEST_CASE("DDP: SyncBatchNorm rejects a wrong channel count, naming the layer an
       return;
     }
     MT_FAIL("a (4, 4, 5) input to SyncBatchNorm(3) was accepted");
+  });
+}
+
+TEST_CASE("DDP: a model converted with convert_sync_batchnorm trains under DDP like one process on the whole batch" *
+          doctest::skip(kNoBackend)) {
+  // Linear(3 → 3) → BatchNorm1d(3) → Linear(3 → 2), float64; rank r trains on rows [r·b, (r+1)·b).
+  // The per-rank losses are means over b rows and DDP averages, so the reference trains on the mean
+  // over all 2·b rows. The sync all-reduces run inside backward, between DDP's bucket all-reduces.
+  const auto make_model = [] {
+    manual_seed(3);
+    auto model = std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(kC, kC), std::make_shared<nn::BatchNorm1d>(kC),
+                                                  std::make_shared<nn::Linear>(kC, 2));
+    model->to(kFloat64);
+    return model;
+  };
+  Generator gen(11);
+  const Tensor x = randn({2 * kB, kC}, gen, {.dtype = kFloat64}), y = randn({2 * kB, 2}, gen, {.dtype = kFloat64});
+  auto ref = make_model();
+  optim::SGD ref_opt(ref->parameters(), {.lr = 0.1});
+  for (int step = 0; step < 3; ++step) {
+    ref_opt.zero_grad();
+    nn::F::mse_loss(ref->forward(x), y).backward();
+    ref_opt.step();
+  }
+  const int port = find_free_port();
+  test::run_ranks(2, [&](int rank) {
+    auto pg = test::join_group(rank, 2, port);
+    auto model = make_model();
+    MT_CHECK(convert_sync_batchnorm(*model, pg) == 1, "one BatchNorm converted");
+    DistributedDataParallel ddp(model, pg, {.bucket_cap_mb = 1e-4, .first_bucket_cap_mb = 1e-4});  // several buckets
+    optim::SGD opt(ddp.parameters(), {.lr = 0.1});
+    for (int step = 0; step < 3; ++step) {
+      ddp.zero_grad();
+      nn::F::mse_loss(ddp.forward(x.narrow(0, rank * kB, kB)), y.narrow(0, rank * kB, kB)).backward();
+      opt.step();
+    }
+    const NamedTensors got = model->state_dict(), want = ref->state_dict();
+    for (size_t i = 0; i < want.size(); ++i)
+      check_close(got[i].second.to(kFloat64), want[i].second.to(kFloat64), 1e-10,
+                  "rank " + std::to_string(rank) + ": " + want[i].first);
   });
 }
