@@ -28,3 +28,4 @@
 #include "distributed/ddp.h"
 #include "distributed/join.h"
 #include "distributed/replica_guard.h"
+#include "distributed/sync_batchnorm.h"

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "autograd/engine.h"
+#include "distributed/buffer_sync.h"
 #include "distributed/desync_guard.h"
 #include "distributed/heartbeat.h"
 #include "distributed/replica_guard.h"
@@ -367,7 +368,8 @@ class Reducer {
 // ---- construct ----------------------------------------------------------------------------------
 DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> module,
                                                  std::shared_ptr<ProcessGroup> process_group, DDPOptions options)
-    : module_(std::move(module)), process_group_(std::move(process_group)) {
+    : module_(std::move(module)), process_group_(std::move(process_group)),
+      broadcast_buffers_(options.broadcast_buffers) {
   MT_CHECK(module_ != nullptr && process_group_ != nullptr, "DDP: module and process group must be given");
   register_module("module", module_);
   ProcessGroup& pg = *process_group_;
@@ -416,7 +418,13 @@ DistributedDataParallel::~DistributedDataParallel() = default;
 
 Tensor DistributedDataParallel::forward(const Tensor& input) {
   set_phase(Phase::Forward);  // Note [Heartbeat]
+  sync_buffers();
   return module_->forward(input);
+}
+
+// Note [Buffer broadcast] (buffer_sync.cpp): rank 0's buffers, before each training forward.
+void DistributedDataParallel::sync_buffers() {
+  if (broadcast_buffers_ && module_->is_training()) broadcast_buffers(*process_group_, module_->named_buffers());
 }
 
 void DistributedDataParallel::zero_grad() { reducer_->zero_grad(); }
@@ -434,7 +442,10 @@ DistributedDataParallel::NoSync::~NoSync() { reducer_->no_sync_ = previous_; }
 
 DistributedDataParallel::NoSync DistributedDataParallel::no_sync() { return NoSync(reducer_); }
 
-void DistributedDataParallel::shadow_backward() { reducer_->shadow_backward(); }
+void DistributedDataParallel::shadow_backward() {
+  sync_buffers();  // the active ranks' forward broadcasts them first (Note [Buffer broadcast])
+  reducer_->shadow_backward();
+}
 
 void DistributedDataParallel::check_replicas(const std::string& when) {
   dist::check_replicas(*process_group_, module_->named_parameters(), when);

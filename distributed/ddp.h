@@ -6,6 +6,7 @@
 //
 //   construct  check that all ranks have the same parameters, broadcast rank 0's values,
 //              pack the gradients into buckets (Note [Buckets])
+//   forward    in training mode, broadcast rank 0's buffers first (Note [Buffer broadcast])
 //   hook       each parameter's post-accumulate-grad hook marks it ready (Note [Ready hooks])
 //   launch     a bucket whose parameters are all ready is all-reduced asynchronously, strictly in
 //              bucket order (Note [Bucket launch order]), pre-divided by the world size (Note [Averaging]),
@@ -42,7 +43,8 @@ struct DDPOptions {
   double bucket_cap_mb = 25;         // a bucket holds at most this many MiB of gradients...
   double first_bucket_cap_mb = 1;    // ...except the first (the last layer's): small, so it launches early
   bool find_unused_parameters = false;  // a parameter without gradient counts as zero instead of an error
-  bool broadcast_buffers = true;     // also copy rank 0's buffers at construction
+  bool broadcast_buffers = true;     // rank 0's buffers to every rank at construction and before each
+                                     // forward in training mode (Note [Buffer broadcast], buffer_sync.cpp)
 };
 
 // What the reducer did, for logs and benchmarks. Times are summed over backwards.
@@ -74,7 +76,8 @@ class DistributedDataParallel : public nn::Module {
                           DDPOptions options = {});
   ~DistributedDataParallel() override;
 
-  // The wrapped module's forward: DDP does nothing before backward.
+  // The wrapped module's forward. In training mode with broadcast_buffers, rank 0's buffers are
+  // first copied to every rank (Note [Buffer broadcast]); otherwise DDP does nothing before backward.
   Tensor forward(const Tensor& input) override;
 
   // Fills every bucket with zeros. The .grad tensors stay views into the buckets. Prefer it (or
@@ -119,6 +122,9 @@ class DistributedDataParallel : public nn::Module {
   std::shared_ptr<nn::Module> module_;
   std::shared_ptr<ProcessGroup> process_group_;
   std::shared_ptr<detail::Reducer> reducer_;
+  bool broadcast_buffers_;
+
+  void sync_buffers();  // Note [Buffer broadcast]
 };
 
 }  // namespace mt::dist

@@ -11,7 +11,9 @@
 // allgather of one int64 per parameter. mini_train runs it at every epoch end, and every K steps with
 // --check-replicas K.
 //
-// Not here: buffers, optimizer state, repairing a divergence (re-broadcasting rank 0's values would
+// Not here: buffers (between two forwards each rank's BatchNorm statistics hold its own batch's
+// update, by design; DDP makes every forward start from rank 0's: Note [Buffer broadcast] in
+// buffer_sync.cpp), optimizer state, repairing a divergence (re-broadcasting rank 0's values would
 // hide the bug the check exists to show).
 #pragma once
 

@@ -1,6 +1,6 @@
 // Batch normalisation: the functional form (F::batch_norm; training is mt::batch_norm_train's one
-// node, eval is composed from differentiable ops) and the BatchNorm1d/2d modules that own the
-// parameters, buffers and modes.
+// node, eval is composed from differentiable ops), the BatchNorm1d/2d modules that own the
+// parameters, buffers and modes, and the synchronised training forward (Note [Sync batch norm]).
 #include "nn/batchnorm.h"
 
 #include <sstream>
@@ -80,6 +80,7 @@ Tensor BatchNorm::forward(const Tensor& x) {
   check_input(x);
   // PyTorch's rule: batch statistics while training, or always when nothing is tracked.
   const bool batch_stats = is_training() || !options.track_running_stats;
+  if (batch_stats && stats_reducer && stats_reducer->world_size() > 1) return forward_synced(x);  // counts all ranks
   MT_CHECK(!batch_stats || x.numel() / num_features > 1, name(), "(", extra_repr(), "): expected more than 1 "
            "value per channel when training, got input of shape ", x.sizes());
   double factor = 0.0;
@@ -90,6 +91,43 @@ Tensor BatchNorm::forward(const Tensor& x) {
   }
   return functional::batch_norm(x, running_mean, running_var, weight, bias,
                        {.training = batch_stats, .momentum = factor, .eps = options.eps});
+}
+
+// Note [Sync batch norm]: per channel c, over the values of every rank's batch,
+//   forward   s = Σ_ranks Σ x,  q = Σ_ranks Σ x²,  n = Σ_ranks count      (three all-reduces)
+//             mean = s/n,  var = q/n − mean²  (biased),  y = (x − mean)/√(var + eps)·weight + bias
+//   backward  the chain rule through those sums: ∂L/∂(local Σ x) and ∂L/∂(local Σ x²) are the SUMS
+//             over the ranks of ∂L/∂s and ∂L/∂q (the reducer's differentiable sum: two all-reduces),
+//             i.e. PyTorch's all-reduce of Σ dy and Σ dy·(x − mean), written in the other basis.
+// So the gradient each rank gets for its x is that of Σ_ranks L_rank (PyTorch's convention; DDP then
+// averages the parameter gradients over the ranks). The running statistics take the whole batch's
+// mean and var·n/(n−1), the same on every rank. Every rank must run the same forwards and backwards:
+// collectives pair up by issue order (Note [Collective order] in distributed/work.h), and the
+// backward ones run inside the engine at the same point of the same graph on every rank, between
+// DDP's bucket all-reduces. Σx²/n − mean² loses precision when |mean| ≫ std in float32; PyTorch
+// merges per-rank Welford statistics instead.
+Tensor BatchNorm::forward_synced(const Tensor& x) {
+  std::vector<int64_t> dims{0};
+  Shape channel_shape{1, num_features};  // (1, C, 1, ...)
+  for (int d = 2; d < x.dim(); ++d) dims.push_back(d), channel_shape.push_back(1);
+  const Tensor count = full({1}, static_cast<double>(x.numel() / num_features), {.dtype = kFloat64, .device = x.device()});
+  const double n = stats_reducer->sum(count).item();
+  MT_CHECK(n > 1, name(), "(", extra_repr(), "): expected more than 1 value per channel over all ranks when "
+           "training, got ", n, " (this rank's input: ", x.sizes(), ")");
+  const Tensor mean = stats_reducer->sum(sum(x, dims)) / n;         // (C)
+  const Tensor mean_sq = stats_reducer->sum(sum(x * x, dims)) / n;  // (C)
+  const Tensor var = mean_sq - mean * mean;                         // (C), biased
+  Tensor y = (x - mean.view(channel_shape)) * pow(var + options.eps, -0.5).view(channel_shape);
+  if (options.affine) y = y * weight.view(channel_shape) + bias.view(channel_shape);
+  if (is_training() && options.track_running_stats) {
+    NoGradGuard no_grad;
+    num_batches_tracked.add_(1.0);
+    const double f = options.momentum ? *options.momentum : 1.0 / num_batches_tracked.item();
+    Tensor rm = running_mean, rv = running_var;  // handles sharing the buffers' storage
+    rm.mul_(1.0 - f).add_(mean.detach(), f);
+    rv.mul_(1.0 - f).add_(var.detach() * (n / (n - 1)), f);
+  }
+  return y;
 }
 
 std::string BatchNorm::extra_repr() const {

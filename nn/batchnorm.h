@@ -12,10 +12,12 @@
 //
 // Shapes: BatchNorm1d takes (N, C) or (N, C, L); BatchNorm2d takes (N, C, H, W). Training needs more
 // than one value per channel (N·L or N·H·W > 1), or the variance is undefined: that is an error.
-// What it does not do: SyncBatchNorm (statistics across ranks; distributed/), BatchNorm3d, and
-// running statistics in a dtype other than the module's.
+// With a stats_reducer set (distributed/sync_batchnorm.h: SyncBatchNorm, convert_sync_batchnorm),
+// the batch statistics in training are those of every rank's batch together (Note [Sync batch norm]).
+// What it does not do: BatchNorm3d, and running statistics in a dtype other than the module's.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -30,6 +32,16 @@ struct BatchNormOptions {
   bool track_running_stats = true;
 };
 
+// Sums per-channel statistics over the ranks of a data-parallel job, for a synchronised BatchNorm.
+// nn/ knows only this interface; distributed/sync_batchnorm.h implements it over a ProcessGroup.
+class BatchStatsReducer {
+ public:
+  virtual ~BatchStatsReducer() = default;
+  // Σ over the ranks of t, differentiable: its backward sums t's gradients over the ranks. A collective.
+  virtual Tensor sum(const Tensor& t) = 0;
+  virtual int world_size() const = 0;
+};
+
 class BatchNorm : public Module {
  public:
   Tensor forward(const Tensor& x) override;
@@ -41,11 +53,15 @@ class BatchNorm : public Module {
   const BatchNormOptions options;
   Tensor weight, bias;                                    // (C); undefined without affine
   Tensor running_mean, running_var, num_batches_tracked;  // (C), (C), () int64; undefined without tracking
+  std::shared_ptr<BatchStatsReducer> stats_reducer;       // set: batch statistics over every rank
 
  protected:
   BatchNorm(int64_t num_features, BatchNormOptions options);
   // Throws naming the layer, the expected and the actual shape, when x is not an input for it.
   virtual void check_input(const Tensor& x) const = 0;
+
+ private:
+  Tensor forward_synced(const Tensor& x);  // training with stats_reducer (Note [Sync batch norm])
 };
 
 class BatchNorm1d : public BatchNorm {
