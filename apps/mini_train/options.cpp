@@ -154,6 +154,9 @@ bool parse_options(int argc, char** argv, Options& o, int* exit_code) {
   app.add_option("--bucket-cap-mb", o.bucket_cap_mb, "DDP: MiB of gradients per all-reduce bucket (the first is "
                  "1 MiB); smaller buckets start communicating earlier in backward")
       ->group(dist);
+  app.add_flag("--sync-bn", o.sync_bn, "DDP: BatchNorm normalises with the statistics of every rank's batch "
+               "together (SyncBatchNorm; --model cnn), not each rank's own")
+      ->group(dist);
 
   if (!parse_command_line(app, argc, argv, exit_code)) return false;
   o.shuffle = !no_shuffle;
@@ -267,6 +270,8 @@ void validate(const Options& o) {
   // Issue 13: the GPT and step limits.
   MT_CHECK(o.max_steps >= 0, "--max-steps must be >= 0, got ", o.max_steps);
   MT_CHECK(o.clip_grad >= 0 && std::isfinite(o.clip_grad), "--clip-grad must be >= 0, got ", o.clip_grad);
+  MT_CHECK(!o.sync_bn || o.model == "cnn", "--sync-bn synchronises BatchNorm, and only --model cnn has it (this "
+           "run: --model ", o.model, ")");
   MT_CHECK(o.bucket_cap_mb > 0 && o.bucket_cap_mb <= 1 << 20, "--bucket-cap-mb must be in (0, 1048576], got ",
            o.bucket_cap_mb);
   MT_CHECK((o.model == "gpt") == (o.dataset == "text"), "--model ", o.model, " with --dataset ", o.dataset,

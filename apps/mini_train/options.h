@@ -78,6 +78,7 @@ struct Options {
   int64_t layers = 4, heads = 4, dim = 128, context = 64;  // --model gpt's shape
   int64_t max_steps = 0;              // > 0: training ends after this many optimizer steps (any model)
   double clip_grad = 0;               // > 0: gradients scaled to at most this global L2 norm before a step
+  bool sync_bn = false;              // DDP: BatchNorm statistics over every rank's batch (SyncBatchNorm)
   double bucket_cap_mb = 25;          // DDP's bucket size in MiB (the first bucket: 1 MiB), as PyTorch's
 };
 

@@ -40,6 +40,7 @@
 #include "distributed/ddp.h"
 #include "distributed/heartbeat.h"
 #include "distributed/init.h"
+#include "distributed/sync_batchnorm.h"
 #include "distributed/process_group_mpi.h"
 #include "nn/checkpoint.h"
 #include "optim/clip_grad.h"
@@ -426,6 +427,8 @@ int train(const Options& opts) {
   resume(r);
   // After --init/--resume (every rank loaded the same state; DDP checks and broadcasts rank 0's).
   if (r.pg) {
+    // --sync-bn: the BatchNorms switch to statistics over every rank's batch (Note [Sync batch norm]).
+    if (r.o.sync_bn) dist::convert_sync_batchnorm(*r.model, r.pg);
     r.ddp = std::make_shared<dist::DistributedDataParallel>(r.model, r.pg,
                                                             dist::DDPOptions{.bucket_cap_mb = r.o.bucket_cap_mb});
     r.ddp->register_comm_hook(dist::make_comm_hook(r.o.comm_hook));

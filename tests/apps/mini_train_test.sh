@@ -361,8 +361,9 @@ PY
     --targets y10.npy
   ;;
 cnn_nproc2)
-  # --model cnn data-parallel on 2 processes (Gloo) with plain BatchNorm: each rank's running
-  # statistics are its own; rank 0 saves, resume is exact, and the model file evaluates and predicts.
+  # --model cnn data-parallel on 2 processes (Gloo): BatchNorm normalises with each rank's batch and
+  # every forward starts from rank 0's running statistics (broadcast_buffers); rank 0 saves, resume is
+  # exact, and the model file evaluates and predicts. Then the same with --sync-bn.
   write_fashion_subset 512 256
   flags=(--nproc 2 --backend gloo --inputs x.npy --targets y.npy --model cnn --standardize --optimizer adam
          --batch-size 32 --epochs 2)
@@ -380,6 +381,14 @@ cnn_nproc2)
   awk '/^Data accuracy/ { ok = $NF >= 0.6 } END { exit !ok }' eval.txt || { cat eval.txt; fail "CNN did not learn"; }
   "$bin" predict --init c2.safetensors --inputs xt.npy --output p.npy >out.txt 2>err.txt || { cat err.txt; fail "predict"; }
   grep -q "^wrote p.npy: 256 class indices (int64), shape \[256\]$" out.txt || { cat out.txt; fail "predict's line"; }
+  # --sync-bn: statistics over both ranks' batches, so other weights than per-rank BatchNorm, and
+  # the same weights again from the same seed.
+  "$bin" "${flags[@]}" -q --sync-bn --save "$work/s1.safetensors" >/dev/null 2>err.txt || { cat err.txt; fail "--sync-bn"; }
+  "$bin" "${flags[@]}" -q --sync-bn --save "$work/s2.safetensors" >/dev/null 2>err.txt || { cat err.txt; fail "--sync-bn"; }
+  cmp -s s1.safetensors s2.safetensors || fail "--sync-bn is not deterministic"
+  ! cmp -s s1.safetensors c2.safetensors || fail "--sync-bn trained the same weights as per-rank BatchNorm"
+  "$bin" --nproc 2 --model mlp --sync-bn >out.txt 2>err.txt && fail "--sync-bn with --model mlp accepted"
+  grep -q "only --model cnn has it" err.txt || { cat err.txt; fail "--sync-bn with mlp: message"; }
   ;;
 cnn_fashion_reload)
   # The preset on the full dataset, a few steps: the model file names fashion-mnist, so `mini_train
