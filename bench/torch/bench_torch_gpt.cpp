@@ -1,14 +1,16 @@
 // bench_torch_gpt: the libtorch side of bench/bench_gpt.cpp: the same GPT (token and position
 // embeddings, 4 pre-LayerNorm blocks with a fused qkv projection, causal attention, exact GELU MLP,
 // final LayerNorm, output head tied to the token embedding) and the same step (zero_grad, forward,
-// cross-entropy, backward, AdamW lr 1e-3, betas (0.9, 0.95), weight decay 0.1), batch 32, context
-// 64, float32, one thread. libtorch 1.13 has no fused attention, so attention is matmul,
+// cross-entropy, backward, clip_grad_norm_ to 1.0, AdamW lr 1e-3, betas (0.9, 0.95), weight decay
+// 0.1 on the tensors with >= 2 dims only), batch 32, context 64, float32, one thread. libtorch 1.13 has no fused attention, so attention is matmul,
 // masked_fill, softmax, matmul. Prints `libtorch gpt_step_ms <value>` (bench/timing.h).
 #include <torch/torch.h>
 
 #include <cmath>
 #include <cstdio>
 #include <exception>
+#include <memory>
+#include <vector>
 
 #include "../timing.h"
 
@@ -61,14 +63,23 @@ int main() {
     torch::manual_seed(1);
     Gpt gpt;
     const torch::Tensor idx = torch::randint(kVocab, {32, kContext}), targets = torch::randint(kVocab, {32, kContext});
-    torch::optim::AdamW opt(gpt->parameters(),
-                            torch::optim::AdamWOptions(1e-3).betas({0.9, 0.95}).weight_decay(0.1));
+    const std::vector<torch::Tensor> params = gpt->parameters();
+    std::vector<torch::Tensor> decay, no_decay;
+    for (const torch::Tensor& p : params) (p.dim() >= 2 ? decay : no_decay).push_back(p);
+    const auto options = [](double wd) {
+      return std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(1e-3).betas({0.9, 0.95}).weight_decay(wd));
+    };
+    std::vector<torch::optim::OptimizerParamGroup> groups;
+    groups.emplace_back(decay, options(0.1));
+    groups.emplace_back(no_decay, options(0.0));
+    torch::optim::AdamW opt(groups);
     double first = 0, last = 0;
     const auto step = [&] {
       opt.zero_grad();
       const torch::Tensor loss =
           torch::nn::functional::cross_entropy(gpt->forward(idx).reshape({-1, kVocab}), targets.reshape({-1}));
       loss.backward();
+      torch::nn::utils::clip_grad_norm_(params, 1.0);
       opt.step();
       last = loss.item<double>();
       if (first == 0) first = last;
