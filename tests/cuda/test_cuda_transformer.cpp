@@ -10,21 +10,15 @@
 
 #include "minitrain.h"
 #include "tensor/raw_ops.h"
+#include "cuda_test_util.h"
 
 using namespace mt;
 
 namespace {
 
-const Device kGpu = cuda_device(0);
-
-Tensor gpu(const Tensor& t) { return raw::to_device(t, kGpu); }
-
-Tensor sample(const Shape& s, DType dtype, uint64_t seed) {
-  Generator gen(seed);
-  Tensor t = empty(s, {.dtype = dtype});
-  raw::uniform_(t, gen, -2.0, 2.0);
-  return t;
-}
+using test::gpu;
+using test::kGpu;
+using test::sample;
 
 void check_close(const Tensor& want_t, const Tensor& got_t, double tol, const std::string& what) {
   INFO(what);

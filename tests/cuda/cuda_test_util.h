@@ -1,0 +1,26 @@
+// What the CNN and transformer GPU tests share (tests/cuda/test_cuda_conv.cpp,
+// test_cuda_transformer.cpp): the device under test, a dense copy onto it, and reproducible inputs.
+// test_cuda_backend.cpp keeps its own gpu(), which preserves strides to exercise strided kernels.
+#pragma once
+
+#include <cstdint>
+
+#include "minitrain.h"
+#include "tensor/raw_ops.h"
+
+namespace mt::test {
+
+inline const Device kGpu = cuda_device(0);
+
+// t copied onto the GPU, dense.
+inline Tensor gpu(const Tensor& t) { return raw::to_device(t, kGpu); }
+
+// Uniform values in [-2, 2) of shape s and a floating dtype, the same for the same seed.
+inline Tensor sample(const Shape& s, DType dtype, uint64_t seed) {
+  Generator gen(seed);
+  Tensor t = empty(s, {.dtype = dtype});
+  raw::uniform_(t, gen, -2.0, 2.0);
+  return t;
+}
+
+}  // namespace mt::test
