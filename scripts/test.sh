@@ -9,12 +9,15 @@ cd "$(dirname "$0")/.."
 # one of them ("TCPStore and strangers") has failed once in a full run without failing alone since.
 # A test that fails twice fails the run.
 retry=(--repeat until-pass:2)
+# Tests run side by side, one per core: the multi-rank ones declare their ranks (PROCESSORS in
+# tests/CMakeLists.txt), so ctest never starts more ranks than there are cores.
+jobs=(--parallel "$(nproc)")
 scripts/install-deps.sh
 scripts/build.sh build
-(cd build && ctest --output-on-failure --timeout 300 "${retry[@]}")
+(cd build && ctest --output-on-failure --timeout 300 "${jobs[@]}" "${retry[@]}")
 if [[ "${1:-}" == "--sanitize" ]]; then
   # Benchmarks are skipped: they only measure, and sanitizers make the numbers meaningless.
   # No CUDA: ASan and nvcc do not mix, and the CPU paths are what the sanitizers check.
   scripts/build.sh build-asan -DMT_SANITIZE=ON -DMT_CUDA=OFF -DMT_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo
-  (cd build-asan && ctest --output-on-failure --timeout 600 "${retry[@]}")
+  (cd build-asan && ctest --output-on-failure --timeout 600 "${jobs[@]}" "${retry[@]}")
 fi
