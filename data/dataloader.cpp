@@ -1,5 +1,6 @@
 // dataloader.cpp: one epoch of batches (EpochRun), built in the consumer's thread or by worker
-// threads that fill a bounded, batch-indexed queue; and the DataLoader/Iterator around it.
+// threads that fill a bounded, batch-indexed queue, then moved to the options' device
+// (batch_transfer.h); and the DataLoader/Iterator around it.
 #include "data/dataloader.h"
 
 #include <algorithm>
@@ -8,16 +9,22 @@
 #include <map>
 #include <mutex>
 #include <span>
+#include <optional>
 #include <thread>
+#include <utility>
 #include <vector>
+
+#include "data/batch_transfer.h"
 
 namespace mt::data {
 namespace detail {
 
 class EpochRun {
  public:
-  EpochRun(std::shared_ptr<const Dataset> dataset, std::vector<int64_t> indices, const DataLoaderOptions& opts)
-      : dataset_(std::move(dataset)), indices_(std::move(indices)), batch_size_(opts.batch_size) {
+  EpochRun(std::shared_ptr<const Dataset> dataset, std::vector<int64_t> indices, const DataLoaderOptions& opts,
+           std::shared_ptr<BatchTransfer> transfer)
+      : dataset_(std::move(dataset)), indices_(std::move(indices)), batch_size_(opts.batch_size),
+        transfer_(std::move(transfer)) {
     const auto n = static_cast<int64_t>(indices_.size());
     num_batches_ = opts.drop_last ? n / batch_size_ : (n + batch_size_ - 1) / batch_size_;
     window_ = static_cast<int64_t>(opts.prefetch) * opts.num_workers;
@@ -35,12 +42,14 @@ class EpochRun {
 
   // False at the end, and after an error: a failed epoch ends there (the workers stopped claiming
   // batches, so waiting for the next one could hang).
-  bool has_next() const { return !broken_ && next_ < num_batches_; }
+  bool has_next() const { return !broken_ && (ahead_ || ahead_error_ || next_ < num_batches_); }
 
   // Batch next_, then next_ + 1, ...: Note [Batch order]. Rethrows whatever building it threw.
   Batch next() {
     try {
-      return workers_.empty() ? build(next_++) : take();
+      if (!transfer_) return next_built();
+      if (!transfer_->overlaps()) return transfer_->finish(transfer_->start(next_built()));
+      return next_ahead();
     } catch (...) {
       broken_ = true;
       throw;
@@ -52,6 +61,29 @@ class EpochRun {
     Batch batch;
     std::exception_ptr error;  // set instead of batch when building it threw
   };
+
+  Batch next_built() { return workers_.empty() ? build(next_++) : take(); }
+
+  // Note [One batch ahead]: with an asynchronous transfer (pin_memory to a GPU), handing out batch k
+  // first starts the copy of batch k+1, then orders the compute stream after batch k's copy. The
+  // copy of k+1 therefore runs while the GPU computes step k, which the caller queues next. A
+  // failure building batch k+1 is kept and rethrown when batch k+1 is asked for, where it would
+  // have been thrown without the transfer. A batch still ahead when the epoch ends or breaks is
+  // finished as it is dropped (Note [Upload pool], 3).
+  Batch next_ahead() {
+    if (!ahead_ && !ahead_error_) ahead_ = transfer_->start(next_built());  // the epoch's first batch
+    if (ahead_error_) std::rethrow_exception(std::exchange(ahead_error_, nullptr));
+    InFlightBatch current = std::move(*ahead_);
+    ahead_.reset();
+    if (next_ < num_batches_) {
+      try {
+        ahead_ = transfer_->start(next_built());
+      } catch (...) {
+        ahead_error_ = std::current_exception();
+      }
+    }
+    return transfer_->finish(std::move(current));
+  }
 
   // Waits for a worker to finish batch next_ and takes it.
   Batch take() {
@@ -123,6 +155,9 @@ class EpochRun {
   const int64_t batch_size_;
   int64_t num_batches_ = 0;
   int64_t window_ = 0;
+  const std::shared_ptr<BatchTransfer> transfer_;  // null: batches stay on the host
+  std::optional<InFlightBatch> ahead_;             // consumer side: Note [One batch ahead]
+  std::exception_ptr ahead_error_;
 
   std::mutex mu_;  // guards everything below, and next_ while there are workers
   std::condition_variable work_cv_;   // workers wait for room in the window (or for stop)
@@ -148,6 +183,8 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, std::shared_ptr<S
   MT_CHECK(opts.batch_size >= 1, "DataLoader: batch_size must be >= 1, got ", opts.batch_size);
   MT_CHECK(opts.num_workers >= 0, "DataLoader: num_workers must be >= 0, got ", opts.num_workers);
   MT_CHECK(opts.prefetch >= 1, "DataLoader: prefetch must be >= 1, got ", opts.prefetch);
+  MT_CHECK(opts.pinned_buffers >= 1, "DataLoader: pinned_buffers must be >= 1, got ", opts.pinned_buffers);
+  transfer_ = detail::BatchTransfer::for_options(opts);
   if (sampler_ != nullptr) {
     MT_CHECK(!opts.shuffle, "DataLoader: shuffle = true cannot be combined with an explicit sampler; "
                             "the sampler decides the order (e.g. DistributedSampler's shuffle option)");
@@ -164,7 +201,7 @@ int64_t DataLoader::size() const {
 }
 
 DataLoader::Iterator DataLoader::begin() const {
-  return Iterator(std::make_shared<detail::EpochRun>(dataset_, sampler_->indices(), opts_));
+  return Iterator(std::make_shared<detail::EpochRun>(dataset_, sampler_->indices(), opts_, transfer_));
 }
 
 DataLoader::Iterator::Iterator(std::shared_ptr<detail::EpochRun> run) : run_(std::move(run)) { fetch(); }

@@ -16,8 +16,17 @@
 // Workers are threads, not processes (PyTorch forks processes to get around Python's GIL; C++ has no
 // GIL). They are started by begin() and stopped and joined when the loop ends, breaks early or throws.
 //
+// Batches for a GPU: with `.device = cuda_device(0)` the loop receives batches already on that GPU;
+// with `.pin_memory = true` as well (mini_train's default on a GPU), each is copied into one of a
+// few pinned host buffers and sent with cudaMemcpyAsync on a copy stream of its own while the
+// previous step computes; the compute stream waits for that batch's copy event only, and the host
+// not at all (Note [One batch ahead], Note [Upload pool] in tensor/cuda/cuda_upload.h). Unlike
+// PyTorch's pin_memory, which hands out pinned CPU tensors for a later .to(device, non_blocking),
+// the copy is the loader's: it has to know the device anyway to overlap it.
+//
 // Not here: persistent workers across epochs, custom collate functions, per-worker random state for
-// augmentation (there are no transforms yet), pinned memory (see DataLoaderOptions::pin_memory).
+// augmentation (there are no transforms yet), collating straight into the pinned buffer (the
+// batch is built in pageable memory, then copied into it on the loop's thread).
 #pragma once
 
 #include <cstdint>
@@ -36,15 +45,19 @@ struct DataLoaderOptions {
   int num_workers = 0;      // 0: batches are built in the loop's own thread, when asked for
   int prefetch = 2;         // batches built ahead per worker (PyTorch's prefetch_factor)
   uint64_t seed = 0;        // for shuffle
-  // Build batches in page-locked host memory, so that their copy to a GPU needs no staging.
-  // Accepted and ignored: batches stay in pageable memory, and copying one to a GPU goes through the
-  // CUDA backend's own pinned staging buffers (tensor/cuda/cuda_copy.cpp), which costs one more copy
-  // on the host, made before the call returns. data/ does not allocate CUDA host memory itself.
+  // Where the loop receives its batches. kCPU: as built. A CUDA device: copied there before they
+  // are handed out (Tensor::to, or the pinned path below).
+  Device device = kCPU;
+  // With a CUDA device: copy through `pinned_buffers` page-locked buffers on a copy stream,
+  // asynchronously, one batch ahead (Note [One batch ahead]). Ignored with a CPU device (there is
+  // nothing to copy), as PyTorch ignores it without an accelerator.
   bool pin_memory = false;
+  int pinned_buffers = 2;
 };
 
 namespace detail {
-class EpochRun;  // one pass over the data: its index list, its workers and their queue (dataloader.cpp)
+class EpochRun;       // one pass over the data: its index list, its workers and their queue (dataloader.cpp)
+class BatchTransfer;  // how batches reach opts.device (batch_transfer.h)
 }
 
 class DataLoader {
@@ -96,6 +109,7 @@ class DataLoader {
   std::shared_ptr<const Dataset> dataset_;
   std::shared_ptr<Sampler> sampler_;
   DataLoaderOptions opts_;
+  std::shared_ptr<detail::BatchTransfer> transfer_;  // null: batches stay on the host
 };
 
 }  // namespace mt::data

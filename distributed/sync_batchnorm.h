@@ -7,7 +7,9 @@
 //   auto bn = std::make_shared<dist::SyncBatchNorm>(64, pg);   // inputs (N, 64, ...)
 //   dist::convert_sync_batchnorm(*model, pg);                 // or: every BatchNorm of a model, in place
 //
-// A training forward is a collective (three all-reduces), and so is its backward (two): every rank
+// The ranks' statistics are merged as counts, means and sums of squared deviations (Chan et al.'s
+// parallel Welford combination), so inputs of large mean and small variance keep their digits. A
+// training forward is a collective (one all-reduce), and so is its backward (one): every rank
 // runs the same forwards and backwards. Eval mode uses the running statistics: no collective. A world
 // of one is a plain BatchNorm. Parameters and buffers keep BatchNorm's names, so state dicts load
 // into either.
@@ -15,7 +17,7 @@
 // What it does not do: statistics over a subset of the ranks (PyTorch's process_group argument takes
 // any group; here it is the group given, usually the whole world), returning a converted copy (PyTorch's
 // convert_sync_batchnorm builds new modules; here the BatchNorms are switched in place, which also
-// reaches those a parent holds as typed members), and Welford-merged statistics (see the Note).
+// reaches those a parent holds as typed members).
 #pragma once
 
 #include <memory>
@@ -35,6 +37,7 @@ class ProcessGroupStatsReducer final : public nn::BatchStatsReducer {
   explicit ProcessGroupStatsReducer(std::shared_ptr<ProcessGroup> process_group);
   Tensor sum(const Tensor& t) override;
   int world_size() const override { return process_group_->size(); }
+  int rank() const override { return process_group_->rank(); }
 
  private:
   std::shared_ptr<ProcessGroup> process_group_;

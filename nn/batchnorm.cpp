@@ -3,6 +3,7 @@
 // parameters, buffers and modes, and the synchronised training forward (Note [Sync batch norm]).
 #include "nn/batchnorm.h"
 
+#include <algorithm>
 #include <sstream>
 #include <vector>
 
@@ -93,30 +94,52 @@ Tensor BatchNorm::forward(const Tensor& x) {
                        {.training = batch_stats, .momentum = factor, .eps = options.eps});
 }
 
-// Note [Sync batch norm]: per channel c, over the values of every rank's batch,
-//   forward   s = Σ_ranks Σ x,  q = Σ_ranks Σ x²,  n = Σ_ranks count      (three all-reduces)
-//             mean = s/n,  var = q/n − mean²  (biased),  y = (x − mean)/√(var + eps)·weight + bias
-//   backward  the chain rule through those sums: ∂L/∂(local Σ x) and ∂L/∂(local Σ x²) are the SUMS
-//             over the ranks of ∂L/∂s and ∂L/∂q (the reducer's differentiable sum: two all-reduces),
-//             i.e. PyTorch's all-reduce of Σ dy and Σ dy·(x − mean), written in the other basis.
+// Note [Sync batch norm]: per channel c, every rank r has its own Welford statistics over its batch,
+//   n_r = count,  mean_r = Σ x / n_r,  M2_r = Σ (x − mean_r)²                  (two passes over x)
+// and the ranks' statistics are merged as Chan, Golub & LeVeque's parallel combination does:
+//   n = Σ_r n_r,   mean = Σ_r n_r·mean_r / n,   M2 = Σ_r M2_r + Σ_r n_r·(mean_r − mean)²
+//   var = M2/n (biased),   y = (x − mean)/√(var + eps)·weight + bias
+// (PyTorch all-gathers (count, mean, invstd) and merges them the same way). Not Σx²/n − mean²: when
+// |mean| ≫ std, Σx² and n·mean² agree in their leading digits and the difference is float32 noise,
+// even negative; every term above is of the size of the spread, so little is lost.
+//   forward   one collective: each rank writes (n_r, mean_r, M2_r) into slot r of a zero
+//             (world, 3, C) tensor and the reducer's differentiable sum all-reduces it, which is
+//             an all-gather; the merge is then the same ops on every rank.
+//   backward  the chain rule through the merge and the local statistics; the sum's backward
+//             all-reduces the gradient of the (world, 3, C) tensor (one collective), so rank r's
+//             slot gets ∂(Σ_ranks L)/∂(n_r, mean_r, M2_r).
 // So the gradient each rank gets for its x is that of Σ_ranks L_rank (PyTorch's convention; DDP then
 // averages the parameter gradients over the ranks). The running statistics take the whole batch's
 // mean and var·n/(n−1), the same on every rank. Every rank must run the same forwards and backwards:
 // collectives pair up by issue order (Note [Collective order] in distributed/work.h), and the
-// backward ones run inside the engine at the same point of the same graph on every rank, between
-// DDP's bucket all-reduces. Σx²/n − mean² loses precision when |mean| ≫ std in float32; PyTorch
-// merges per-rank Welford statistics instead.
+// backward one runs inside the engine at the same point of the same graph on every rank, between
+// DDP's bucket all-reduces.
 Tensor BatchNorm::forward_synced(const Tensor& x) {
   std::vector<int64_t> dims{0};
   Shape channel_shape{1, num_features};  // (1, C, 1, ...)
   for (int d = 2; d < x.dim(); ++d) dims.push_back(d), channel_shape.push_back(1);
-  const Tensor count = full({1}, static_cast<double>(x.numel() / num_features), {.dtype = kFloat64, .device = x.device()});
-  const double n = stats_reducer->sum(count).item();
+  const TensorOptions like{.dtype = x.dtype(), .device = x.device()};
+  // This rank's statistics, (C) each; a rank without values contributes n_r = 0, mean_r = M2_r = 0.
+  const double local_n = static_cast<double>(x.numel() / num_features);
+  const Tensor local_mean = sum(x, dims) / std::max(local_n, 1.0);
+  const Tensor local_m2 = sum(pow(x - local_mean.view(channel_shape), 2.0), dims);
+  const Tensor local = stack({full({num_features}, local_n, like), local_mean, local_m2});  // (3, C)
+  // Every rank's: (world, 3, C), row r from rank r.
+  const int world = stats_reducer->world_size(), rank = stats_reducer->rank();
+  std::vector<Tensor> rows;
+  if (rank > 0) rows.push_back(zeros({rank, 3, num_features}, like));
+  rows.push_back(unsqueeze(local, 0));
+  if (rank + 1 < world) rows.push_back(zeros({world - rank - 1, 3, num_features}, like));
+  const Tensor all = stats_reducer->sum(cat(rows, 0));
+  const Tensor counts = squeeze(narrow(all, 1, 0, 1), 1);  // (world, C)
+  const Tensor means = squeeze(narrow(all, 1, 1, 1), 1);   // (world, C)
+  const Tensor m2s = squeeze(narrow(all, 1, 2, 1), 1);     // (world, C)
+  const double n = sum(narrow(counts.detach(), 1, 0, 1)).item();
   MT_CHECK(n > 1, name(), "(", extra_repr(), "): expected more than 1 value per channel over all ranks when "
            "training, got ", n, " (this rank's input: ", x.sizes(), ")");
-  const Tensor mean = stats_reducer->sum(sum(x, dims)) / n;         // (C)
-  const Tensor mean_sq = stats_reducer->sum(sum(x * x, dims)) / n;  // (C)
-  const Tensor var = mean_sq - mean * mean;                         // (C), biased
+  const Tensor mean = sum(counts * means, {0}) / n;                                            // (C)
+  const Tensor m2 = sum(m2s, {0}) + sum(counts * pow(means - unsqueeze(mean, 0), 2.0), {0});  // (C)
+  const Tensor var = m2 / n;                                                                   // (C), biased
   Tensor y = (x - mean.view(channel_shape)) * pow(var + options.eps, -0.5).view(channel_shape);
   if (options.affine) y = y * weight.view(channel_shape) + bias.view(channel_shape);
   if (is_training() && options.track_running_stats) {

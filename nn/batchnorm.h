@@ -40,6 +40,7 @@ class BatchStatsReducer {
   // Σ over the ranks of t, differentiable: its backward sums t's gradients over the ranks. A collective.
   virtual Tensor sum(const Tensor& t) = 0;
   virtual int world_size() const = 0;
+  virtual int rank() const = 0;  // this rank's index in [0, world_size())
 };
 
 class BatchNorm : public Module {

@@ -13,6 +13,7 @@
 // pointwise (1x1) kernels. The backward recomputes cols instead of saving it from the forward:
 // saved for the whole batch, cols would be kh·kw times the size of x, and im2col costs a fraction
 // of the GEMMs (about 8 of 46 ms in bench/conv.sh's forward).
+#include "tensor/raw_conv_batched.h"
 #include "tensor/raw_ops.h"
 
 namespace mt::raw {
@@ -74,10 +75,7 @@ Tensor fold(const Tensor& cols, Size2 output_size, const UnfoldOptions& o) {
 
 namespace {
 
-struct ConvDims {
-  int64_t n, c, o, groups, cg, og, k, l;
-  Window2d w;
-};
+using detail::ConvDims;
 
 ConvDims conv_dims(const Tensor& x, const Tensor& wt, const Conv2dOptions& o) {
   check_4d(x, "conv2d", "input");
@@ -116,13 +114,13 @@ bool is_pointwise(const Window2d& w) {
 // that reads it, where a whole-batch buffer (N times larger) would go out to memory and back; and
 // per sample, y[n, g] and dy[n, g] are dense (Og, L) blocks, so groups need no layout copies. The
 // GEMMs keep their full size (M = Og, N = L, K = Cg·kh·kw), which OpenBLAS runs at its peak rate.
-// On CUDA this costs N launches per op where one batched launch would do: measured there, it may
-// want a batched path.
+// On CUDA the whole batch goes at once instead (tensor/raw_conv_batched.h): one launch per op, not N.
 Tensor conv2d(const Tensor& x_in, const Tensor& wt, const Tensor& b, const Conv2dOptions& o) {
   const ConvDims d = conv_dims(x_in, wt, o);
   if (b.defined())
     MT_CHECK(b.dim() == 1 && b.size(0) == d.o && b.dtype() == x_in.dtype(), "conv2d: bias ", b.sizes(),
              " must be (", d.o, ") of dtype ", x_in.dtype());
+  if (detail::conv_runs_batched(x_in.device())) return detail::conv2d_batched(contiguous(x_in), contiguous(wt), b, d);
   Backend& be = backend(x_in.device());
   const TensorOptions like{.dtype = x_in.dtype(), .device = x_in.device()};
   const Tensor x = contiguous(x_in), w = contiguous(wt);  // x: (N, C, H, W)  w: (groups, Og, K)
@@ -149,6 +147,8 @@ Tensor conv2d(const Tensor& x_in, const Tensor& wt, const Tensor& b, const Conv2
 Conv2dGrads conv2d_backward(const Tensor& dy_in, const Tensor& x_in, const Tensor& wt, const Conv2dOptions& o,
                             Conv2dNeeds needs) {
   const ConvDims d = conv_dims(x_in, wt, o);
+  if (detail::conv_runs_batched(x_in.device()))
+    return detail::conv2d_backward_batched(contiguous(dy_in), contiguous(x_in), contiguous(wt), d, needs);
   Backend& be = backend(x_in.device());
   const TensorOptions like{.dtype = x_in.dtype(), .device = x_in.device()};
   const Tensor dy = contiguous(dy_in);  // (N, O, OH, OW) = (N, groups, Og, L)

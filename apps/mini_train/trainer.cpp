@@ -148,10 +148,12 @@ Run set_up(const Options& o) {
                      std::make_shared<data::DistributedSampler>(
                          examples->size(), r.world, r.rank,
                          data::DistributedSamplerOptions{.shuffle = o.shuffle, .seed = o.seed}),
-                     data::DataLoaderOptions{.batch_size = r.o.batch_size, .num_workers = o.num_workers, .seed = o.seed});
+                     data::DataLoaderOptions{.batch_size = r.o.batch_size, .num_workers = o.num_workers, .seed = o.seed,
+                                             .device = r.device, .pin_memory = r.device.is_cuda()});
   else
     r.loader.emplace(examples, data::DataLoaderOptions{.batch_size = r.o.batch_size, .shuffle = o.shuffle,
-                                                        .num_workers = o.num_workers, .seed = o.seed});
+                                                        .num_workers = o.num_workers, .seed = o.seed,
+                                                        .device = r.device, .pin_memory = r.device.is_cuda()});
   r.steps_per_epoch = r.loader->size();
   r.scheduler = build_scheduler(o, *r.opt, total_steps(o, r.steps_per_epoch));
   return r;
@@ -292,9 +294,10 @@ EpochResult train_epoch(Run& r, int64_t epoch) {
   int64_t seen = 0, done = 0;
   for (const data::Batch& batch : *r.loader) {
     if (steps_exhausted(r)) break;  // --max-steps, mid-epoch
-    // The batch goes to the GPU on the compute stream: later kernels are ordered after the copy.
-    const Tensor input = r.device.is_cuda() ? batch.input.to(r.device) : batch.input;
-    const Tensor target = r.device.is_cuda() ? batch.target.to(r.device) : batch.target;
+    // Already on r.device: on a GPU the loader copied it through pinned memory while the previous
+    // step computed, and the compute stream waits for that copy (data/dataloader.h).
+    const Tensor& input = batch.input;
+    const Tensor& target = batch.target;
     // forward, backward, update: the whole of training
     const Tensor loss = (*r.loss_fn)(net.forward(input), target);
     const double l = loss.item();

@@ -119,6 +119,7 @@ cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t handle, cublasOperation
     fault = "B reaches outside its device allocation";
   else if (!mt_emu::is_device_range(C, extent(m, n, ldc, sc, batch, element)))
     fault = "C reaches outside its device allocation";
+  mt_emu::count_launch("cublasGemmStridedBatchedEx");
   const bool tf32 = compute == CUBLAS_COMPUTE_32F_FAST_TF32;
   if (f32) {
     const float al = *static_cast<const float*>(alpha), be = *static_cast<const float*>(beta);

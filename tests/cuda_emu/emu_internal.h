@@ -27,6 +27,9 @@ const cudaDeviceProp& device_properties(int device);
 void fail_context(cudaError_t error, const std::string& detail);
 // Sets the calling thread's last error (cudaGetLastError) without poisoning the context.
 cudaError_t set_last_error(cudaError_t error, const std::string& detail);
+// Counts one accepted launch of `name` (a kernel without template arguments, or a cuBLAS call) for
+// launch_count() (include/emu_kernel.h); true the first time.
+bool count_launch(const std::string& name);
 
 // True when [ptr, ptr + bytes) lies inside one device allocation.
 bool is_device_range(const void* ptr, size_t bytes);

@@ -13,8 +13,8 @@
 #include <thread>
 #include <memory>
 #include <fstream>
+#include <map>
 #include <mutex>
-#include <set>
 #include <sstream>
 #include <vector>
 
@@ -286,17 +286,28 @@ std::string run_block(BlockRun& b) {
 // coverage test, tests/cuda_emu/kernel_coverage.cmake, compares them with the __global__ list).
 void log_launch(const char* kernel) {
   static const char* path = std::getenv("MT_CUDA_EMU_LAUNCH_LOG");
-  if (path == nullptr) return;
   std::string name(kernel);
   name = name.substr(0, name.find('<'));
   static std::mutex mutex;
-  static std::set<std::string> seen;
   std::lock_guard<std::mutex> lock(mutex);
-  if (!seen.insert(name).second) return;
-  std::ofstream(path, std::ios::app) << name << "\n";
+  if (count_launch(name) && path != nullptr) std::ofstream(path, std::ios::app) << name << "\n";
 }
 
+std::mutex launches_mutex;
+std::map<std::string, int64_t> launches;  // name -> launches so far (count_launch)
+
 }  // namespace
+
+bool count_launch(const std::string& name) {
+  std::lock_guard<std::mutex> lock(launches_mutex);
+  return launches[name]++ == 0;
+}
+
+int64_t launch_count(const char* name) {
+  std::lock_guard<std::mutex> lock(launches_mutex);
+  auto it = launches.find(name);
+  return it == launches.end() ? 0 : it->second;
+}
 
 const uint3& thread_idx() { return me().idx; }
 const uint3& block_idx() {

@@ -198,3 +198,13 @@ TEST_CASE("DataLoader with a DistributedSampler: each rank loads its share") {
                        doctest::Contains("shuffle = true cannot be combined with an explicit sampler"), Error);
   CHECK_THROWS_WITH_AS(DataLoader(data, {.batch_size = 0}), doctest::Contains("batch_size must be >= 1"), Error);
 }
+
+TEST_CASE("pin_memory with a CPU device changes nothing: the same pageable batches, on the CPU") {
+  auto data = numbered(10);
+  DataLoader plain(data, {.batch_size = 4, .shuffle = true, .seed = 2});
+  DataLoader pinned(data, {.batch_size = 4, .shuffle = true, .seed = 2, .pin_memory = true});
+  CHECK(batch_targets(pinned) == batch_targets(plain));
+  for (const Batch& b : pinned) CHECK(b.input.device() == kCPU);
+  CHECK_THROWS_WITH_AS(DataLoader(data, {.pin_memory = true, .pinned_buffers = 0}),
+                       doctest::Contains("pinned_buffers must be >= 1, got 0"), Error);
+}

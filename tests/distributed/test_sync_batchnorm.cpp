@@ -107,6 +107,38 @@ TEST_CASE("DDP: SyncBatchNorm over N ranks with batch b equals BatchNorm on batc
   }
 }
 
+TEST_CASE("DDP: SyncBatchNorm merges the ranks' Welford statistics: float32 data of mean 1000 and std 0.04" *
+          doctest::skip(kNoBackend)) {
+  // Two ranks with batches of 3 and 5 rows (x: (8, C, L) float32), rank 1's rows shifted by 0.05:
+  // the merge must weight each rank by its count and add the spread between the ranks' means.
+  constexpr int64_t kRows[] = {3, 5};
+  Generator gen(11);
+  const Tensor shift = from_vector(std::vector<float>{0, 0, 0, 0.05f, 0.05f, 0.05f, 0.05f, 0.05f}, {8, 1, 1});
+  const Tensor x = randn({8, kC, kL}, gen) * 0.03 + 1000.0 + shift;
+  // The float64 reference over the whole batch (momentum 1: the running statistics are the batch's).
+  const Tensor x64 = x.to(kFloat64);
+  const Tensor mean = x64.mean({0, 2}, true);                      // (1, C, 1)
+  const Tensor var = ((x64 - mean) * (x64 - mean)).mean({0, 2}, true);  // (1, C, 1), biased
+  const double n = 8 * kL, eps = 1e-5;
+  const Tensor y_ref = (x64 - mean) / sqrt(var + eps);
+  // The data is hard: Σx²/n − mean² in float32 is off by more than the variance itself.
+  const Tensor naive = (x * x).mean({0, 2}) - x.mean({0, 2}) * x.mean({0, 2});
+  const std::vector<double> naive_v = naive.to_vector<double>(), var_v = var.to_vector<double>();
+  for (size_t c = 0; c < var_v.size(); ++c) CHECK(std::abs(naive_v[c] - var_v[c]) > var_v[c]);
+
+  const int port = find_free_port();
+  test::run_ranks(2, [&](int rank) {
+    SyncBatchNorm bn(kC, test::join_group(rank, 2, port), {.eps = eps, .momentum = 1.0});
+    const Tensor mine = x.narrow(0, rank == 0 ? 0 : kRows[0], kRows[rank]);
+    const std::string r = "rank " + std::to_string(rank) + ": ";
+    const Tensor y = bn.forward(mine);
+    check_close(y, y_ref.narrow(0, rank == 0 ? 0 : kRows[0], kRows[rank]), 1e-2, r + "output");
+    check_close(bn.running_mean, mean.view({kC}), 1e-6, r + "running_mean");
+    check_close(bn.running_var / (var.view({kC}) * (n / (n - 1))), ones({kC}, {.dtype = kFloat64}), 1e-3,
+                r + "running_var relative to the float64 one");
+  });
+}
+
 TEST_CASE("DDP: SyncBatchNorm rejects a wrong channel count, naming the layer and both shapes" *
           doctest::skip(kNoBackend)) {
   const int port = find_free_port();

@@ -23,6 +23,7 @@
 #include <math.h>  // the float overloads of exp, log, ... in the global namespace, as CUDA's math API
 
 #include <atomic>
+#include <cstdint>
 #include <cstring>
 #include <tuple>
 #include <type_traits>
@@ -76,6 +77,10 @@ T shuffle(unsigned mask, T v, int source_lane, int width, const char* file, int 
 // For the emulator's own tests: clears a poisoned context (a launch failure or illegal address),
 // which a GPU process could never do. Waits for every stream first.
 void reset_context();
+
+// For the emulator's own tests: how many times this process launched `name`, a kernel without its
+// template arguments ("im2col_kernel") or "cublasGemmStridedBatchedEx", counted when accepted.
+int64_t launch_count(const char* name);
 
 // The launch that replaces kernel<<<grid, block, smem, stream>>>(args): the arguments are copied at
 // the launch, as a GPU copies kernel parameters, and the kernel runs later on the stream.
