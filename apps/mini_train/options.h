@@ -80,6 +80,8 @@ struct Options {
   double clip_grad = 0;               // > 0: gradients scaled to at most this global L2 norm before a step
   bool sync_bn = false;              // DDP: BatchNorm statistics over every rank's batch (SyncBatchNorm)
   double bucket_cap_mb = 25;          // DDP's bucket size in MiB (the first bucket: 1 MiB), as PyTorch's
+  // ---- added with issue 14: step checkpoints (checkpoint_step.h) ----
+  int64_t checkpoint_every = 0;       // > 0: a checkpoint every N optimizer steps too, resumable mid-epoch
 };
 
 // Parses argv. Returns true to go on; false when the process should exit with *exit_code (--help,
