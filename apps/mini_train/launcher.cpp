@@ -24,6 +24,7 @@
 #include "apps/mini_train/outputs.h"
 #include "distributed/heartbeat.h"
 #include "distributed/socket.h"
+#include "nn/checkpoint.h"
 #include "tensor/check.h"
 
 namespace mt::app {
@@ -365,10 +366,12 @@ int launch(int argc, char** argv, const Options& o) {
                                                                  : run_workers(o, worker_argv, nproc);
     if (rc == 0 || rc > 128 || restart >= o.max_restarts) return rc;
     if (!o.checkpoint_dir.empty()) worker_argv = resume_auto(worker_argv);
+    const std::string newest = latest_checkpoint(o.checkpoint_dir);  // what --resume auto will take
+    const std::string from = o.checkpoint_dir.empty() ? "from the start (no --checkpoint-dir)"
+                             : newest.empty()         ? "from the start (no checkpoint in " + o.checkpoint_dir + " yet)"
+                                                      : "from " + newest;
     std::fprintf(stderr, "mini_train: restart %d of %d (--max-restarts) after the failure above: all workers "
-                 "again, %s\n", restart + 1, o.max_restarts,
-                 o.checkpoint_dir.empty() ? "from the start (no --checkpoint-dir)"
-                                          : ("from the newest checkpoint in " + o.checkpoint_dir).c_str());
+                 "again, %s\n", restart + 1, o.max_restarts, from.c_str());
   }
 }
 
