@@ -351,7 +351,8 @@ int launch(int argc, char** argv, const Options& o) {
   if (o.node_rank == 0) check_outputs(o, {});
   const std::vector<std::string> args = worker_args(argc, argv);
   MT_CHECK(o.max_restarts == 0 || o.nnodes == 1, "--max-restarts restarts the workers of one machine; with "
-           "--nnodes ", o.nnodes, " the nodes would restart apart (not supported yet)");
+           "--nnodes ", o.nnodes, " the nodes would restart apart: one count per job needs a store that outlives the workers and a shared "
+           "--checkpoint-dir (not written yet; docs/ddp.md, Restarts, says why)");
   // This binary by its real path, not /proc/self/exe: ps and top then show "mini_train ..." with
   // the worker's arguments.
   std::vector<std::string> worker_argv{self_path()};

@@ -126,7 +126,8 @@ bool parse_options(int argc, char** argv, Options& o, int* exit_code) {
   app.add_option("--max-restarts", o.max_restarts, "after a worker fails, start all workers again from the "
                  "newest checkpoint of --checkpoint-dir (or from the start), at most this many times")->group(dist);
   app.add_option("--heartbeat-timeout", o.heartbeat_timeout, "seconds a worker may send no heartbeat (stopped, "
-                 "frozen) before --nproc's launcher ends the job naming it and its last phase; 0: off")->group(dist);
+                 "frozen) before the job ends naming it and its last phase (--nproc's launcher watches, else the ranks "
+                 "watch each other through the store); 0: off")->group(dist);
 
   auto* out = "Output";
   app.add_flag("--eval", o.eval, "report accuracy (or loss) on the test split after every epoch and at the end")

@@ -65,7 +65,7 @@ struct Options {
   int64_t timeout = 300;              // seconds: rendezvous and every collective
   int64_t check_replicas = 0;         // > 0: compare the replicas every K steps too (always at epoch ends)
   int max_restarts = 0;               // the launcher reruns the workers after a failure, this many times
-  int64_t heartbeat_timeout = 30;     // seconds without a worker's heartbeat before the launcher ends the job; 0: off
+  int64_t heartbeat_timeout = 30;     // seconds without a worker's heartbeat before the job ends; 0: off
   // ---- output ----
   bool eval = false;                  // test score after training, and a validation line per epoch
   bool quiet = false;

@@ -35,6 +35,7 @@
 #include "apps/mini_train/model_file.h"
 #include "apps/mini_train/model_gpt.h"
 #include "apps/mini_train/outputs.h"
+#include "apps/mini_train/peer_heartbeat.h"
 #include "apps/mini_train/progress.h"
 #include "autograd/ops.h"
 #include "data/dataloader.h"
@@ -458,6 +459,8 @@ int train(const Options& opts) {
   const std::unique_ptr<dist::Heartbeat> heartbeat = dist::Heartbeat::from_env();
   const auto start = Clock::now();
   Run r = set_up(opts);
+  // Note [Store heartbeat]: without that launcher (torchrun, srun, by hand), the ranks watch each other.
+  const std::unique_ptr<dist::StoreHeartbeat> peers = heartbeat ? nullptr : peer_heartbeat(r.o, r.rdv, r.pg.get());
   resume(r);
   // After --init/--resume (every rank loaded the same state; DDP checks and broadcasts rank 0's).
   if (r.pg) {
