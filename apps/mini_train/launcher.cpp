@@ -24,6 +24,7 @@
 #include "apps/mini_train/outputs.h"
 #include "distributed/heartbeat.h"
 #include "distributed/socket.h"
+#include "distributed/tcp_store.h"
 #include "nn/checkpoint.h"
 #include "tensor/check.h"
 
@@ -213,12 +214,25 @@ int launch_mpirun(const Options& o, int nproc, const std::vector<std::string>& a
     std::fprintf(stderr, "mini_train: note: running as root, so OMPI_ALLOW_RUN_AS_ROOT=1 and "
                  "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 are set for mpirun (OpenMPI's permission to run as root)\n");
 
+  // Note [Store heartbeat] for MPI ranks, which meet without a store: this launcher hosts one for
+  // their heartbeats alone (loopback, its own token), named to them in MT_HEARTBEAT_STORE.
+  std::unique_ptr<dist::TCPStore> heartbeat_store;
+  const std::string token = random_token();
+  if (o.heartbeat_timeout > 0)
+    heartbeat_store = std::make_unique<dist::TCPStore>(dist::TCPStoreOptions{
+        .host = "127.0.0.1", .port = 0, .is_server = true, .job_token = token, .loopback_only = true});
+  const std::string heartbeat_at = heartbeat_store ? "127.0.0.1:" + std::to_string(heartbeat_store->port()) : "";
+
   LauncherSignals signals;
   std::fflush(stdout);
   std::fflush(stderr);
   std::vector<Worker> job(1);
   const bool terminal = isatty(STDOUT_FILENO);
-  const pid_t pid = spawn(argv, signals.old_mask, getpid(), [root, terminal] {
+  const pid_t pid = spawn(argv, signals.old_mask, getpid(), [root, terminal, &heartbeat_at, &token] {
+    if (!heartbeat_at.empty()) {
+      setenv("MT_HEARTBEAT_STORE", heartbeat_at.c_str(), 1);
+      setenv("MT_JOB_TOKEN", token.c_str(), 1);
+    }
     setenv("OPENBLAS_NUM_THREADS", "1", 0);  // 0: keep the user's value; N ranks share the cores
     if (!terminal) setenv("MT_NO_PROGRESS", "1", 1);  // progress.h
     if (root) {

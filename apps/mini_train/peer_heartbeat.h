@@ -2,8 +2,9 @@
 // by hand): the ranks watch each other through the job's store (Note [Store heartbeat] in
 // distributed/heartbeat_store.h). A stopped rank ends the job within --heartbeat-timeout + ~3 s, on
 // every rank, with the line "mini_train: rank R: rank S stopped: ... Its last phase: ...".
-// Under mini_train's launcher (MT_HEARTBEAT_FD) the pipe to the launcher does this (heartbeat.h);
-// MPI jobs meet without a store and have neither.
+// Under mini_train's launcher (MT_HEARTBEAT_FD) the pipe to the launcher does this (heartbeat.h).
+// MPI ranks meet without a store: under `mini_train --nproc N --backend mpi` the launcher hosts one
+// for their heartbeats (MT_HEARTBEAT_STORE=host:port); under a bare mpirun they have none.
 #pragma once
 
 #include <memory>
