@@ -14,9 +14,9 @@
 //      the stopped one until the collective timeout).
 // A store that stops answering for the heartbeat timeout (its host, rank 0 unless a launcher or
 // torchrun hosts it, is stopped) is reported the same way, by every rank that sees it.
-// Requests per second: world + 2 or so at the store (not world²). The beat comes from its own thread
-// over its own store connection, so a slow rank (long evaluation, checkpoint write, waiting for a
-// slow peer) keeps beating; a rank that ends sets "heartbeat/<rank>" to "done" first, so a rank
+// Requests per second: about 2·world at the store (a check and a get per watched rank), not
+// world². The beat comes from its own thread over its own store connection, so a slow rank (long
+// evaluation, checkpoint write, waiting for a slow peer) keeps beating; a rank that ends sets "heartbeat/<rank>" to "done" first, so a rank
 // that finished early (rank 0 still evaluating) is not taken for a stopped one.
 //
 // What it does not do: end the process (on_stopped does: library code never exits), restart

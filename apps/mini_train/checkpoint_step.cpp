@@ -77,7 +77,7 @@ void trim_json_log(const std::string& path, int64_t completed_epochs) {
 }
 
 void test_kill_hook(int rank, int64_t step, bool resumed) {
-  const char* at = std::getenv("MT_TEST_KILL_STEP");
+  static const char* const at = std::getenv("MT_TEST_KILL_STEP");  // read once: this runs every step
   if (!at || resumed || std::atoll(at) != step) return;
   const char* r = std::getenv("MT_TEST_KILL_RANK");
   if ((r ? std::atoi(r) : 0) != rank) return;
