@@ -630,6 +630,11 @@ step_resume)
   [[ "$(ls b | tr '\n' ' ')" == "checkpoint-epoch-000002.safetensors checkpoint-epoch-000003.safetensors checkpoint-epoch-000004.safetensors " ]] ||
     { ls b; fail "--keep after the resumed run"; }
   expect_error "needs a --checkpoint-dir" --checkpoint-every 5
+  # A mid-epoch checkpoint of 2 processes does not resume on 1: the epoch's split depends on it.
+  MT_TEST_KILL_STEP=5 MT_TEST_KILL_RANK=1 "$bin" --nproc 2 --backend gloo --samples 500 --checkpoint-dir w \
+    --checkpoint-every 3 -q >/dev/null 2>&1 && fail "the --nproc 2 run was to be killed"
+  expect_error "was taken mid-epoch (3 batches into epoch 1) by 2 processes, this run has 1" --samples 500 \
+    --checkpoint-dir w --resume auto
   ;;
 gpt_tiny)
   # A tiny GPT on a repetitive text: it trains (the loss falls), saves its shape in the metadata,
