@@ -21,14 +21,16 @@ namespace detail {
 
 class EpochRun {
  public:
+  // The epoch's batches first_batch, first_batch + 1, ... (DataLoader::begin_at), moved to the
+  // options' device by transfer (none: they stay where the dataset built them).
   EpochRun(std::shared_ptr<const Dataset> dataset, std::vector<int64_t> indices, const DataLoaderOptions& opts,
-           std::shared_ptr<BatchTransfer> transfer)
+           std::shared_ptr<BatchTransfer> transfer, int64_t first_batch)
       : dataset_(std::move(dataset)), indices_(std::move(indices)), batch_size_(opts.batch_size),
-        transfer_(std::move(transfer)) {
+        transfer_(std::move(transfer)), next_(first_batch), next_claim_(first_batch) {
     const auto n = static_cast<int64_t>(indices_.size());
     num_batches_ = opts.drop_last ? n / batch_size_ : (n + batch_size_ - 1) / batch_size_;
     window_ = static_cast<int64_t>(opts.prefetch) * opts.num_workers;
-    const int threads = static_cast<int>(std::min<int64_t>(opts.num_workers, num_batches_));
+    const int threads = static_cast<int>(std::min<int64_t>(opts.num_workers, num_batches_ - first_batch));
     try {
       for (int w = 0; w < threads; ++w) workers_.emplace_back([this] { work(); });
     } catch (...) {
@@ -163,8 +165,8 @@ class EpochRun {
   std::condition_variable work_cv_;   // workers wait for room in the window (or for stop)
   std::condition_variable ready_cv_;  // the consumer waits for batch next_
   bool broken_ = false;     // consumer side: a batch failed
-  int64_t next_ = 0;        // the batch the consumer takes next
-  int64_t next_claim_ = 0;  // the batch the next free worker builds
+  int64_t next_;            // the batch the consumer takes next
+  int64_t next_claim_;      // the batch the next free worker builds
   bool stop_ = false;
   bool failed_ = false;
   std::map<int64_t, Slot> done_;  // finished batches not yet taken, by batch number
@@ -200,8 +202,10 @@ int64_t DataLoader::size() const {
   return opts_.drop_last ? n / opts_.batch_size : (n + opts_.batch_size - 1) / opts_.batch_size;
 }
 
-DataLoader::Iterator DataLoader::begin() const {
-  return Iterator(std::make_shared<detail::EpochRun>(dataset_, sampler_->indices(), opts_, transfer_));
+DataLoader::Iterator DataLoader::begin_at(int64_t first_batch) const {
+  MT_CHECK(first_batch >= 0 && first_batch <= size(), "DataLoader::begin_at: batch ", first_batch,
+           " is outside the epoch's 0..", size(), " batches");
+  return Iterator(std::make_shared<detail::EpochRun>(dataset_, sampler_->indices(), opts_, transfer_, first_batch));
 }
 
 DataLoader::Iterator::Iterator(std::shared_ptr<detail::EpochRun> run) : run_(std::move(run)) { fetch(); }

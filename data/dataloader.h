@@ -94,7 +94,12 @@ class DataLoader {
   // Starts an epoch: takes the sampler's index list, starts the workers, returns the first batch.
   // Each call is an independent pass. An exception from building a batch (in a worker or not) is
   // rethrown here or from operator++, unchanged, and the iterator is then at the end.
-  Iterator begin() const;
+  Iterator begin() const { return begin_at(0); }
+  // The same epoch from batch `first_batch` on (0 <= first_batch <= size()): batches before it are
+  // neither built nor yielded, and batch k is still the k-th chunk of the sampler's list (Note
+  // [Batch order]). What a run resumed mid-epoch (Note [Mid-epoch resume] in
+  // apps/mini_train/checkpoint_step.h) needs to see exactly the batches the interrupted one had left.
+  Iterator begin_at(int64_t first_batch) const;
   std::default_sentinel_t end() const { return {}; }
 
   // Number of batches in an epoch.

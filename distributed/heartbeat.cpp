@@ -57,6 +57,11 @@ void set_phase(Phase phase, int64_t bucket) {
 
 void set_step(int64_t step) { g_step.store(step, std::memory_order_relaxed); }
 
+PhaseNow current_phase() {
+  return {static_cast<Phase>(g_phase.load(std::memory_order_relaxed)), g_bucket.load(std::memory_order_relaxed),
+          g_step.load(std::memory_order_relaxed)};
+}
+
 std::string describe_phase(Phase phase, int64_t bucket, int64_t step) {
   std::string s = phase_name(phase);
   if (phase == Phase::Backward && bucket >= 0) s += ", bucket " + std::to_string(bucket);

@@ -19,8 +19,8 @@
 //              ... monitor.close_worker_ends();             // after every fork
 //              if (auto stale = monitor.poll()) ...         // now and then
 //
-// Not here: heartbeats through the store (jobs started by torchrun or srun, which have no mini_train
-// launcher, rely on the collective timeout), restarting a stopped rank.
+// Not here: restarting a stopped rank; heartbeats of jobs that no mini_train launcher started
+// (torchrun, srun, by hand): those go through the store (heartbeat_store.h).
 #pragma once
 
 #include <chrono>
@@ -40,6 +40,12 @@ void set_phase(Phase phase, int64_t bucket = -1);
 void set_step(int64_t step);  // the training step this process is in
 // "backward, bucket 2, step 17".
 std::string describe_phase(Phase phase, int64_t bucket, int64_t step);
+// What set_phase and set_step last stored (what a beat carries; heartbeat_store.h reads it too).
+struct PhaseNow {
+  Phase phase;
+  int64_t bucket, step;
+};
+PhaseNow current_phase();
 
 // The worker's side: a thread writing this process's phase to `fd` every `every` until destroyed.
 class Heartbeat {

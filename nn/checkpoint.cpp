@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
+#include <tuple>
 #include <vector>
 
 namespace mt {
@@ -16,6 +18,7 @@ constexpr const char* kFormat = "minitrain-checkpoint-1";
 constexpr const char* kModel = "model/";
 constexpr const char* kOptimizer = "optimizer/";
 constexpr const char* kScheduler = "scheduler/";
+constexpr const char* kProgress = "progress/";
 constexpr const char* kInfo = "info/";
 
 bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
@@ -60,6 +63,7 @@ void save_checkpoint(const std::string& path, const Checkpoint& c) {
   for (const auto& [name, t] : c.model) tensors.emplace_back(kModel + name, t);
   for (const auto& [name, t] : c.optimizer) tensors.emplace_back(kOptimizer + name, t);
   for (const auto& [name, t] : c.scheduler) tensors.emplace_back(kScheduler + name, t);
+  for (const auto& [name, t] : c.progress) tensors.emplace_back(kProgress + name, t);
   char loss[32];
   std::snprintf(loss, sizeof loss, "%.17g", c.loss);
   std::map<std::string, std::string> meta = {
@@ -70,6 +74,7 @@ void save_checkpoint(const std::string& path, const Checkpoint& c) {
       {"rng_seed", std::to_string(c.rng_seed)},
       {"rng_offset", std::to_string(c.rng_offset)},
   };
+  if (c.epoch_batches > 0) meta["epoch_batches"] = std::to_string(c.epoch_batches);
   for (const auto& [k, v] : c.info) meta[kInfo + k] = v;
   save_safetensors(path, tensors, meta);
 }
@@ -87,29 +92,46 @@ Checkpoint load_checkpoint(const std::string& path) {
   c.loss = parse_double(field(meta, "loss", path), "loss", path);
   c.rng_seed = parse_uint(field(meta, "rng_seed", path), "rng_seed", path);
   c.rng_offset = parse_uint(field(meta, "rng_offset", path), "rng_offset", path);
-  MT_CHECK(c.epoch >= 0 && c.step >= 0, "checkpoint ", path, ": negative epoch or step");
+  if (meta.count("epoch_batches")) c.epoch_batches = parse_int(meta.at("epoch_batches"), "epoch_batches", path);
+  MT_CHECK(c.epoch >= 0 && c.step >= 0 && c.epoch_batches >= 0, "checkpoint ", path, ": negative epoch or step");
   for (const auto& [k, v] : meta)
     if (starts_with(k, kInfo)) c.info[k.substr(std::string(kInfo).size())] = v;
   for (auto& [name, t] : file.tensors) {
     if (starts_with(name, kModel)) c.model.emplace_back(name.substr(std::string(kModel).size()), t);
     else if (starts_with(name, kOptimizer)) c.optimizer[name.substr(std::string(kOptimizer).size())] = t;
     else if (starts_with(name, kScheduler)) c.scheduler[name.substr(std::string(kScheduler).size())] = t;
-    else MT_FAIL("checkpoint ", path, ": unexpected tensor '", name, "' (expected model/, optimizer/ or scheduler/)");
+    else if (starts_with(name, kProgress)) c.progress[name.substr(std::string(kProgress).size())] = t;
+    else MT_FAIL("checkpoint ", path, ": unexpected tensor '", name, "' (expected model/, optimizer/, scheduler/ "
+                 "or progress/)");
   }
   return c;
 }
 
-// ---- checkpoint folders ------------------------------------------------------------------------
+// ---- checkpoint folders (Note [Checkpoint names]) ---------------------------------------------
 
 namespace {
 constexpr const char* kPrefix = "checkpoint-epoch-";
+constexpr const char* kStepInfix = "-step-";
 constexpr const char* kSuffix = ".safetensors";
+constexpr int64_t kEpochEnd = std::numeric_limits<int64_t>::max();  // an epoch's own checkpoint sorts last
 
-// The epochs of dir's checkpoints, ascending. Other files (and temp files of a save cut short,
-// which end in ".tmp.<pid>") are not checkpoints and are left alone.
-std::vector<std::pair<int64_t, std::string>> list_checkpoints(const std::string& dir) {
+struct Found {
+  int64_t epoch, step;  // step: kEpochEnd for an epoch checkpoint
+  std::string path;
+  bool operator<(const Found& o) const { return std::tie(epoch, step) < std::tie(o.epoch, o.step); }
+};
+
+// Whole-string digits (at most 12), or -1.
+int64_t digits_value(const std::string& s) {
+  if (s.empty() || s.size() > 12 || s.find_first_not_of("0123456789") != std::string::npos) return -1;
+  return std::stoll(s);
+}
+
+// dir's checkpoints, oldest first. Other files (and temp files of a save cut short, which end in
+// ".tmp.<pid>") are not checkpoints and are left alone.
+std::vector<Found> list_checkpoints(const std::string& dir) {
   namespace fs = std::filesystem;
-  std::vector<std::pair<int64_t, std::string>> found;
+  std::vector<Found> found;
   std::error_code ec;
   if (dir.empty() || !fs::is_directory(dir, ec)) return found;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
@@ -118,9 +140,13 @@ std::vector<std::pair<int64_t, std::string>> list_checkpoints(const std::string&
     if (name.size() <= prefix.size() + suffix.size() || name.rfind(prefix, 0) != 0 ||
         name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
       continue;
-    const std::string digits = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
-    if (digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 12) continue;
-    found.emplace_back(std::stoll(digits), entry.path().string());
+    const std::string middle = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+    const size_t infix = middle.find(kStepInfix);
+    const int64_t epoch = digits_value(middle.substr(0, infix));
+    const int64_t step = infix == std::string::npos ? kEpochEnd
+                                                    : digits_value(middle.substr(infix + std::string(kStepInfix).size()));
+    if (epoch < 0 || step < 0) continue;
+    found.push_back({epoch, step, entry.path().string()});
   }
   std::sort(found.begin(), found.end());
   return found;
@@ -133,16 +159,30 @@ std::string checkpoint_path(const std::string& dir, int64_t epoch) {
   return (std::filesystem::path(dir) / name).string();
 }
 
+std::string step_checkpoint_path(const std::string& dir, int64_t epoch, int64_t step) {
+  char name[96];
+  std::snprintf(name, sizeof name, "%s%06lld%s%09lld%s", kPrefix, static_cast<long long>(epoch), kStepInfix,
+                static_cast<long long>(step), kSuffix);
+  return (std::filesystem::path(dir) / name).string();
+}
+
 std::string latest_checkpoint(const std::string& dir) {
   const auto found = list_checkpoints(dir);
-  return found.empty() ? std::string() : found.back().second;
+  return found.empty() ? std::string() : found.back().path;
 }
 
 void prune_checkpoints(const std::string& dir, int keep) {
-  const auto found = list_checkpoints(dir);
-  for (size_t i = 0; i + static_cast<size_t>(std::max(keep, 1)) < found.size(); ++i) {
+  const auto found = list_checkpoints(dir);  // oldest first
+  const size_t kept = static_cast<size_t>(std::max(keep, 1));
+  size_t epochs_seen = 0, steps_seen = 0;
+  bool after_an_epoch_checkpoint = false;  // walking newest first: an epoch checkpoint is newer
+  for (auto it = found.rbegin(); it != found.rend(); ++it) {
+    const bool epoch_checkpoint = it->step == kEpochEnd;
+    const bool keep_it = epoch_checkpoint ? ++epochs_seen <= kept : !after_an_epoch_checkpoint && ++steps_seen <= kept;
+    after_an_epoch_checkpoint = after_an_epoch_checkpoint || epoch_checkpoint;
+    if (keep_it) continue;
     std::error_code ec;
-    std::filesystem::remove(found[i].second, ec);  // best effort: a leftover old file harms nothing
+    std::filesystem::remove(it->path, ec);  // best effort: a leftover old file harms nothing
   }
 }
 

@@ -3,10 +3,14 @@
 // file (nn/safetensors.h), written atomically.
 //
 // File layout (readable with nothing but json + numpy, see tests/nn/checkpoint_roundtrip.py):
-//   tensors   "model/<state_dict name>", "optimizer/<key>", "scheduler/<key>"
+//   tensors   "model/<state_dict name>", "optimizer/<key>", "scheduler/<key>", "progress/<key>"
 //   metadata  "format": "minitrain-checkpoint-1", "epoch", "step", "loss", "rng_seed",
 //             "rng_offset" (decimal strings; loss with 17 significant digits, so it round-trips),
-//             and "info/<key>" for the caller's own strings (model config, flags).
+//             "epoch_batches" (only in a checkpoint taken mid-epoch), and "info/<key>" for the
+//             caller's own strings (model config, flags).
+// Tensors on a GPU are copied to host memory as they are written; a loaded checkpoint's tensors
+// are on the CPU, and Module::load_state_dict / Optimizer::load_state_dict copy them to wherever
+// the parameters live.
 // What it does not do: decide *when* to save or which files to keep (the training loop does that).
 #pragma once
 
@@ -23,7 +27,9 @@ struct Checkpoint {
   NamedTensors model;                         // Module::state_dict()
   std::map<std::string, Tensor> optimizer;    // Optimizer::state_dict()
   std::map<std::string, Tensor> scheduler;    // LRScheduler::state_dict(), empty without one
+  std::map<std::string, Tensor> progress;     // the training loop's own mid-epoch state (may be empty)
   int64_t epoch = 0;                          // epochs completed
+  int64_t epoch_batches = 0;                  // batches taken of epoch `epoch + 1`; 0: at an epoch's end
   int64_t step = 0;                           // optimizer steps taken
   double loss = std::numeric_limits<double>::quiet_NaN();
   uint64_t rng_seed = 0, rng_offset = 0;      // Generator::seed(), Generator::offset()
@@ -35,11 +41,18 @@ void save_checkpoint(const std::string& path, const Checkpoint& checkpoint);
 // Throws mt::Error naming the path when the file is not a minitrain checkpoint or is damaged.
 Checkpoint load_checkpoint(const std::string& path);
 
-// A folder of per-epoch checkpoints: "<dir>/checkpoint-epoch-<NNNNNN>.safetensors".
+// Note [Checkpoint names]: a folder holds two kinds of checkpoint.
+//   "<dir>/checkpoint-epoch-<EEEEEE>.safetensors"                  after epoch E
+//   "<dir>/checkpoint-epoch-<EEEEEE>-step-<SSSSSSSSS>.safetensors"  during epoch E, after global step S
+// They order by (E, then S, an epoch's own checkpoint after all its step checkpoints): the newest is
+// the furthest point of training. Pruning keeps the newest `keep` epoch checkpoints; a step
+// checkpoint is only there to restart from mid-epoch, so those older than the newest epoch
+// checkpoint are deleted, and of the rest the newest `keep` stay.
 std::string checkpoint_path(const std::string& dir, int64_t epoch);
-// The newest (highest epoch) checkpoint in dir, or "" when there is none (or no dir).
+std::string step_checkpoint_path(const std::string& dir, int64_t epoch, int64_t step);
+// The newest checkpoint in dir (in the order above), or "" when there is none (or no dir).
 std::string latest_checkpoint(const std::string& dir);
-// Deletes all but the newest `keep` checkpoints of dir (after a successful save).
+// Deletes what Note [Checkpoint names] says is no longer needed (after a successful save).
 void prune_checkpoints(const std::string& dir, int keep);
 
 }  // namespace mt

@@ -257,7 +257,9 @@ LoadStateDictResult Module::load_state_dict(const NamedTensors& dict, bool stric
   }
 
   NoGradGuard no_grad;
-  for (auto& [dst, src] : copies) dst.copy_(src);
+  // A dict read from a file is on the CPU, the module may be on a GPU: each tensor is copied to its
+  // destination's device (a no-op when it is already there).
+  for (auto& [dst, src] : copies) dst.copy_(src.to(dst.device()));
   return result;
 }
 

@@ -111,7 +111,8 @@ class Module {
   // Copies `dict`'s values into the module's tensors in place (under NoGradGuard), casting dtypes.
   // Every problem is collected first and reported in one error naming the keys; when there is one,
   // nothing is copied. Shape mismatches and repeated keys are always errors; missing and
-  // unexpected keys are errors when strict, else returned.
+  // unexpected keys are errors when strict, else returned. Each tensor is copied to the device of
+  // the parameter or buffer it loads into (a checkpoint read on the CPU loads into a GPU model).
   LoadStateDictResult load_state_dict(const NamedTensors& dict, bool strict = true);
 
   // ---- printing ---------------------------------------------------------------------------------

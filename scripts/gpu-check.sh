@@ -10,7 +10,8 @@
 #   cuda: ...  each CUDA test case as its own process (doctest -tc), so a hang or an illegal
 #              address in one case cannot take the others with it
 #   nccl       ProcessGroupNCCL on cuda:0 (when NCCL was found)
-#   mini_train the seed job with --gpus 0, and one epoch of Fashion-MNIST (when the data is there)
+#   mini_train the seed job with --gpus 0, one epoch of Fashion-MNIST (when the data is there), and a
+#              run killed mid-epoch and resumed from its step checkpoint, compared byte for byte
 #   bench      bench/bench_gpu.cpp, and bench/gpu_torch.py beside it (when PyTorch sees the GPU)
 # Everything lands in $OUT (default <build>/gpu-check): logs/<step>.log, results.tsv, table.txt.
 # The whole check stays within MT_GPU_CHECK_BUDGET seconds (default 360): a step gets at most what
@@ -177,9 +178,18 @@ fi
 if (( ! built || gpus == 0 )); then
   skip "mini_train --gpus 0: seed job" "$( (( built )) && echo 'no GPU' || echo 'not built')"
   skip "mini_train --gpus 0: Fashion-MNIST, 1 epoch" "$( (( built )) && echo 'no GPU' || echo 'not built')"
+  skip "mini_train --gpus 0: killed mid-epoch, resumed bit-exact" "$( (( built )) && echo 'no GPU' || echo 'not built')"
 else
   run_step "mini_train --gpus 0: seed job" 60 bash -c 'cd "$1" && "$2" --gpus 0 --epochs 5 --save "$1/gpu_model.safetensors"' \
     _ "$out" "$build/mini_train"
+  # Checkpoints from device memory, resumed onto the GPU mid-epoch (Note [Mid-epoch resume]): the
+  # run killed at step 23 and resumed from its step 21 ends at the uninterrupted run's bytes.
+  run_step "mini_train --gpus 0: killed mid-epoch, resumed bit-exact" 90 bash -c '
+    set -e; cd "$1"; rm -rf gpu_ck; f=(--gpus 0 --model mlp --hidden 16,8 --optimizer adam --schedule cosine --samples 500 --epochs 4 -q)
+    "$2" "${f[@]}" --save gpu_full.safetensors
+    MT_TEST_KILL_STEP=23 "$2" "${f[@]}" --checkpoint-dir gpu_ck --checkpoint-every 7 --save gpu_x.safetensors || true
+    "$2" "${f[@]}" --checkpoint-dir gpu_ck --checkpoint-every 7 --resume auto --save gpu_resumed.safetensors
+    cmp gpu_full.safetensors gpu_resumed.safetensors' _ "$out" "$build/mini_train"
   fashion=""
   for d in "$deps/fashion-mnist" /usr/share/datasets/fashion-mnist; do [[ -d $d ]] && { fashion=$d; break; }; done
   if [[ -z $fashion ]]; then

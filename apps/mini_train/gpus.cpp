@@ -59,10 +59,6 @@ void validate_gpus(const Options& o) {
            "(cmake -DMT_CUDA=ON), or train on the CPU with --nproc");
   MT_CHECK(gpus.size() == 1 || nccl_is_built(), "--gpus ", o.gpus, ": this build has no NCCL, which training on "
            "several GPUs needs: install NCCL (or set NCCL_ROOT) and reconfigure, or use one GPU");
-  // Checkpoints hold CPU tensors and a resume loads them into the model and optimizer as they are; a
-  // GPU run would need both moved, which is not written yet: refused rather than half done.
-  MT_CHECK(o.checkpoint_dir.empty() && o.resume.empty(), "--gpus ", o.gpus, ": --checkpoint-dir and --resume "
-           "are not supported on GPUs yet; train on the CPU for checkpoints (--nproc), or drop them");
   const int count = cuda_device_count();
   MT_CHECK(count > 0, "--gpus ", o.gpus, ": no CUDA GPU is visible (", driver_version(), ", CUDA_VISIBLE_DEVICES=",
            std::getenv("CUDA_VISIBLE_DEVICES") ? std::getenv("CUDA_VISIBLE_DEVICES") : "(unset)", ")");

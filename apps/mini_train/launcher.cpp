@@ -24,6 +24,8 @@
 #include "apps/mini_train/outputs.h"
 #include "distributed/heartbeat.h"
 #include "distributed/socket.h"
+#include "distributed/tcp_store.h"
+#include "nn/checkpoint.h"
 #include "tensor/check.h"
 
 namespace mt::app {
@@ -212,12 +214,25 @@ int launch_mpirun(const Options& o, int nproc, const std::vector<std::string>& a
     std::fprintf(stderr, "mini_train: note: running as root, so OMPI_ALLOW_RUN_AS_ROOT=1 and "
                  "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 are set for mpirun (OpenMPI's permission to run as root)\n");
 
+  // Note [Store heartbeat] for MPI ranks, which meet without a store: this launcher hosts one for
+  // their heartbeats alone (loopback, its own token), named to them in MT_HEARTBEAT_STORE.
+  std::unique_ptr<dist::TCPStore> heartbeat_store;
+  const std::string token = random_token();
+  if (o.heartbeat_timeout > 0)
+    heartbeat_store = std::make_unique<dist::TCPStore>(dist::TCPStoreOptions{
+        .host = "127.0.0.1", .port = 0, .is_server = true, .job_token = token, .loopback_only = true});
+  const std::string heartbeat_at = heartbeat_store ? "127.0.0.1:" + std::to_string(heartbeat_store->port()) : "";
+
   LauncherSignals signals;
   std::fflush(stdout);
   std::fflush(stderr);
   std::vector<Worker> job(1);
   const bool terminal = isatty(STDOUT_FILENO);
-  const pid_t pid = spawn(argv, signals.old_mask, getpid(), [root, terminal] {
+  const pid_t pid = spawn(argv, signals.old_mask, getpid(), [root, terminal, &heartbeat_at, &token] {
+    if (!heartbeat_at.empty()) {
+      setenv("MT_HEARTBEAT_STORE", heartbeat_at.c_str(), 1);
+      setenv("MT_JOB_TOKEN", token.c_str(), 1);
+    }
     setenv("OPENBLAS_NUM_THREADS", "1", 0);  // 0: keep the user's value; N ranks share the cores
     if (!terminal) setenv("MT_NO_PROGRESS", "1", 1);  // progress.h
     if (root) {
@@ -350,7 +365,8 @@ int launch(int argc, char** argv, const Options& o) {
   if (o.node_rank == 0) check_outputs(o, {});
   const std::vector<std::string> args = worker_args(argc, argv);
   MT_CHECK(o.max_restarts == 0 || o.nnodes == 1, "--max-restarts restarts the workers of one machine; with "
-           "--nnodes ", o.nnodes, " the nodes would restart apart (not supported yet)");
+           "--nnodes ", o.nnodes, " the nodes would restart apart: one count per job needs a store that outlives the workers and a shared "
+           "--checkpoint-dir (not written yet; docs/ddp.md, Restarts, says why)");
   // This binary by its real path, not /proc/self/exe: ps and top then show "mini_train ..." with
   // the worker's arguments.
   std::vector<std::string> worker_argv{self_path()};
@@ -365,10 +381,12 @@ int launch(int argc, char** argv, const Options& o) {
                                                                  : run_workers(o, worker_argv, nproc);
     if (rc == 0 || rc > 128 || restart >= o.max_restarts) return rc;
     if (!o.checkpoint_dir.empty()) worker_argv = resume_auto(worker_argv);
+    const std::string newest = latest_checkpoint(o.checkpoint_dir);  // what --resume auto will take
+    const std::string from = o.checkpoint_dir.empty() ? "from the start (no --checkpoint-dir)"
+                             : newest.empty()         ? "from the start (no checkpoint in " + o.checkpoint_dir + " yet)"
+                                                      : "from " + newest;
     std::fprintf(stderr, "mini_train: restart %d of %d (--max-restarts) after the failure above: all workers "
-                 "again, %s\n", restart + 1, o.max_restarts,
-                 o.checkpoint_dir.empty() ? "from the start (no --checkpoint-dir)"
-                                          : ("from the newest checkpoint in " + o.checkpoint_dir).c_str());
+                 "again, %s\n", restart + 1, o.max_restarts, from.c_str());
   }
 }
 

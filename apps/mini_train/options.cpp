@@ -126,7 +126,8 @@ bool parse_options(int argc, char** argv, Options& o, int* exit_code) {
   app.add_option("--max-restarts", o.max_restarts, "after a worker fails, start all workers again from the "
                  "newest checkpoint of --checkpoint-dir (or from the start), at most this many times")->group(dist);
   app.add_option("--heartbeat-timeout", o.heartbeat_timeout, "seconds a worker may send no heartbeat (stopped, "
-                 "frozen) before --nproc's launcher ends the job naming it and its last phase; 0: off")->group(dist);
+                 "frozen) before the job ends naming it and its last phase (--nproc's launcher watches, else the ranks "
+                 "watch each other through the store); 0: off")->group(dist);
 
   auto* out = "Output";
   app.add_flag("--eval", o.eval, "report accuracy (or loss) on the test split after every epoch and at the end")
@@ -157,6 +158,10 @@ bool parse_options(int argc, char** argv, Options& o, int* exit_code) {
   app.add_flag("--sync-bn", o.sync_bn, "DDP: BatchNorm normalises with the statistics of every rank's batch "
                "together (SyncBatchNorm; --model cnn), not each rank's own")
       ->group(dist);
+
+  // Issue 14's step checkpoints (checkpoint_step.h).
+  app.add_option("--checkpoint-every", o.checkpoint_every, "also checkpoint every N optimizer steps (0: only at "
+                 "epoch ends); --resume continues mid-epoch at that step, exactly")->group(files);
 
   if (!parse_command_line(app, argc, argv, exit_code)) return false;
   o.shuffle = !no_shuffle;
@@ -254,6 +259,9 @@ void validate(const Options& o) {
   MT_CHECK(o.heartbeat_timeout >= 0 && o.heartbeat_timeout <= 86400, "--heartbeat-timeout must be in 0..86400 "
            "seconds, got ", o.heartbeat_timeout);
   MT_CHECK(o.keep >= 1, "--keep must be at least 1, got ", o.keep);
+  MT_CHECK(o.checkpoint_every >= 0, "--checkpoint-every must be >= 0 steps, got ", o.checkpoint_every);
+  MT_CHECK(o.checkpoint_every == 0 || !o.checkpoint_dir.empty(), "--checkpoint-every ", o.checkpoint_every,
+           " needs a --checkpoint-dir to write to");
   for (int64_t h : o.hidden) MT_CHECK(h >= 1 && h <= 1 << 20, "--hidden widths must be in 1..1048576, got ", h);
   MT_CHECK(o.inputs.empty() == o.targets.empty(), "--inputs and --targets go together: give both files");
   // Files that must exist, checked here so that a launcher refuses before it starts any worker.

@@ -65,7 +65,7 @@ struct Options {
   int64_t timeout = 300;              // seconds: rendezvous and every collective
   int64_t check_replicas = 0;         // > 0: compare the replicas every K steps too (always at epoch ends)
   int max_restarts = 0;               // the launcher reruns the workers after a failure, this many times
-  int64_t heartbeat_timeout = 30;     // seconds without a worker's heartbeat before the launcher ends the job; 0: off
+  int64_t heartbeat_timeout = 30;     // seconds without a worker's heartbeat before the job ends; 0: off
   // ---- output ----
   bool eval = false;                  // test score after training, and a validation line per epoch
   bool quiet = false;
@@ -80,6 +80,8 @@ struct Options {
   double clip_grad = 0;               // > 0: gradients scaled to at most this global L2 norm before a step
   bool sync_bn = false;              // DDP: BatchNorm statistics over every rank's batch (SyncBatchNorm)
   double bucket_cap_mb = 25;          // DDP's bucket size in MiB (the first bucket: 1 MiB), as PyTorch's
+  // ---- added with issue 14: step checkpoints (checkpoint_step.h) ----
+  int64_t checkpoint_every = 0;       // > 0: a checkpoint every N optimizer steps too, resumable mid-epoch
 };
 
 // Parses argv. Returns true to go on; false when the process should exit with *exit_code (--help,

@@ -2,7 +2,8 @@
 // set_up (process group, data, model, output checks, optimizer, loader), resume (checkpoint state,
 // and what it overrides), the config table, then per epoch: train_epoch (shuffle seeded by
 // seed + epoch, steps), report_epoch (the epoch line, validation with --eval, the JSON log) and
-// write_checkpoint; finally the --eval score and save_model. A step is forward, backward, --clip-grad,
+// write_checkpoint (and with --checkpoint-every a step checkpoint every N steps,
+// checkpoint_step.h); finally the --eval score and save_model. A step is forward, backward, --clip-grad,
 // the optimizer and the schedule; --max-steps can end the last epoch early. See trainer.h.
 //
 // Distributed (RANK and WORLD_SIZE in the environment: mini_train's launcher, torchrun, srun; or an
@@ -27,12 +28,14 @@
 #include <sstream>
 
 #include "apps/mini_train/backend.h"
+#include "apps/mini_train/checkpoint_step.h"
 #include "apps/mini_train/evaluate.h"
 #include "apps/mini_train/gpus.h"
 #include "apps/mini_train/job.h"
 #include "apps/mini_train/model_file.h"
 #include "apps/mini_train/model_gpt.h"
 #include "apps/mini_train/outputs.h"
+#include "apps/mini_train/peer_heartbeat.h"
 #include "apps/mini_train/progress.h"
 #include "autograd/ops.h"
 #include "data/dataloader.h"
@@ -81,6 +84,7 @@ struct Run {
   std::unique_ptr<optim::LRScheduler> scheduler;
   std::shared_ptr<dist::DistributedDataParallel> ddp;
   int64_t first_epoch = 1, step = 0;
+  EpochProgress resumed_at;      // a mid-epoch checkpoint's place in epoch first_epoch (checkpoint_step.h)
   std::string resumed_from;      // the checkpoint's path, "" for a fresh run
   std::vector<std::string> notes;  // what the checkpoint overrode, for the config table
   std::ofstream json_log;
@@ -210,7 +214,7 @@ void reconcile(Run& r, const Checkpoint& c, const std::string& from) {
 
 // Resume: everything that decides the rest of the run comes back, so that the final weights are
 // bit-for-bit those of an uninterrupted run (the data order needs nothing: it is seeded by
-// seed + epoch).
+// seed + epoch; a mid-epoch checkpoint adds its place in the epoch: Note [Mid-epoch resume]).
 void resume(Run& r) {
   if (r.o.resume.empty()) return;
   const std::string from = r.o.resume == "auto" ? latest_checkpoint(r.o.checkpoint_dir) : r.o.resume;
@@ -223,6 +227,7 @@ void resume(Run& r) {
   default_generator().set_state(c.rng_seed, c.rng_offset);
   r.first_epoch = c.epoch + 1;
   r.step = c.step;
+  r.resumed_at = resumed_progress(c, r.world, r.rank, from);
   r.resumed_from = from;
 }
 
@@ -282,17 +287,23 @@ struct EpochResult {
   double seconds = 0;
 };
 
+void write_step_checkpoint(Run& r, int64_t epoch, const EpochProgress& progress);
+
 EpochResult train_epoch(Run& r, int64_t epoch) {
   const auto start = Clock::now();
   if (r.pg) test_fail_hook(r.rank, epoch);
   r.loader->set_epoch(epoch);
   dist::set_phase(dist::Phase::Data);
   nn::Module& net = r.ddp ? static_cast<nn::Module&>(*r.ddp) : *r.model;
-  const int64_t steps = r.o.max_steps > 0 ? std::min(r.steps_per_epoch, r.o.max_steps - r.step) : r.steps_per_epoch;
+  // A mid-epoch resume starts where its checkpoint was taken (Note [Mid-epoch resume]).
+  const EpochProgress from = epoch == r.first_epoch ? r.resumed_at : EpochProgress{};
+  double loss_sum = from.loss_sum;
+  int64_t seen = from.seen, done = from.batches;
+  const int64_t steps = r.o.max_steps > 0 ? std::min(r.steps_per_epoch, done + r.o.max_steps - r.step)
+                                          : r.steps_per_epoch;
   ProgressBar bar(r.talk, epoch, r.o.epochs, steps);
-  double loss_sum = 0;
-  int64_t seen = 0, done = 0;
-  for (const data::Batch& batch : *r.loader) {
+  for (auto it = r.loader->begin_at(done); it != r.loader->end(); ++it) {
+    const data::Batch& batch = *it;
     if (steps_exhausted(r)) break;  // --max-steps, mid-epoch
     // Already on r.device: on a GPU the loader copied it through pinned memory while the previous
     // step computed, and the compute stream waits for that copy (data/dataloader.h).
@@ -319,6 +330,9 @@ EpochResult train_epoch(Run& r, int64_t epoch) {
       r.ddp->check_replicas("after step " + std::to_string(r.step) + " (--check-replicas)");
     loss_sum += l * static_cast<double>(batch.size());
     seen += batch.size();
+    if (step_checkpoint_due(r.o, r.step, done == r.steps_per_epoch))  // --checkpoint-every
+      write_step_checkpoint(r, epoch, {.batches = done, .loss_sum = loss_sum, .seen = seen});
+    test_kill_hook(r.rank, r.step, !r.resumed_from.empty());
     bar.update(done, seen, loss_sum / static_cast<double>(seen));
   }
   bar.clear();
@@ -375,9 +389,8 @@ void report_epoch(Run& r, int64_t epoch, const EpochResult& e) {
 
 // ================================== checkpoint =================================================
 
-void write_checkpoint(Run& r, int64_t epoch, double loss) {
-  if (!r.lead || r.o.checkpoint_dir.empty()) return;
-  dist::set_phase(dist::Phase::Checkpoint);
+// Everything but the epoch counters; GPU tensors are copied to the host as they are written.
+Checkpoint checkpoint_of(const Run& r, int64_t epoch, double loss) {
   Checkpoint c;
   c.model = r.model->state_dict();
   c.optimizer = r.opt->state_dict();
@@ -387,8 +400,30 @@ void write_checkpoint(Run& r, int64_t epoch, double loss) {
   // What a resumed run must match (reconcile above).
   c.info = {{"model", r.signature}, {"optimizer", r.o.optimizer}, {"batch_size", std::to_string(r.o.batch_size)},
             {"max_steps", std::to_string(r.o.max_steps)}};
-  save_checkpoint(checkpoint_path(r.o.checkpoint_dir, epoch), c);
+  return c;
+}
+
+void write_checkpoint(Run& r, int64_t epoch, double loss) {
+  if (!r.lead || r.o.checkpoint_dir.empty()) return;
+  dist::set_phase(dist::Phase::Checkpoint);
+  save_checkpoint(checkpoint_path(r.o.checkpoint_dir, epoch), checkpoint_of(r, epoch, loss));
   prune_checkpoints(r.o.checkpoint_dir, r.o.keep);
+}
+
+// --checkpoint-every, during `epoch`: every rank gathers the epoch's loss sums, rank 0 writes
+// (Note [Mid-epoch resume]); the checkpoint's loss is the epoch's running mean so far.
+void write_step_checkpoint(Run& r, int64_t epoch, const EpochProgress& progress) {
+  dist::set_phase(dist::Phase::Checkpoint);
+  const Tensor sums = gather_progress(r.pg.get(), r.world, r.rank, progress);
+  if (r.lead) {
+    const Tensor totals = raw::sum(sums, {0});  // (2,): Σ loss·n, Σ n over the ranks
+    const std::vector<double> t = totals.to_vector<double>();
+    Checkpoint c = checkpoint_of(r, epoch - 1, t[0] / std::max(t[1], 1.0));
+    add_progress(c, progress.batches, sums);
+    save_checkpoint(step_checkpoint_path(r.o.checkpoint_dir, epoch, r.step), c);
+    prune_checkpoints(r.o.checkpoint_dir, r.o.keep);
+  }
+  dist::set_phase(dist::Phase::Data);
 }
 
 // ================================== the end =====================================================
@@ -427,6 +462,8 @@ int train(const Options& opts) {
   const std::unique_ptr<dist::Heartbeat> heartbeat = dist::Heartbeat::from_env();
   const auto start = Clock::now();
   Run r = set_up(opts);
+  // Note [Store heartbeat]: without that launcher (torchrun, srun, by hand), the ranks watch each other.
+  const std::unique_ptr<dist::StoreHeartbeat> peers = heartbeat ? nullptr : peer_heartbeat(r.o, r.rdv, r.pg.get());
   resume(r);
   // After --init/--resume (every rank loaded the same state; DDP checks and broadcasts rank 0's).
   if (r.pg) {
@@ -438,6 +475,7 @@ int train(const Options& opts) {
   }
   if (r.talk) print_config(r);
   if (r.lead && !r.o.log_json.empty()) {
+    if (!r.resumed_from.empty()) trim_json_log(r.o.log_json, r.first_epoch - 1);  // Note [Mid-epoch resume]
     r.json_log.open(r.o.log_json, r.resumed_from.empty() ? std::ios::trunc : std::ios::app);
     MT_CHECK(r.json_log.good(), "--log-json ", r.o.log_json, ": cannot open for writing");
   }

@@ -607,6 +607,35 @@ nproc_resume)
   "$bin" "${flags[@]}" --epochs 4 --checkpoint-dir b --resume auto --save resumed.safetensors || fail "resume failed"
   cmp full.safetensors resumed.safetensors || fail "resumed weights differ from the uninterrupted run"
   ;;
+step_resume)
+  # --checkpoint-every (Note [Mid-epoch resume] in apps/mini_train/checkpoint_step.h): a run killed
+  # with SIGKILL at step 23, two steps after its step checkpoint of step 21 (16 steps per epoch: in
+  # epoch 2), resumes mid-epoch and ends at the same bytes, and the same JSON log, as a run never
+  # interrupted. Adam, a cosine schedule, shuffling and worker threads: every piece of state counts.
+  flags=(--model mlp --hidden 16,8 --optimizer adam --schedule cosine --num-workers 2 --samples 500 --epochs 4 --quiet)
+  "$bin" "${flags[@]}" --log-json a.jsonl --save full.safetensors || fail "full run failed"
+  rc=0
+  MT_TEST_KILL_STEP=23 "$bin" "${flags[@]}" --log-json b.jsonl --checkpoint-dir b --checkpoint-every 7 \
+    --save x.safetensors 2>err.txt || rc=$?
+  [[ $rc == 137 ]] || { cat err.txt; fail "the run to be killed exited with $rc, not 137 (SIGKILL)"; }
+  # Note [Checkpoint names]: epoch 1's step checkpoints (7, 14) went when its epoch checkpoint came.
+  [[ "$(ls b | tr '\n' ' ')" == "checkpoint-epoch-000001.safetensors checkpoint-epoch-000002-step-000000021.safetensors " ]] ||
+    { ls b; fail "checkpoints after the kill"; }
+  "$bin" "${flags[@]}" --log-json b.jsonl --checkpoint-dir b --checkpoint-every 7 --resume auto \
+    --save resumed.safetensors >/dev/null 2>err.txt || { cat err.txt; fail "resume failed"; }
+  cmp full.safetensors resumed.safetensors || fail "resumed mid-epoch, the weights differ from the uninterrupted run"
+  drop_rates() { sed 's/"samples_per_s":[^,]*,"seconds":[^,]*,//' "$1"; }
+  diff <(drop_rates a.jsonl) <(drop_rates b.jsonl) || fail "the resumed run's JSON log differs (losses, steps, lr)"
+  # --keep 3: the newest epoch checkpoints; no step checkpoint is older than an epoch's.
+  [[ "$(ls b | tr '\n' ' ')" == "checkpoint-epoch-000002.safetensors checkpoint-epoch-000003.safetensors checkpoint-epoch-000004.safetensors " ]] ||
+    { ls b; fail "--keep after the resumed run"; }
+  expect_error "needs a --checkpoint-dir" --checkpoint-every 5
+  # A mid-epoch checkpoint of 2 processes does not resume on 1: the epoch's split depends on it.
+  MT_TEST_KILL_STEP=5 MT_TEST_KILL_RANK=1 "$bin" --nproc 2 --backend gloo --samples 500 --checkpoint-dir w \
+    --checkpoint-every 3 -q >/dev/null 2>&1 && fail "the --nproc 2 run was to be killed"
+  expect_error "was taken mid-epoch (3 batches into epoch 1) by 2 processes, this run has 1" --samples 500 \
+    --checkpoint-dir w --resume auto
+  ;;
 gpt_tiny)
   # A tiny GPT on a repetitive text: it trains (the loss falls), saves its shape in the metadata,
   # resumes bit-exact, and generates the same text for the same seed.

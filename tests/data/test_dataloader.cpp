@@ -208,3 +208,22 @@ TEST_CASE("pin_memory with a CPU device changes nothing: the same pageable batch
   CHECK_THROWS_WITH_AS(DataLoader(data, {.pin_memory = true, .pinned_buffers = 0}),
                        doctest::Contains("pinned_buffers must be >= 1, got 0"), Error);
 }
+
+TEST_CASE("DataLoader::begin_at(k) yields the epoch's batches from k on, the same for 0 and 3 workers") {
+  // What a mid-epoch resume sees (Note [Mid-epoch resume]): batches k.. of the very same epoch order.
+  auto data = numbered(103);  // 13 batches of 8, the last of 7
+  for (int workers : {0, 3}) {
+    CAPTURE(workers);
+    DataLoader loader(data, {.batch_size = 8, .shuffle = true, .num_workers = workers, .seed = 5});
+    loader.set_epoch(2);
+    const auto whole = batch_targets(loader);
+    std::vector<std::vector<int64_t>> rest;
+    for (auto it = loader.begin_at(5); it != loader.end(); ++it) rest.push_back(it->target.to_vector<int64_t>());
+    REQUIRE(rest.size() == 8);
+    CHECK(rest == std::vector<std::vector<int64_t>>(whole.begin() + 5, whole.end()));
+    CHECK(loader.begin_at(13) == loader.end());  // the epoch's end: nothing left
+  }
+  DataLoader loader(data, {.batch_size = 8});
+  CHECK_THROWS_WITH_AS(loader.begin_at(14), doctest::Contains("batch 14 is outside the epoch's 0..13 batches"),
+                       Error);
+}

@@ -3,9 +3,12 @@
 # SIGKILL mid-run makes the launcher restart every worker from the newest checkpoint, once, and the
 # job's final weights are bit-for-bit those of a run that was never interrupted. A save's temporary
 # file left by a dead writer is removed when the workers start (Note [Stale temporaries]).
-#   restart.sh MINI_TRAIN BACKEND NPROC      (BACKEND gloo or mpi; exit 77: skipped)
+# With WHEN=step the kill lands mid-epoch, after a --checkpoint-every step checkpoint, and the
+# restart resumes from that step (Note [Mid-epoch resume] in apps/mini_train/checkpoint_step.h).
+#   restart.sh MINI_TRAIN BACKEND NPROC [WHEN]  (BACKEND gloo or mpi; WHEN epoch (default) or step;
+#                                                exit 77: skipped)
 set -euo pipefail
-bin=$1 backend=$2 nproc=$3
+bin=$1 backend=$2 nproc=$3 when=${4:-epoch}
 work=$(mktemp -d /tmp/minitrain-restart.XXXXXX)
 launcher=
 cleanup() {
@@ -20,6 +23,25 @@ fi
 # Under ASan: OpenMPI's allocations held at exit read as leaks of every rank; not ours, and the
 # other checks stay on (as tests/apps/mini_train_test.sh's mpi_leaks_are_not_ours).
 [[ $backend == mpi ]] && export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+if [[ $when == step ]]; then
+  # 3 epochs of 32 steps (nproc 2) or 16 (nproc 4), a step checkpoint every 10 steps; the last rank
+  # sends itself SIGKILL after step 45 (MT_TEST_KILL_STEP, apps/mini_train/checkpoint_step.h), five
+  # steps after the step checkpoint of step 40, which is mid-epoch for both. The restarted workers
+  # resumed, so the hook leaves them alone.
+  job=(--nproc "$nproc" --backend "$backend" --samples 2000 --epochs 3 --seed 3 --num-workers 2 -q)
+  "$bin" "${job[@]}" --save "$work/ref.safetensors" >"$work/ref.log" 2>&1 || { cat "$work/ref.log"; fail "reference run failed"; }
+  rc=0
+  MT_TEST_KILL_STEP=45 MT_TEST_KILL_RANK=$((nproc - 1)) "$bin" "${job[@]}" --checkpoint-dir "$work/ck" \
+    --checkpoint-every 10 --max-restarts 1 --save "$work/got.safetensors" >"$work/log" 2>&1 || rc=$?
+  [[ $rc == 0 ]] || fail "the restarted job exited with $rc"
+  grep -q "MT_TEST_KILL_STEP: SIGKILL after step 45" "$work/log" || fail "the worker was not killed"
+  grep -q "restart 1 of 1 (--max-restarts) .* from .*/checkpoint-epoch-00000[23]-step-000000040.safetensors" \
+    "$work/log" || fail "the restart did not resume from the step checkpoint of step 40"
+  cmp "$work/ref.safetensors" "$work/got.safetensors" || fail "final weights differ from the uninterrupted run"
+  cat "$work/log"
+  echo "restart.sh: $backend x $nproc: SIGKILL mid-epoch, resumed at step 40; final weights bit-identical"
+  exit 0
+fi
 # 40 short epochs: an MPI job of the seed model runs 16 of them in half a second, faster than the
 # wait below can see one checkpoint before --keep prunes it; --keep 100 keeps every one.
 job=(--nproc "$nproc" --backend "$backend" --samples 40000 --epochs 40 --seed 3 --num-workers 0 -q)
