@@ -80,6 +80,9 @@ struct Options {
   double clip_grad = 0;               // > 0: gradients scaled to at most this global L2 norm before a step
   bool sync_bn = false;              // DDP: BatchNorm statistics over every rank's batch (SyncBatchNorm)
   double bucket_cap_mb = 25;          // DDP's bucket size in MiB (the first bucket: 1 MiB), as PyTorch's
+  // ---- added with issue 16: seeing a step (tracing.h) ----
+  std::string trace;                  // a Chrome-trace / Perfetto JSON of every rank goes here; empty: off
+  std::string trace_steps = "1:3";    // the steps traced, A:B inclusive
 };
 
 // Parses argv. Returns true to go on; false when the process should exit with *exit_code (--help,

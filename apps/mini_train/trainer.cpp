@@ -34,6 +34,7 @@
 #include "apps/mini_train/model_gpt.h"
 #include "apps/mini_train/outputs.h"
 #include "apps/mini_train/progress.h"
+#include "apps/mini_train/tracing.h"
 #include "autograd/ops.h"
 #include "data/dataloader.h"
 #include "data/sampler.h"
@@ -84,6 +85,7 @@ struct Run {
   std::string resumed_from;      // the checkpoint's path, "" for a fresh run
   std::vector<std::string> notes;  // what the checkpoint overrode, for the config table
   std::ofstream json_log;
+  std::unique_ptr<trace::Tracer> tracer;  // --trace (tracing.h); null: off
 };
 
 // ================================== set-up ======================================================
@@ -290,8 +292,14 @@ EpochResult train_epoch(Run& r, int64_t epoch) {
   ProgressBar bar(r.talk, epoch, r.o.epochs, steps);
   double loss_sum = 0;
   int64_t seen = 0, done = 0;
+  int64_t data_from = trace::now_ns();  // --trace: when the loader started on the next batch
   for (const data::Batch& batch : *r.loader) {
     if (steps_exhausted(r)) break;  // --max-steps, mid-epoch
+    if (r.tracer) r.tracer->begin_step(r.step + 1);  // --trace-steps
+    trace::record_since("data", data_from);
+    trace::Span step_span("step");
+    step_span.arg("step", r.step + 1);
+    trace::Span forward_span("forward");
     // The batch goes to the GPU on the compute stream: later kernels are ordered after the copy.
     const Tensor input = r.device.is_cuda() ? batch.input.to(r.device) : batch.input;
     const Tensor target = r.device.is_cuda() ? batch.target.to(r.device) : batch.target;
@@ -302,13 +310,18 @@ EpochResult train_epoch(Run& r, int64_t epoch) {
     MT_CHECK(std::isfinite(l) || r.o.allow_nonfinite, "the loss is ", l, " at step ", r.step + 1, " (epoch ", epoch,
              ", batch ", done + 1, " of ", r.steps_per_epoch, "); stopped before it reaches the weights. Check the "
              "data for NaN/inf, or lower --lr; --allow-nonfinite trains on");
+    forward_span.end();
     if (r.ddp) r.ddp->zero_grad();  // keeps the gradients views into DDP's buckets
     else r.opt->zero_grad();
+    trace::Span backward_span("backward");
     loss.backward();
+    backward_span.end();
     if (r.o.clip_grad > 0) optim::clip_grad_norm_(r.model->parameters(), r.o.clip_grad);  // DDP: reduced grads
     dist::set_phase(dist::Phase::Optimizer);
+    trace::Span optimizer_span("optimizer");
     r.opt->step();
     if (r.scheduler) r.scheduler->step();
+    optimizer_span.end();
     ++r.step, ++done;
     dist::set_step(r.step);
     dist::set_phase(dist::Phase::Data);  // the loader builds the next batch
@@ -317,6 +330,8 @@ EpochResult train_epoch(Run& r, int64_t epoch) {
     loss_sum += l * static_cast<double>(batch.size());
     seen += batch.size();
     bar.update(done, seen, loss_sum / static_cast<double>(seen));
+    step_span.end();
+    data_from = trace::now_ns();
   }
   bar.clear();
   if (r.ddp) r.ddp->check_replicas("at the end of epoch " + std::to_string(epoch));  // replica_guard.h
@@ -375,6 +390,7 @@ void report_epoch(Run& r, int64_t epoch, const EpochResult& e) {
 void write_checkpoint(Run& r, int64_t epoch, double loss) {
   if (!r.lead || r.o.checkpoint_dir.empty()) return;
   dist::set_phase(dist::Phase::Checkpoint);
+  const trace::Span span("checkpoint");
   Checkpoint c;
   c.model = r.model->state_dict();
   c.optimizer = r.opt->state_dict();
@@ -433,6 +449,7 @@ int train(const Options& opts) {
                                                             dist::DDPOptions{.bucket_cap_mb = r.o.bucket_cap_mb});
     r.ddp->register_comm_hook(dist::make_comm_hook(r.o.comm_hook));
   }
+  if (!r.o.trace.empty()) r.tracer = start_trace(r.o.trace_steps, r.pg.get(), *r.model);  // tracing.h
   if (r.talk) print_config(r);
   if (r.lead && !r.o.log_json.empty()) {
     r.json_log.open(r.o.log_json, r.resumed_from.empty() ? std::ios::trunc : std::ios::app);
@@ -450,6 +467,7 @@ int train(const Options& opts) {
     report_epoch(r, epoch, e);
     write_checkpoint(r, epoch, e.loss);
   }
+  if (r.tracer) finish_trace(*r.tracer, r.pg.get(), r.o.trace, r.talk);  // every rank: a collective
   if (r.first_epoch > r.o.epochs && r.talk)
     std::printf("nothing to train: the checkpoint already has %lld of %lld epochs\n",
                 static_cast<long long>(r.first_epoch - 1), static_cast<long long>(r.o.epochs));
