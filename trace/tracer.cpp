@@ -41,13 +41,34 @@ void Tracer::stop() {
   detail::active_tracer.compare_exchange_strong(expected, nullptr, std::memory_order_relaxed);
 }
 
-void Tracer::push(Event e) {
+size_t Tracer::push(Event e) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (events_.size() >= options_.max_events) {
     ++dropped_;
-    return;
+    return kDropped;
   }
   events_.push_back(std::move(e));
+  return events_.size() - 1;
+}
+
+size_t Tracer::open(int track, std::string name, int64_t begin_ns) {
+  return push(Event{.phase = 'X', .track = track, .begin_ns = begin_ns, .duration_ns = -1, .flow_id = 0,
+                    .name = std::move(name), .args = {}});
+}
+
+void Tracer::close(size_t index, int64_t end_ns) {
+  if (index == kDropped) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  Event& e = events_[index];
+  e.duration_ns = std::max<int64_t>(end_ns - e.begin_ns, 0);
+}
+
+void Tracer::add_arg(size_t index, const char* key, int64_t value) {
+  if (index == kDropped) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::string& args = events_[index].args;
+  if (!args.empty()) args += ",";
+  args.append("\"").append(key).append("\":").append(std::to_string(value));
 }
 
 void Tracer::complete(int track, std::string name, int64_t begin_ns, int64_t end_ns, std::string args) {
@@ -130,7 +151,8 @@ std::string metadata(int pid, int tid, const char* what, const std::string& valu
 std::string Tracer::events_json(int pid) const {
   std::lock_guard<std::mutex> lock(mutex_);
   std::vector<const Event*> sorted;
-  for (const Event& e : events_) sorted.push_back(&e);
+  for (const Event& e : events_)
+    if (e.duration_ns >= 0) sorted.push_back(&e);  // a span still open has -1
   // By track, then time; at equal times the longer span first, so that a parent precedes its child.
   std::stable_sort(sorted.begin(), sorted.end(), [](const Event* a, const Event* b) {
     if (a->track != b->track) return a->track < b->track;
@@ -162,24 +184,16 @@ std::string Tracer::events_json(int pid) const {
   return out;
 }
 
-void Span::start(Tracer* tracer, std::string name, int track) {
-  tracer_ = tracer;
-  name_ = std::move(name);
-  track_ = track;
-  begin_ns_ = now_ns();
-}
+void Span::start(std::string name, int track) { index_ = tracer_->open(track, std::move(name), now_ns()); }
 
 void Span::arg(const char* key, int64_t value) {
-  if (tracer_ == nullptr) return;
-  if (!args_.empty()) args_ += ",";
-  args_.append("\"").append(key).append("\":").append(std::to_string(value));
+  if (tracer_ != nullptr) tracer_->add_arg(index_, key, value);
 }
 
 void Span::end() {
   if (tracer_ == nullptr) return;
-  Tracer* t = tracer_;
+  tracer_->close(index_, now_ns());
   tracer_ = nullptr;
-  t->complete(track_, std::move(name_), begin_ns_, now_ns(), std::move(args_));
 }
 
 }  // namespace mt::trace

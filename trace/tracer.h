@@ -56,7 +56,7 @@ struct Event {
   char phase = 'X';   // 'X' complete span, 'i' instant, 's'/'f' flow start/end
   int track = 0;      // the Chrome "tid"
   int64_t begin_ns = 0;
-  int64_t duration_ns = 0;  // 'X' only
+  int64_t duration_ns = 0;  // 'X' only; -1 while open
   uint64_t flow_id = 0;     // 's'/'f' only
   std::string name;
   std::string args;   // a JSON object's members ("\"step\":3"), or empty
@@ -77,6 +77,12 @@ class Tracer {
 
   // ---- recording (normally through Span and the layers' helpers) ----
   void complete(int track, std::string name, int64_t begin_ns, int64_t end_ns, std::string args = {});
+  // A span whose end is not known yet: open() returns its index (kDropped past max_events), close()
+  // sets its end. Spans still open when the file is written are left out.
+  static constexpr size_t kDropped = ~size_t{0};
+  size_t open(int track, std::string name, int64_t begin_ns);
+  void close(size_t index, int64_t end_ns);
+  void add_arg(size_t index, const char* key, int64_t value);
   void instant(int track, std::string name, int64_t at_ns, std::string args = {});
   // A flow arrow from (from_track, from_ns) to (to_track, to_ns): Chrome binds its start to the span
   // enclosing it on from_track and its end to the span enclosing it on to_track.
@@ -102,7 +108,7 @@ class Tracer {
   size_t dropped() const;
 
  private:
-  void push(Event e);
+  size_t push(Event e);  // its index, or kDropped
   TracerOptions options_;
   int64_t created_ns_;
   int64_t offset_ns_ = 0, origin_ns_;
@@ -116,17 +122,18 @@ class Tracer {
 };
 
 // A span on `track` of the recording tracer, from construction to end() or destruction. Off, it
-// holds a null tracer and does nothing (Note [Free when off]).
+// holds a null tracer and does nothing (Note [Free when off]); it is two words either way, with
+// the name kept by the tracer, so that an engine step pays no string when tracing is off.
 class Span {
  public:
   Span() = default;
   explicit Span(const char* name, int track = 0) : tracer_(active()) {
     if (tracer_ != nullptr) [[unlikely]]
-      start(tracer_, name, track);
+      start(name, track);
   }
   // For helpers that checked active() themselves and built a name.
-  Span(Tracer* tracer, std::string name, int track = 0) {
-    if (tracer != nullptr) start(tracer, std::move(name), track);
+  Span(Tracer* tracer, std::string name, int track = 0) : tracer_(tracer) {
+    if (tracer_ != nullptr) start(std::move(name), track);
   }
   ~Span() {
     if (tracer_ != nullptr) [[unlikely]]
@@ -140,11 +147,9 @@ class Span {
   void end();  // records the span now; later calls and the destructor do nothing
 
  private:
-  void start(Tracer* tracer, std::string name, int track);
+  void start(std::string name, int track);
   Tracer* tracer_ = nullptr;
-  int track_ = 0;
-  int64_t begin_ns_ = 0;
-  std::string name_, args_;
+  size_t index_ = 0;  // the tracer's open event
 };
 
 // A span that began at `begin_ns` (taken with now_ns() earlier) and ends now, if recording.
