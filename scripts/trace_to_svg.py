@@ -173,16 +173,20 @@ def draw(events, step, step_spans, title):
             svg.rect(x_of(split), by, (end - split) * scale, ROW - 4, COLORS["exposed"],
                      f"bucket {b} all-reduce, exposed {end - split:.0f} us")
             svg.line(x_of(start), by - 2, x_of(start), by + ROW - 2, color="#000")  # launch
-            svg.text(x_of(start) + 3, by + 11, f"b{b} {a['args'].get('elements', 0) * 4 / 1024:.0f} KiB", size=9,
-                     color="#fff" if (end - start) * scale > 60 else "#000")
+            label = f"b{b} {a['args'].get('elements', 0) * 4 / 1024:.0f} KiB"
+            if x_of(start) + 70 > LEFT + WIDTH:  # no room after the launch: the label goes before it
+                svg.text(x_of(start) - 3, by + 11, label, size=9, anchor="end")
+            else:
+                svg.text(x_of(start) + 3, by + 11, label, size=9, color="#fff" if (end - start) * scale > 60 else "#000")
         for flow in view["flows"].values():
             if "s" in flow and "f" in flow:
                 b = flow["f"]["tid"] - 1
                 if b in buckets:
                     svg.line(x_of(flow["s"]["ts"]), y + ROW - 4, x_of(flow["f"]["ts"]),
                              y + ROW * (buckets.index(b) + 1), color="#333", arrow=True)
-        svg.text(LEFT + WIDTH, y + height - 8, f"communication {overlapped + exposed:.0f} us: "
-                 f"{overlapped:.0f} overlapped, {exposed:.0f} exposed", size=10, anchor="end", color="#333")
+        svg.text(LEFT + WIDTH, y + height - 8, f"all-reduces {(overlapped + exposed) / 1000:.1f} ms: "
+                 f"{overlapped / 1000:.1f} overlapped, {exposed / 1000:.1f} exposed", size=10, anchor="end",
+                 color="#333")
         svg.parts.append("</g>")
         y += height + GAP
     # The time axis.

@@ -15,7 +15,8 @@
 // Note [Free when off]: every mark starts with trace::active(), one relaxed load of a global
 // pointer that is null unless a tracer is recording. Off (the default, and outside the step range)
 // a mark costs that load and a branch the CPU predicts; names are built only when it is on. On, a
-// mark takes a clock reading and, at its end, one append under a mutex.
+// span takes two clock readings and two short critical sections (open at its start, close at its
+// end). Memory is bounded twice: only the step range records, and at most max_events are kept.
 //
 // Tracks: track 0 is the thread that trains (compute); a layer may open further tracks for work
 // that overlaps it (DDP: one per bucket), because spans on one track must nest.
