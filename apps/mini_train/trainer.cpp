@@ -292,7 +292,7 @@ EpochResult train_epoch(Run& r, int64_t epoch) {
   ProgressBar bar(r.talk, epoch, r.o.epochs, steps);
   double loss_sum = 0;
   int64_t seen = 0, done = 0;
-  int64_t data_from = trace::now_ns();  // --trace: when the loader started on the next batch
+  int64_t data_from = r.tracer ? trace::now_ns() : 0;  // --trace: when the loader started on the next batch
   for (const data::Batch& batch : *r.loader) {
     if (steps_exhausted(r)) break;  // --max-steps, mid-epoch
     if (r.tracer) r.tracer->begin_step(r.step + 1);  // --trace-steps
@@ -331,7 +331,7 @@ EpochResult train_epoch(Run& r, int64_t epoch) {
     seen += batch.size();
     bar.update(done, seen, loss_sum / static_cast<double>(seen));
     step_span.end();
-    data_from = trace::now_ns();
+    if (r.tracer) data_from = trace::now_ns();
   }
   bar.clear();
   if (r.ddp) r.ddp->check_replicas("at the end of epoch " + std::to_string(epoch));  // replica_guard.h
