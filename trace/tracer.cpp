@@ -76,11 +76,6 @@ void Tracer::complete(int track, std::string name, int64_t begin_ns, int64_t end
              .flow_id = 0, .name = std::move(name), .args = std::move(args)});
 }
 
-void Tracer::instant(int track, std::string name, int64_t at_ns, std::string args) {
-  push(Event{.phase = 'i', .track = track, .begin_ns = at_ns, .duration_ns = 0, .flow_id = 0,
-             .name = std::move(name), .args = std::move(args)});
-}
-
 void Tracer::flow(const std::string& name, int from_track, int64_t from_ns, int to_track, int64_t to_ns) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (events_.size() + 2 > options_.max_events) {  // both ends or neither: an unpaired flow is invalid
@@ -172,7 +167,6 @@ std::string Tracer::events_json(int pid) const {
     out += ",{\"name\":" + quoted(e->name) + ",\"ph\":\"" + e->phase + "\",\"ts\":" +
            micros(e->begin_ns + offset_ns_ - origin_ns_) + pid_tid + std::to_string(e->track);
     if (e->phase == 'X') out += ",\"dur\":" + micros(e->duration_ns);
-    if (e->phase == 'i') out += ",\"s\":\"t\"";  // an instant on its thread's track
     if (e->phase == 's' || e->phase == 'f') {
       // Ids are per process (Chrome matches flows across the whole file): the pid makes them unique.
       out += ",\"cat\":\"flow\",\"id\":" + std::to_string((static_cast<uint64_t>(pid) << 32) | e->flow_id);

@@ -54,7 +54,7 @@ struct TracerOptions {
 
 // One Chrome-trace event, in this process's clock (nanoseconds).
 struct Event {
-  char phase = 'X';   // 'X' complete span, 'i' instant, 's'/'f' flow start/end
+  char phase = 'X';   // 'X' complete span, 's'/'f' flow start/end
   int track = 0;      // the Chrome "tid"
   int64_t begin_ns = 0;
   int64_t duration_ns = 0;  // 'X' only; -1 while open
@@ -84,7 +84,6 @@ class Tracer {
   size_t open(int track, std::string name, int64_t begin_ns);
   void close(size_t index, int64_t end_ns);
   void add_arg(size_t index, const char* key, int64_t value);
-  void instant(int track, std::string name, int64_t at_ns, std::string args = {});
   // A flow arrow from (from_track, from_ns) to (to_track, to_ns): Chrome binds its start to the span
   // enclosing it on from_track and its end to the span enclosing it on to_track.
   void flow(const std::string& name, int from_track, int64_t from_ns, int to_track, int64_t to_ns);
