@@ -148,11 +148,16 @@ void write_job_trace(trace::Tracer& tracer, ProcessGroup* pg, const std::string&
                            "\",\"dropped_events\":" + std::to_string(dropped) + ",\"clocks\":[" + clocks + "]}}\n";
   // Atomic: a viewer, or the next run, sees the old file or the whole new one.
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  data::write_file(tmp, file);
   std::error_code ec;
+  try {
+    data::write_file(tmp, file);
+  } catch (...) {
+    std::filesystem::remove(tmp, ec);  // a half-written temporary is no use to anyone
+    throw;
+  }
   std::filesystem::rename(tmp, path, ec);
   if (ec) std::filesystem::remove(tmp);
-  MT_CHECK(!ec, "--trace ", path, ": cannot rename ", tmp, " over it (", ec.message(), ")");
+  MT_CHECK(!ec, "write_job_trace: cannot rename ", tmp, " over ", path, " (", ec.message(), ")");
 }
 
 }  // namespace mt::dist

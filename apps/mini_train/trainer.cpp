@@ -449,7 +449,7 @@ int train(const Options& opts) {
                                                             dist::DDPOptions{.bucket_cap_mb = r.o.bucket_cap_mb});
     r.ddp->register_comm_hook(dist::make_comm_hook(r.o.comm_hook));
   }
-  if (!r.o.trace.empty()) r.tracer = start_trace(r.o.trace_steps, r.pg.get(), *r.model);  // tracing.h
+  if (!r.o.trace.empty()) r.tracer = start_trace(r.o.trace, r.o.trace_steps, r.pg.get(), *r.model);  // tracing.h
   if (r.talk) print_config(r);
   if (r.lead && !r.o.log_json.empty()) {
     r.json_log.open(r.o.log_json, r.resumed_from.empty() ? std::ios::trunc : std::ios::app);
