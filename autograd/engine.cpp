@@ -32,6 +32,7 @@
 #include "autograd/accumulate_grad.h"
 #include "autograd/autograd_meta.h"
 #include "autograd/grad_mode.h"
+#include "autograd/node_trace.h"
 #include "tensor/raw_ops.h"
 
 namespace mt {
@@ -166,6 +167,7 @@ void Engine::backward(const TensorList& roots, const TensorList& grad_outputs, B
   while (!ready.empty()) {
     Node* n = ready.top();
     ready.pop();
+    const trace::Span traced = trace_node(*n);  // node begin; it ends with this iteration (node_trace.h)
     TensorList inputs = std::move(graph.task(n).inputs);
     if (inputs.empty()) inputs.resize(1);
     bool any = false;

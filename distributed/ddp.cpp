@@ -9,6 +9,7 @@
 
 #include "autograd/engine.h"
 #include "distributed/buffer_sync.h"
+#include "distributed/ddp_trace.h"
 #include "distributed/desync_guard.h"
 #include "distributed/heartbeat.h"
 #include "distributed/replica_guard.h"
@@ -185,7 +186,9 @@ class Reducer {
     MT_CHECK(!slot.ready, "DDP: parameter '", slot.name, "' received its gradient twice in one backward");
     slot.ready = true;
     Bucket& bucket = buckets_[slot.bucket];
-    if (--bucket.pending == 0) launch_ready_buckets();
+    if (--bucket.pending != 0) return;
+    ddp_trace::bucket_ready(this, slot.bucket);  // trace: bucket ready
+    launch_ready_buckets();
   }
 
   // Note [Gradients are bucket views]: put the gradient back into the bucket if .grad is elsewhere.
@@ -221,6 +224,7 @@ class Reducer {
     if (b == 0) first_launch_ = Clock::now();
     set_phase(Phase::Backward, static_cast<int64_t>(b));  // Note [Heartbeat]
     if (pg_->size() > 1) bucket.guard.write(point(b));  // Note [Desync guard]; one rank cannot disagree
+    ddp_trace::bucket_launch(this, b, bucket.numel);  // trace: bucket launch
     GradBucket view = grad_bucket(b);
     bucket.work = hook_->launch(*pg_, view);
     ++stats_.allreduces;
@@ -279,7 +283,9 @@ class Reducer {
     }
     const bool complete = unused.empty() || options_.find_unused_parameters;
     if (complete) launch_ready_buckets();
+    trace::Span wait_span("DDP finalize wait");  // trace: finalize wait begin
     const std::exception_ptr error = wait_for_buckets();
+    wait_span.end();  // trace: finalize wait end
     const Clock::time_point finalize_end = Clock::now();
     stats_.finalize_wait_seconds += seconds_between(finalize_start, finalize_end);
     if (next_launch_ > 0) {  // Note [Overlap]
@@ -306,6 +312,7 @@ class Reducer {
       try {
         set_phase(Phase::Backward, static_cast<int64_t>(i));  // waiting for it (Note [Heartbeat])
         buckets_[i].work->wait();
+        ddp_trace::bucket_done(this, i, *buckets_[i].work);  // trace: bucket done
         if (!error) {
           GradBucket view = grad_bucket(i);
           hook_->finish(*pg_, view);

@@ -3,6 +3,8 @@
 
 #include <signal.h>
 
+#include "trace/tracer.h"
+
 namespace mt::dist {
 
 namespace {
@@ -59,6 +61,7 @@ void Work::finish(std::exception_ptr error) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     error_ = std::move(error);
+    finished_ns_.store(trace::now_ns(), std::memory_order_release);
     done_.store(true, std::memory_order_release);
   }
   done_cv_.notify_all();

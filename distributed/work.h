@@ -47,6 +47,10 @@ class Work {
 
   // For backends: mark the work finished, with the error it failed with (or none).
   void finish(std::exception_ptr error = nullptr);
+  // When finish() ran, in trace::now_ns()'s clock (trace/tracer.h); 0 before, and for backends
+  // that complete elsewhere (NCCL's events). A trace draws a bucket's all-reduce ending here, not
+  // when someone got round to waiting for it.
+  int64_t finished_ns() const { return finished_ns_.load(std::memory_order_acquire); }
 
  private:
   const std::string description_;
@@ -56,6 +60,7 @@ class Work {
   // Set once, under mutex_ (so that a waiter cannot miss the notification), and read without it by
   // is_completed() and the polling in wait() (Note [Spin, then sleep]).
   std::atomic<bool> done_{false};
+  std::atomic<int64_t> finished_ns_{0};
   std::exception_ptr error_;
 };
 

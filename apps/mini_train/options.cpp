@@ -9,6 +9,7 @@
 
 #include "apps/mini_train/backend.h"
 #include "apps/mini_train/gpus.h"
+#include "apps/mini_train/tracing.h"
 #include "data/fashion_mnist.h"
 #include "data/text.h"
 #include "tensor/check.h"
@@ -162,6 +163,12 @@ bool parse_options(int argc, char** argv, Options& o, int* exit_code) {
   // Issue 14's step checkpoints (checkpoint_step.h).
   app.add_option("--checkpoint-every", o.checkpoint_every, "also checkpoint every N optimizer steps (0: only at "
                  "epoch ends); --resume continues mid-epoch at that step, exactly")->group(files);
+  // Issue 16's options: seeing a step (tracing.h).
+  app.add_option("--trace", o.trace, "write a Chrome-trace / Perfetto JSON of every rank's --trace-steps to this "
+                 "file (data, forward, each backward node, each DDP bucket's all-reduce, optimizer; open it in "
+                 "ui.perfetto.dev, draw it with scripts/trace_to_svg.py)")->group(out);
+  app.add_option("--trace-steps", o.trace_steps, "the steps --trace records, A:B inclusive (1-based; only these "
+                 "are kept in memory)")->group(out);
 
   if (!parse_command_line(app, argc, argv, exit_code)) return false;
   o.shuffle = !no_shuffle;
@@ -282,6 +289,7 @@ void validate(const Options& o) {
            "run: --model ", o.model, ")");
   MT_CHECK(o.bucket_cap_mb > 0 && o.bucket_cap_mb <= 1 << 20, "--bucket-cap-mb must be in (0, 1048576], got ",
            o.bucket_cap_mb);
+  parse_trace_steps(o.trace_steps);  // tracing.h: A:B or an error naming --trace-steps
   MT_CHECK((o.model == "gpt") == (o.dataset == "text"), "--model ", o.model, " with --dataset ", o.dataset,
            ": --model gpt trains on --dataset text (bytes), and text needs --model gpt");
   if (o.model == "gpt") {

@@ -82,6 +82,9 @@ struct Options {
   double bucket_cap_mb = 25;          // DDP's bucket size in MiB (the first bucket: 1 MiB), as PyTorch's
   // ---- added with issue 14: step checkpoints (checkpoint_step.h) ----
   int64_t checkpoint_every = 0;       // > 0: a checkpoint every N optimizer steps too, resumable mid-epoch
+  // ---- added with issue 16: seeing a step (tracing.h) ----
+  std::string trace;                  // a Chrome-trace / Perfetto JSON of every rank goes here; empty: off
+  std::string trace_steps = "1:3";    // the steps traced, A:B inclusive: the first (warm-up) and two more
 };
 
 // Parses argv. Returns true to go on; false when the process should exit with *exit_code (--help,

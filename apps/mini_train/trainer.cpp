@@ -37,6 +37,7 @@
 #include "apps/mini_train/outputs.h"
 #include "apps/mini_train/peer_heartbeat.h"
 #include "apps/mini_train/progress.h"
+#include "apps/mini_train/tracing.h"
 #include "autograd/ops.h"
 #include "data/dataloader.h"
 #include "data/sampler.h"
@@ -88,6 +89,7 @@ struct Run {
   std::string resumed_from;      // the checkpoint's path, "" for a fresh run
   std::vector<std::string> notes;  // what the checkpoint overrode, for the config table
   std::ofstream json_log;
+  std::unique_ptr<trace::Tracer> tracer;  // --trace (tracing.h); null: off
 };
 
 // ================================== set-up ======================================================
@@ -302,9 +304,15 @@ EpochResult train_epoch(Run& r, int64_t epoch) {
   const int64_t steps = r.o.max_steps > 0 ? std::min(r.steps_per_epoch, done + r.o.max_steps - r.step)
                                           : r.steps_per_epoch;
   ProgressBar bar(r.talk, epoch, r.o.epochs, steps);
+  int64_t data_from = r.tracer ? trace::now_ns() : 0;  // --trace: when the loader started on the next batch
   for (auto it = r.loader->begin_at(done); it != r.loader->end(); ++it) {
     const data::Batch& batch = *it;
     if (steps_exhausted(r)) break;  // --max-steps, mid-epoch
+    if (r.tracer) r.tracer->begin_step(r.step + 1);  // --trace-steps
+    trace::record_since("data", data_from);
+    trace::Span step_span("step");
+    step_span.arg("step", r.step + 1);
+    trace::Span forward_span("forward");
     // Already on r.device: on a GPU the loader copied it through pinned memory while the previous
     // step computed, and the compute stream waits for that copy (data/dataloader.h).
     const Tensor& input = batch.input;
@@ -316,13 +324,18 @@ EpochResult train_epoch(Run& r, int64_t epoch) {
     MT_CHECK(std::isfinite(l) || r.o.allow_nonfinite, "the loss is ", l, " at step ", r.step + 1, " (epoch ", epoch,
              ", batch ", done + 1, " of ", r.steps_per_epoch, "); stopped before it reaches the weights. Check the "
              "data for NaN/inf, or lower --lr; --allow-nonfinite trains on");
+    forward_span.end();
     if (r.ddp) r.ddp->zero_grad();  // keeps the gradients views into DDP's buckets
     else r.opt->zero_grad();
+    trace::Span backward_span("backward");
     loss.backward();
+    backward_span.end();
     if (r.o.clip_grad > 0) optim::clip_grad_norm_(r.model->parameters(), r.o.clip_grad);  // DDP: reduced grads
     dist::set_phase(dist::Phase::Optimizer);
+    trace::Span optimizer_span("optimizer");
     r.opt->step();
     if (r.scheduler) r.scheduler->step();
+    optimizer_span.end();
     ++r.step, ++done;
     dist::set_step(r.step);
     dist::set_phase(dist::Phase::Data);  // the loader builds the next batch
@@ -334,6 +347,8 @@ EpochResult train_epoch(Run& r, int64_t epoch) {
       write_step_checkpoint(r, epoch, {.batches = done, .loss_sum = loss_sum, .seen = seen});
     test_kill_hook(r.rank, r.step, !r.resumed_from.empty());
     bar.update(done, seen, loss_sum / static_cast<double>(seen));
+    step_span.end();
+    if (r.tracer) data_from = trace::now_ns();
   }
   bar.clear();
   if (r.ddp) r.ddp->check_replicas("at the end of epoch " + std::to_string(epoch));  // replica_guard.h
@@ -406,6 +421,7 @@ Checkpoint checkpoint_of(const Run& r, int64_t epoch, double loss) {
 void write_checkpoint(Run& r, int64_t epoch, double loss) {
   if (!r.lead || r.o.checkpoint_dir.empty()) return;
   dist::set_phase(dist::Phase::Checkpoint);
+  const trace::Span span("checkpoint");
   save_checkpoint(checkpoint_path(r.o.checkpoint_dir, epoch), checkpoint_of(r, epoch, loss));
   prune_checkpoints(r.o.checkpoint_dir, r.o.keep);
 }
@@ -414,6 +430,7 @@ void write_checkpoint(Run& r, int64_t epoch, double loss) {
 // (Note [Mid-epoch resume]); the checkpoint's loss is the epoch's running mean so far.
 void write_step_checkpoint(Run& r, int64_t epoch, const EpochProgress& progress) {
   dist::set_phase(dist::Phase::Checkpoint);
+  const trace::Span span("checkpoint");
   const Tensor sums = gather_progress(r.pg.get(), r.world, r.rank, progress);
   if (r.lead) {
     const Tensor totals = raw::sum(sums, {0});  // (2,): Σ loss·n, Σ n over the ranks
@@ -473,6 +490,7 @@ int train(const Options& opts) {
                                                             dist::DDPOptions{.bucket_cap_mb = r.o.bucket_cap_mb});
     r.ddp->register_comm_hook(dist::make_comm_hook(r.o.comm_hook));
   }
+  if (!r.o.trace.empty()) r.tracer = start_trace(r.o.trace, r.o.trace_steps, r.pg.get(), *r.model);  // tracing.h
   if (r.talk) print_config(r);
   if (r.lead && !r.o.log_json.empty()) {
     if (!r.resumed_from.empty()) trim_json_log(r.o.log_json, r.first_epoch - 1);  // Note [Mid-epoch resume]
@@ -491,6 +509,7 @@ int train(const Options& opts) {
     report_epoch(r, epoch, e);
     write_checkpoint(r, epoch, e.loss);
   }
+  if (r.tracer) finish_trace(*r.tracer, r.pg.get(), r.o.trace, r.talk);  // every rank: a collective
   if (r.first_epoch > r.o.epochs && r.talk)
     std::printf("nothing to train: the checkpoint already has %lld of %lld epochs\n",
                 static_cast<long long>(r.first_epoch - 1), static_cast<long long>(r.o.epochs));
