@@ -2,7 +2,7 @@
 // deviation over every element (what mini_train's --standardize does, and saves with the model).
 //
 // Note [One copy of a dataset]: the inputs are the largest thing a small model's training holds
-// (Fashion-MNIST: 220 MB of float32 for a 2 MB model), and freed large CPU blocks stay with the
+// (Fashion-MNIST: 209 MiB of float32 for a 2 MiB model), and freed large CPU blocks stay with the
 // process (Note [Large CPU blocks are cached] in tensor/cpu/cpu_allocator.cpp). So the statistics are
 // accumulated straight from the data and the transform is applied in place: no temporary the size
 // of the data is ever made, and the peak is the data plus one batch. Written as

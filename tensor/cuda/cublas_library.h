@@ -2,12 +2,12 @@
 //
 // Note [cuBLAS on first use]: linking libcublas makes every program that contains the CUDA backend map
 // libcublas and libcublasLt at start-up, and the dynamic loader's relocations touch their pages: a CPU
-// run of mini_train measured 212-230 MB resident against 12 MB without them (the seed job,
-// /usr/bin/time -v; bench/rss.sh). The backend calls only four cuBLAS functions, so it looks them up
-// once in a dlopen()ed libcublas and calls them through this table; a run that never multiplies
-// matrices on a GPU never loads cuBLAS. cudart (about 0.5 MB resident) and NCCL (1 MB) stay linked.
-// The CUDA emulator (tests/cuda_emu) builds this file with MT_CUDA_EMULATOR and hands out its own
-// functions instead.
+// run of mini_train (the seed job, /usr/bin/time -v) peaked at 206-224 MiB resident, against
+// 13.3-13.7 MiB with cuBLAS loaded this way (bench/README.md, "Peak resident memory"). The backend
+// calls only four cuBLAS functions, so it looks them up once in a dlopen()ed libcublas and calls
+// them through this table; a run that never multiplies matrices on a GPU never loads cuBLAS.
+// cudart (about 0.5 MiB resident) and NCCL (1 MiB) stay linked. The CUDA emulator
+// (tests/cuda_emu) builds this file with MT_CUDA_EMULATOR and hands out its own functions instead.
 //
 //   MT_CUBLAS_CHECK(cublas().gemm_strided_batched_ex(handle, ...));
 #pragma once
