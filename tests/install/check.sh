@@ -64,7 +64,7 @@ if ((${#components[@]})); then
   done
   if [[ " ${components[*]} " == *" gloo "* ]]; then
     grep -q "^consumer: gloo group of 1$" "$work/backends.txt" || fail "minitrain::gloo made no Gloo group"
-    ldd "$work/backends/consumer" | grep -q libgloo || fail "minitrain::gloo does not link libgloo"
+    ldd "$work/backends/consumer" | grep libgloo >/dev/null || fail "minitrain::gloo does not link libgloo"
   fi
 fi
 
