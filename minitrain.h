@@ -13,9 +13,10 @@
 #include "data/npy.h"
 #include "data/sampler.h"
 #include "data/text.h"
+#include "distributed/backend_registry.h"
 #include "distributed/file_store.h"
 #include "distributed/init.h"
-#include "distributed/process_group_gloo.h"
+#include "distributed/process_group_gloo.h"  // ProcessGroupGloo, ::MPI: link minitrain::gloo, ::mpi
 #include "distributed/process_group_local.h"
 #include "distributed/process_group_mpi.h"
 #include "distributed/tcp_store.h"

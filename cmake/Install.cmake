@@ -1,6 +1,6 @@
 # `cmake --install` puts the library, its public headers, a CMake package config and the mini_train
 # program (PREFIX/bin) under the prefix, so that an out-of-tree project can do:
-#   find_package(minitrain REQUIRED)                  # COMPONENTS cuda: minitrain::cuda too
+#   find_package(minitrain REQUIRED)                  # COMPONENTS cuda gloo mpi: minitrain::cuda, ::gloo, ::mpi
 #   target_link_libraries(app PRIVATE minitrain::minitrain)
 # tests/install/ proves it by building a tiny consumer against an installed copy.
 include(GNUInstallDirs)
@@ -18,6 +18,19 @@ install(TARGETS ${mt_installed_libraries} EXPORT minitrainTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(TARGETS mini_train RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# The backend components (cmake/Components.cmake), each in an export set of its own, read by
+# minitrainConfig.cmake only when asked for: find_package(minitrain COMPONENTS gloo mpi) gives
+# minitrain::gloo and minitrain::mpi; link them beside minitrain::minitrain (or ::cuda). Installed
+# only where the build has the backend's library.
+foreach(component gloo mpi)
+  string(TOUPPER ${component} upper)
+  if(MT_HAVE_${upper})
+    install(TARGETS minitrain_${component} EXPORT minitrain_${component}Targets
+            ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+    install(EXPORT minitrain_${component}Targets NAMESPACE minitrain::
+            DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/minitrain)
+  endif()
+endforeach()
 
 # Public headers keep their layer folders: #include "tensor/tensor.h" works the same installed.
 install(FILES minitrain.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/minitrain)

@@ -1,10 +1,8 @@
-// init_process_group: store + backend from a RendezvousInfo (see init.h).
+// init_process_group: store + backend from a RendezvousInfo (see init.h). The backends themselves are
+// looked up by name (backend_registry.h): this file knows none of them, so it links neither Gloo nor MPI.
 #include "distributed/init.h"
 
-#include "distributed/process_group_gloo.h"
-#include "distributed/process_group_local.h"
-#include "distributed/process_group_mpi.h"
-#include "distributed/process_group_nccl.h"
+#include "distributed/backend_registry.h"
 #include "distributed/tcp_store.h"
 #include "distributed/torch_store.h"
 
@@ -20,7 +18,7 @@ std::string resolve_backend(const InitOptions& opts) {
   // RANK is what torchrun and mini_train's launcher set: their ranks meet through a store, even
   // inside a Slurm allocation whose variables would also name a rank.
   const bool under_mpi = !process_env("RANK") && rendezvous_from_mpi_launcher().has_value();
-  if (under_mpi && ProcessGroupMPI::is_available()) return "mpi";
+  if (under_mpi && process_group_backend_available("mpi")) return "mpi";
   if (opts.rendezvous.world_size == 1 && !opts.store) return "local";
   return "gloo";
 }
@@ -30,23 +28,8 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& given) {
   opts.backend = resolve_backend(given);
   const RendezvousInfo& info = opts.rendezvous;
   validate(info);
-  if (opts.backend == "local") {
-    MT_CHECK(info.world_size == 1, "init_process_group: the local backend is a world of one, but world_size is ",
-             info.world_size, "; use the gloo backend");
-    return std::make_shared<ProcessGroupLocal>(opts.timeout);
-  }
-  if (opts.backend == "mpi") {
-    // The launcher (mpirun, srun) told MPI who is who: no store. A rendezvous that names a world
-    // larger than one must agree with MPI's.
-    auto pg = std::make_shared<ProcessGroupMPI>(ProcessGroupMPIOptions{.timeout = opts.timeout});
-    MT_CHECK(info.world_size == 1 || (pg->rank() == info.rank && pg->size() == info.world_size),
-             "init_process_group: MPI says this process is rank ", pg->rank(), " of ", pg->size(),
-             ", the rendezvous says rank ", info.rank, " of ", info.world_size,
-             "; start the job with mpirun/srun alone, or pass no rendezvous");
-    return pg;
-  }
-  MT_CHECK(opts.backend == "gloo" || opts.backend == "nccl", "init_process_group: unknown backend '", opts.backend,
-           "' (auto, gloo, mpi, nccl, local)");
+  const ProcessGroupBackend& backend = process_group_backend(opts.backend);  // throws for a missing one
+  if (!backend.needs_store) return backend.make(opts, nullptr);
 
   WaitNotices notices = opts.wait_notices;
   if (notices.who.empty()) notices.who = "rank " + std::to_string(info.rank) + " of " + std::to_string(info.world_size);
@@ -76,24 +59,9 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& given) {
                                                        .loopback_only = host && is_loopback(info.master_addr),
                                                        .notices = notices});
   }
-  // NCCL: one GPU per rank: cuda_device, or by default GPU local_rank (the launcher, torchrun and
-  // srun number a machine's ranks 0..LOCAL_WORLD_SIZE-1).
-  if (opts.backend == "nccl")
-    return std::make_shared<ProcessGroupNCCL>(std::make_shared<PrefixStore>("default_pg", store), info.rank,
-                                              info.world_size,
-                                              ProcessGroupNCCLOptions{.timeout = opts.timeout,
-                                                                      .device = opts.cuda_device >= 0
-                                                                                    ? opts.cuda_device
-                                                                                    : info.local_rank});
-  ProcessGroupGlooOptions gloo{.timeout = opts.timeout, .hostname = opts.gloo_hostname,
-                               .interface = opts.gloo_interface};
-  if (gloo.interface.empty()) gloo.interface = process_env("GLOO_SOCKET_IFNAME").value_or("");
-  if (gloo.interface.empty() && gloo.hostname.empty() && is_loopback(info.master_addr))
-    gloo.hostname = "127.0.0.1";
   // The group's keys live under their own prefix, so the store can serve a launcher (or a second
   // group) without collisions.
-  return std::make_shared<ProcessGroupGloo>(std::make_shared<PrefixStore>("default_pg", store), info.rank,
-                                            info.world_size, gloo);
+  return backend.make(opts, std::make_shared<PrefixStore>("default_pg", store));
 }
 
 }  // namespace mt::dist

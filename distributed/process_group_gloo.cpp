@@ -1,7 +1,9 @@
 // ProcessGroupGloo: the rendezvous (connecting is gloo_connect.cpp), and each collective as one task on the
 // CollectiveQueue (see process_group_gloo.h). Without Gloo (MT_HAVE_GLOO unset) only the stubs at the
-// end are compiled.
+// end are compiled. Last, the entry that makes init_process_group("gloo") find it.
 #include "distributed/process_group_gloo.h"
+
+#include "distributed/backend_registry.h"
 
 #if MT_HAVE_GLOO
 
@@ -243,3 +245,18 @@ std::shared_ptr<Work> ProcessGroupGloo::barrier() { MT_FAIL("no Gloo backend"); 
 }  // namespace mt::dist
 
 #endif
+
+// ---- registration: init_process_group("gloo") (Note [Backends register themselves]) ---------------
+extern "C" const bool mt_process_group_gloo_registered;
+const bool mt_process_group_gloo_registered = mt::dist::register_process_group_backend(
+    "gloo", {.available = mt::dist::ProcessGroupGloo::is_available(), .needs_store = true,
+             .make = [](const mt::dist::InitOptions& opts, std::shared_ptr<mt::dist::Store> store) {
+               using namespace mt::dist;
+               ProcessGroupGlooOptions gloo{.timeout = opts.timeout, .hostname = opts.gloo_hostname,
+                                            .interface = opts.gloo_interface};
+               if (gloo.interface.empty()) gloo.interface = process_env("GLOO_SOCKET_IFNAME").value_or("");
+               if (gloo.interface.empty() && gloo.hostname.empty() && is_loopback(opts.rendezvous.master_addr))
+                 gloo.hostname = "127.0.0.1";
+               return std::make_shared<ProcessGroupGloo>(std::move(store), opts.rendezvous.rank,
+                                                         opts.rendezvous.world_size, gloo);
+             }});

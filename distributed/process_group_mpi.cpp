@@ -1,7 +1,10 @@
 // ProcessGroupMPI: MPI's process-wide lifetime (Runtime), a Work that completes by MPI_Test
 // (MpiWork), and each collective as one non-blocking MPI call (see process_group_mpi.h). Without MPI
-// (MT_HAVE_MPI unset) only the stubs at the end are compiled.
+// (MT_HAVE_MPI unset) only the stubs at the end are compiled. Last, the entry that makes
+// init_process_group("mpi") find it.
 #include "distributed/process_group_mpi.h"
+
+#include "distributed/backend_registry.h"
 
 #if MT_HAVE_MPI
 
@@ -473,3 +476,20 @@ std::shared_ptr<Work> ProcessGroupMPI::barrier() { no_mpi(); }
 }  // namespace mt::dist
 
 #endif
+
+// ---- registration: init_process_group("mpi") (Note [Backends register themselves]) ----------------
+extern "C" const bool mt_process_group_mpi_registered;
+const bool mt_process_group_mpi_registered = mt::dist::register_process_group_backend(
+    "mpi", {.available = mt::dist::ProcessGroupMPI::is_available(), .needs_store = false,
+            .make = [](const mt::dist::InitOptions& opts, std::shared_ptr<mt::dist::Store>) {
+              // The launcher (mpirun, srun) told MPI who is who: no store. A rendezvous that names a
+              // world larger than one must agree with MPI's.
+              using namespace mt::dist;
+              const RendezvousInfo& info = opts.rendezvous;
+              auto pg = std::make_shared<ProcessGroupMPI>(ProcessGroupMPIOptions{.timeout = opts.timeout});
+              MT_CHECK(info.world_size == 1 || (pg->rank() == info.rank && pg->size() == info.world_size),
+                       "init_process_group: MPI says this process is rank ", pg->rank(), " of ", pg->size(),
+                       ", the rendezvous says rank ", info.rank, " of ", info.world_size,
+                       "; start the job with mpirun/srun alone, or pass no rendezvous");
+              return std::static_pointer_cast<ProcessGroup>(pg);
+            }});

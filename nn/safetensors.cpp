@@ -7,6 +7,7 @@
 #include "nn/safetensors.h"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -198,7 +199,11 @@ class TempFile {
  private:
   [[noreturn]] void fail(const char* what) const {
     int err = errno;
-    MT_FAIL("save_safetensors: ", what, " '", target_, "' (its temporary '", path_, "'): ", std::strerror(err));
+    std::string why = std::strerror(err);
+    rlimit limit{};
+    if (err == EFBIG && ::getrlimit(RLIMIT_FSIZE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY)
+      why += ": this process may write files of at most " + std::to_string(limit.rlim_cur) + " bytes (ulimit -f)";
+    MT_FAIL("save_safetensors: ", what, " '", target_, "' (its temporary '", path_, "'): ", why);
   }
   std::string path_, target_;
   int fd_ = -1;

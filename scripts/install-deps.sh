@@ -20,7 +20,7 @@ packages=(
   clang libclang-rt-14-dev           # libFuzzer, for the short fuzz run in the tests (fuzz/run.sh)
 )
 if [[ "${1:-}" == "--bench" ]]; then
-  packages+=(python3-torch libtorch-dev)
+  packages+=(python3-torch libtorch-dev time)  # time: GNU time, peak memory in bench/rss.sh
 fi
 
 missing=()

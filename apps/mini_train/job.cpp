@@ -11,6 +11,7 @@
 #include "data/csv.h"
 #include "data/fashion_mnist.h"
 #include "data/npy.h"
+#include "data/standardize.h"
 #include "nn/activation.h"
 #include "nn/linear.h"
 #include "nn/sequential.h"
@@ -18,6 +19,7 @@
 #include "optim/sgd.h"
 #include "tensor/generator.h"
 #include "tensor/raw_ops.h"
+#include "tensor/storage.h"
 
 namespace mt::app {
 
@@ -43,15 +45,14 @@ void synthetic(Generator& gen, int64_t n, int64_t features, const Tensor& w_true
   raw::binary_(BinaryOp::Add, y, raw::unary(UnaryOp::MulScalar, randn({n, 1}, gen), 0.1));
 }
 
-// Scales inputs by the training split's mean and standard deviation (one scalar each), and
-// records both in `d`: the saved model carries them (model_file.h).
-void standardize(Tensor& train, Tensor& test, Data& d) {
-  const double mean = raw::mean(train).item();
-  const double var = raw::mean(raw::unary(UnaryOp::Pow, raw::unary(UnaryOp::AddScalar, train, -mean), 2.0)).item();
-  const double std = std::sqrt(std::max(var, 1e-12));
-  train = standardize_with(train, mean, std);
-  if (test.defined()) test = standardize_with(test, mean, std);
-  d.standardized = true, d.input_mean = mean, d.input_std = std;
+// Scales inputs by the training split's mean and standard deviation (one scalar each), in place
+// (Note [One copy of a dataset] in data/standardize.h), and records both in `d`: the saved model
+// carries them (model_file.h).
+void standardize(const Tensor& train, const Tensor& test, Data& d) {
+  const data::Standardization s = data::fit_standardization(train);
+  data::standardize_(train, s);
+  if (test.defined()) data::standardize_(test, s);
+  d.standardized = true, d.input_mean = s.mean, d.input_std = s.std;
 }
 
 // --task auto on CSV targets (which have no integer dtype): one column of whole numbers in
@@ -130,6 +131,7 @@ Data load_data(const Options& o) {
   d.in_features = x_train.size(1);
   d.train = std::make_shared<data::TensorDataset>(x_train, raw::contiguous(y_train));
   if (x_test.defined()) d.test = std::make_shared<data::TensorDataset>(x_test, raw::contiguous(y_test));
+  cpu_empty_cache();  // what loading freed goes back to the system, not into the step's cache
   return d;
 }
 

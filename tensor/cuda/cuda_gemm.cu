@@ -16,6 +16,7 @@
 #include <climits>
 #include <mutex>
 
+#include "tensor/cuda/cublas_library.h"
 #include "tensor/cuda/cuda_allocator.h"
 #include "tensor/cuda/cuda_device.h"
 #include "tensor/cuda/cuda_gemm.h"
@@ -65,10 +66,10 @@ cublasHandle_t cublas_handle(int device) {
   Slot& slot = slots[device];
   std::call_once(slot.once, [&] {
     DeviceGuard guard(device);
-    MT_CUBLAS_CHECK(cublasCreate(&slot.handle));
-    MT_CUBLAS_CHECK(cublasSetStream(slot.handle, current_stream(device)));
+    MT_CUBLAS_CHECK(cublas().create(&slot.handle));
+    MT_CUBLAS_CHECK(cublas().set_stream(slot.handle, current_stream(device)));
     void* workspace = device_allocator(device).allocate(kCublasWorkspace);  // held for the process
-    MT_CUBLAS_CHECK(cublasSetWorkspace(slot.handle, workspace, kCublasWorkspace));
+    MT_CUBLAS_CHECK(cublas().set_workspace(slot.handle, workspace, kCublasWorkspace));
   });
   return slot.handle;
 }
@@ -121,16 +122,16 @@ void CudaBackend::gemm(const Tensor& out, const Tensor& a, const Tensor& b, bool
   if (out.dtype() == kFloat32) {
     const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
     const cublasComputeType_t compute = allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-    MT_CUBLAS_CHECK(cublasGemmStridedBatchedEx(handle, op_b, op_a, N, M, K, &alpha, B.raw_data(), CUDA_R_32F, ld_b,
-                                               stride_b, A.raw_data(), CUDA_R_32F, ld_a, stride_a, &beta,
-                                               out.raw_data(), CUDA_R_32F, N, m * n, batches, compute,
-                                               CUBLAS_GEMM_DEFAULT));
+    MT_CUBLAS_CHECK(cublas().gemm_strided_batched_ex(handle, op_b, op_a, N, M, K, &alpha, B.raw_data(), CUDA_R_32F, ld_b,
+                                                     stride_b, A.raw_data(), CUDA_R_32F, ld_a, stride_a, &beta,
+                                                     out.raw_data(), CUDA_R_32F, N, m * n, batches, compute,
+                                                     CUBLAS_GEMM_DEFAULT));
   } else {
     const double alpha = 1.0, beta = accumulate ? 1.0 : 0.0;
-    MT_CUBLAS_CHECK(cublasGemmStridedBatchedEx(handle, op_b, op_a, N, M, K, &alpha, B.raw_data(), CUDA_R_64F, ld_b,
-                                               stride_b, A.raw_data(), CUDA_R_64F, ld_a, stride_a, &beta,
-                                               out.raw_data(), CUDA_R_64F, N, m * n, batches, CUBLAS_COMPUTE_64F,
-                                               CUBLAS_GEMM_DEFAULT));
+    MT_CUBLAS_CHECK(cublas().gemm_strided_batched_ex(handle, op_b, op_a, N, M, K, &alpha, B.raw_data(), CUDA_R_64F, ld_b,
+                                                     stride_b, A.raw_data(), CUDA_R_64F, ld_a, stride_a, &beta,
+                                                     out.raw_data(), CUDA_R_64F, N, m * n, batches, CUBLAS_COMPUTE_64F,
+                                                     CUBLAS_GEMM_DEFAULT));
   }
 }
 

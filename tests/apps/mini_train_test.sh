@@ -215,19 +215,34 @@ outputs_checked)
   [[ -z $(ls -A adir) ]] || fail "a probe left a file behind"
   ;;
 full_disk)
-  # A filesystem without room for the model: refused before training, naming the path. A 256 KiB
-  # tmpfs needs root (mount); elsewhere the case is skipped.
+  # Writes that fail mid-file, without root: a file-size limit (bash's ulimit -f counts KiB) of
+  # 256 KiB, below the 1 MB model, with SIGXFSZ ignored so that write() fails with EFBIG instead of
+  # the signal killing the process. What is on disk is never half-written: the model file keeps its
+  # last complete version, a checkpoint folder only complete checkpoints, and no temporary is left.
+  flags=(--model mlp --hidden 512 --features 512 --samples 64)  # 263k parameters: about 1 MB
+  limited() { (ulimit -f 256 && trap '' XFSZ && "$@"); }
+  "$bin" "${flags[@]}" --epochs 1 -q --save m.safetensors --checkpoint-dir ck >/dev/null || fail "the unlimited run failed"
+  cp m.safetensors m.before && cp ck/checkpoint-epoch-000001.safetensors ck.before
+  limited expect_error "cannot write 'm.safetensors' (its temporary" "${flags[@]}" --epochs 1 --seed 1 --save m.safetensors || exit 1
+  grep -qF "at most 262144 bytes (ulimit -f)" err.txt || { cat err.txt >&2; fail "the error does not name the limit"; }
+  cmp -s m.safetensors m.before || fail "a failed save changed m.safetensors"
+  limited expect_error "cannot write 'ck/checkpoint-epoch-000002.safetensors'" "${flags[@]}" --epochs 2 \
+    --checkpoint-dir ck --resume auto --save m2.safetensors || exit 1
+  [[ $(ls ck) == checkpoint-epoch-000001.safetensors ]] || { ls -l ck >&2; fail "ck holds more than epoch 1's checkpoint"; }
+  cmp -s ck/checkpoint-epoch-000001.safetensors ck.before || fail "a failed checkpoint changed epoch 1's"
+  [[ ! -e m2.safetensors && -z $(find . -name '*.tmp.*') ]] || fail "a failed save left a file behind"
+  # Where a small tmpfs can be mounted (root): a filesystem without room is refused before training.
   mkdir small
-  mount -t tmpfs -o size=256k tmpfs small 2>/dev/null || { echo "SKIP: cannot mount a small tmpfs here"; exit 77; }
-  trap 'umount "$work/small"; rm -rf "$work"' EXIT
-  flags=(--model mlp --hidden 512 --features 512 --samples 64 --epochs 1)  # 263k parameters: about 1 MB
-  expect_error "--save small/m.safetensors: small has" "${flags[@]}" --save small/m.safetensors
-  ! grep -q '^Epoch' out.txt || fail "trained before refusing"
-  expect_error "--checkpoint-dir small/ck: small/ck has" "${flags[@]}" --checkpoint-dir small/ck --save m.safetensors
-  rm -f m.safetensors
-  # A model that fits is saved there.
-  "$bin" --epochs 1 -q --save small/m.safetensors >/dev/null || fail "a small model did not fit"
-  [[ -s small/m.safetensors ]] || fail "small/m.safetensors missing"
+  if mount -t tmpfs -o size=256k tmpfs small 2>/dev/null; then
+    trap 'umount "$work/small"; rm -rf "$work"' EXIT
+    flags+=(--epochs 1)
+    expect_error "--save small/m.safetensors: small has" "${flags[@]}" --save small/m.safetensors
+    ! grep -q '^Epoch' out.txt || fail "trained before refusing"
+    expect_error "--checkpoint-dir small/ck: small/ck has" "${flags[@]}" --checkpoint-dir small/ck --save m3.safetensors
+    # A model that fits is saved there.
+    "$bin" --epochs 1 -q --save small/m.safetensors >/dev/null || fail "a small model did not fit"
+    [[ -s small/m.safetensors ]] || fail "small/m.safetensors missing"
+  fi
   ;;
 batch_overflow)
   # A batch larger than the data is the whole data: one step per epoch, never 0 or -1 steps.

@@ -2,7 +2,8 @@
 # Installs the build in $1 into a temporary prefix, then checks what a user of the installed copy
 # meets: mini_train runs from PREFIX/bin; tests/install/consumer configures, builds and runs against
 # it with find_package(minitrain); that consumer, which uses no GPU, links no CUDA library (ldd) even
-# when minitrain was built with CUDA; an error from a check inlined from an installed header names it
+# when minitrain was built with CUDA, and no Gloo or MPI unless it asks for minitrain::gloo /
+# minitrain::mpi; an error from a check inlined from an installed header names it
 # as "tensor/tensor.h", not by the prefix; and COMPONENTS cuda gives minitrain::cuda with the CUDA
 # backend where the build has one, and fails where it has not. Registered with CTest.
 # $2 (optional): linker flags a sanitizer build of the library needs in its consumers.
@@ -42,6 +43,30 @@ grep -q "^consumer: CUDA backend absent$" "$work/cpu.txt" || fail "minitrain::mi
 grep -q "^consumer: error: .*(tensor/tensor.h:[0-9]*)$" "$work/cpu.txt" ||
   fail "an error from an installed header does not name it as tensor/tensor.h"
 ! grep -qF "$work/prefix" "$work/cpu.txt" || fail "an error names the install prefix"
+
+# Nor Gloo or MPI: those backends are the components minitrain::gloo and ::mpi (cmake/Components.cmake),
+# and init_process_group("gloo") without the component says which to link.
+if ldd "$work/cpu/consumer" | grep -E 'libgloo|libmpi' >&2; then
+  fail "a consumer of minitrain::minitrain alone links Gloo or MPI"
+fi
+grep -q "^consumer: backends local nccl$" "$work/cpu.txt" || fail "minitrain::minitrain registered more than local and nccl"
+grep -q "^consumer: gloo: .*link the minitrain::gloo component" "$work/cpu.txt" ||
+  { cat "$work/cpu.txt"; fail "init_process_group(\"gloo\") without minitrain::gloo does not name the component"; }
+# With the components (where the build has them): their backends registered, Gloo working.
+components=()
+[[ -n $(find "$work/prefix" -name minitrain_glooTargets.cmake) ]] && components+=(gloo)
+[[ -n $(find "$work/prefix" -name minitrain_mpiTargets.cmake) ]] && components+=(mpi)
+if ((${#components[@]})); then
+  list=$(IFS=';'; echo "${components[*]}")
+  consumer backends "-DCONSUMER_BACKENDS=$list" || { cat "$work/backends.log"; fail "COMPONENTS $list failed"; }
+  for c in "${components[@]}"; do
+    grep -q "^consumer: backends.* $c\b" "$work/backends.txt" || fail "minitrain::$c registered no $c backend"
+  done
+  if [[ " ${components[*]} " == *" gloo "* ]]; then
+    grep -q "^consumer: gloo group of 1$" "$work/backends.txt" || fail "minitrain::gloo made no Gloo group"
+    ldd "$work/backends/consumer" | grep libgloo >/dev/null || fail "minitrain::gloo does not link libgloo"
+  fi
+fi
 
 # COMPONENTS cuda: minitrain::cuda from a CUDA build (it has libminitrain_cpu.a beside it); refused
 # by find_package from a CPU build.

@@ -1,10 +1,12 @@
 // Uses the installed headers and library: one gradient, checked against its known value; a
 // data-parallel step in a world of one (init_process_group's default backend); whether the CUDA
-// backend came with the library it linked; and an error raised
+// backend came with the library it linked; the process-group backends it has (gloo and mpi only
+// from their components) and what init_process_group("gloo") says; and an error raised
 // by a check inlined from an installed header, whose location must read as in the repository
 // ("tensor/tensor.h"), not as the install prefix (tests/install/check.sh reads this output).
 #include <cstdio>
 #include <memory>
+#include <string>
 
 #include "minitrain.h"
 #include "tensor/cuda_info.h"
@@ -25,6 +27,17 @@ int main() {
 
   // Whether the CUDA backend is linked in: only through minitrain::cuda (check.sh reads this).
   std::printf("consumer: CUDA backend %s\n", mt::cuda_is_built() ? "linked" : "absent");
+
+  // The backends linked in: minitrain::gloo and minitrain::mpi register theirs (check.sh reads this).
+  std::string names;
+  for (const std::string& name : mt::dist::registered_process_group_backends()) names += " " + name;
+  std::printf("consumer: backends%s\n", names.c_str());
+  try {
+    auto gloo = mt::dist::init_process_group({.backend = "gloo"});  // a world of one: rank 0 hosts the store
+    std::printf("consumer: gloo group of %d\n", gloo->size());
+  } catch (const mt::Error& e) {
+    std::printf("consumer: gloo: %s\n", e.what());
+  }
 
   try {
     mt::full({1}, 1.0).data_ptr<int64_t>();  // float32 read as int64: the check in tensor/tensor.h
