@@ -10,13 +10,16 @@
 //   cpu_conv.cpp      im2col, col2im, max_pool2d
 // and backend_registry.cpp holds the device-type -> Backend table. Shared loops: strided_loop.h
 // (any strides) and elementwise.h (with the contiguous and broadcast-scalar fast paths).
-// Kernels run on the calling thread; only BLAS may use threads of its own.
+// Kernels above a size threshold split their loops across the intra-op threads with parallel_for
+// (tensor/parallel.h), in chunks fixed by the shapes, so results do not depend on the thread count
+// (Note [Fixed chunks]); GEMM too, as blocks of single-threaded BLAS calls (Note [GEMM on the pool]).
 #pragma once
 
 #include <type_traits>
 
 #include "tensor/backend.h"
 #include "tensor/layout.h"
+#include "tensor/parallel.h"
 #include "tensor/cpu/strided_loop.h"
 
 namespace mt {
@@ -58,6 +61,14 @@ class CpuBackend final : public Backend {
 };
 
 namespace cpu {
+
+// Grains for parallel_for (Note [Fixed chunks]): the elements (or multiply-adds, for reductions
+// and the fused kernels: "work") below which a second thread costs more than it gains. Measured
+// with bench/bench_threads.cpp (bench/README.md, "Threads"): waking a sleeping worker costs
+// ~5-20 µs here, and a chunk must carry about that much work.
+constexpr int64_t kGrainElementwise = 32768;  // add, mul, relu, copy: ~0.3 ns per element
+constexpr int64_t kGrainTranscendental = 4096;  // exp, log, tanh, erf, pow: ~3-8 ns per element
+constexpr int64_t kGrainWork = 32768;          // rows of softmax, layer norm, reductions, im2col
 
 // Row-major dense (tensor/layout.h): the elements are data[0 .. numel) in order.
 inline bool is_contiguous(const Tensor& t) { return is_dense(t); }
