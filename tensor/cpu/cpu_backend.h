@@ -62,13 +62,14 @@ class CpuBackend final : public Backend {
 
 namespace cpu {
 
-// Grains for parallel_for (Note [Fixed chunks]): the elements (or multiply-adds, for reductions
-// and the fused kernels: "work") below which a second thread costs more than it gains. Measured
-// with bench/bench_threads.cpp (bench/README.md, "Threads"): waking a sleeping worker costs
-// ~5-20 µs here, and a chunk must carry about that much work.
-constexpr int64_t kGrainElementwise = 32768;  // add, mul, relu, copy: ~0.3 ns per element
-constexpr int64_t kGrainTranscendental = 4096;  // exp, log, tanh, erf, pow: ~3-8 ns per element
-constexpr int64_t kGrainWork = 32768;          // rows of softmax, layer norm, reductions, im2col
+// Grains for parallel_for (Note [Fixed chunks]): the elements (or, for reductions and the fused
+// kernels, elements of work) a chunk holds; a tensor up to one grain runs on the calling thread
+// alone. bench/bench_parallel.cpp measures where two chunks beat one (bench/README.md, "Threads"):
+// on this 2-core machine, under load, add broke even around 8-32 K elements and won clearly from
+// 64 K; exp won from about 4 K.
+constexpr int64_t kGrainElementwise = 32768;    // add, mul, relu, copy: a fraction of a ns per element
+constexpr int64_t kGrainTranscendental = 4096;  // exp, log, tanh, erf, pow, softmax, GELU: a libm call each
+constexpr int64_t kGrainWork = 32768;           // rows of reductions, layer norm, im2col planes, heads
 
 // Row-major dense (tensor/layout.h): the elements are data[0 .. numel) in order.
 inline bool is_contiguous(const Tensor& t) { return is_dense(t); }
