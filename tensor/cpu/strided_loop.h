@@ -66,10 +66,9 @@ inline void call_run(F& f, int64_t n, const std::array<int64_t, sizeof...(T)>& i
                      const std::array<char*, sizeof...(T)>& p, std::index_sequence<I...>) {
   f(n, inner, reinterpret_cast<T*>(p[I])...);
 }
-}  // namespace detail
 
-namespace detail {
-// The odometer: calls f once per innermost run of s, starting from the byte pointers p.
+// The odometer over the outer dims 1..ndim-1: calls f once per innermost run of s, starting from
+// the byte pointers p.
 template <typename F, typename... T>
 void run_loop(const LoopShape<sizeof...(T)>& s, std::array<char*, sizeof...(T)> p, F& f) {
   constexpr size_t N = sizeof...(T);
