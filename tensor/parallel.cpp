@@ -228,6 +228,9 @@ int get_num_threads() {
 void set_num_threads(int n) {
   MT_CHECK(n >= 1 && n <= kMaxThreads, "set_num_threads: the thread count must be in 1..", kMaxThreads,
            ", got ", n);
+  // The pool's submit lock is held by the parallel_for this chunk belongs to: waiting for it here
+  // would never end.
+  MT_CHECK(!t_in_pool, "set_num_threads: called from inside a parallel_for chunk; change the count outside it");
   std::lock_guard lock(g_threads_mutex);
   std::lock_guard submit(pool().submit_);  // no job is running while the count changes
   settle_blas_threads();

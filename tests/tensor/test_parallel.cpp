@@ -67,6 +67,8 @@ TEST_CASE("an exception in a chunk reaches the caller; nested parallel_for runs 
     parallel_for(10, 2, [&](int64_t lo, int64_t hi) { total += hi - lo; });
   });
   CHECK(total.load() == 80);
+  CHECK_THROWS_WITH_AS(parallel_for(4, 1, [](int64_t, int64_t) { set_num_threads(1); }),
+                       doctest::Contains("called from inside a parallel_for chunk"), Error);
   std::atomic<int64_t> after{0};  // the pool still works after both
   parallel_for(1000, 10, [&](int64_t lo, int64_t hi) { after += hi - lo; });
   CHECK(after.load() == 1000);
