@@ -25,6 +25,7 @@
 #include "nn/safetensors.h"
 #include "optim/optim.h"
 #include "tensor/generator.h"
+#include "tensor/parallel.h"
 #include "tensor/tensor.h"
 #include "distributed/ddp.h"
 #include "distributed/join.h"

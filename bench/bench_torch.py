@@ -8,9 +8,10 @@ repetitions of a timed loop, median; wall clock and the thread's CPU time), prin
   seed_*_us        forward + backward of ((x @ w.T + b) - y).pow(2).mean(), x: (32, 10)  w: (1, 10)
                    b: (1)  y: (32, 1), with F.linear and with matmul + add
 The figures include the Python interpreter's share of each call: that is what a PyTorch user pays.
-Single-threaded (torch.set_num_threads(1); run.sh also sets OMP_NUM_THREADS=1). Run with a Python
-that has torch, e.g. Debian's /usr/bin/python3 (python3-torch).
+Single-threaded (torch.set_num_threads(1), or MT_BENCH_THREADS' count; run.sh also sets
+OMP_NUM_THREADS=1). Run with a Python that has torch, e.g. Debian's /usr/bin/python3 (python3-torch).
 """
+import os
 import sys
 import time
 
@@ -47,6 +48,11 @@ def time_per_call(fn, rep_seconds=0.25, reps=7):
     cpu.sort()
     return {"median": wall[len(wall) // 2], "min": wall[0], "max": wall[-1], "cpu": cpu[len(cpu) // 2],
             "iters": iters, "reps": reps}
+
+
+def threads():
+    """The count for torch.set_num_threads: MT_BENCH_THREADS (bench/threads.sh runs 1 and 2), else 1."""
+    return max(1, int(os.environ.get("MT_BENCH_THREADS", "1")))
 
 
 def report(metric, value, t):
@@ -118,7 +124,7 @@ def bench_train_steps():
 
 
 def main():
-    torch.set_num_threads(1)
+    torch.set_num_threads(threads())
     torch.manual_seed(0)
     print(f"# pytorch {torch.__version__} (Python {sys.version.split()[0]}), "
           f"{torch.get_num_threads()} thread(s)", file=sys.stderr)

@@ -3,19 +3,20 @@
   conv3x3_fwd_gflops  the same as a rate (3.7 GFLOP per call)
   conv3x3_fwd_bwd_ms  the same plus y.backward(dy): dx, dw and db
   cnn_step_ms         one training step of bench_conv.cpp's CNN (Adam 1e-3, batch 64, random data)
-timed with bench_torch.py's method (bench/timing.h's, in Python), single-threaded.
+timed with bench_torch.py's method (bench/timing.h's, in Python), single-threaded (MT_BENCH_THREADS:
+more).
 """
 import torch
 import torch.nn.functional as F
 
-from bench_torch import report, time_per_call, totals
+from bench_torch import report, time_per_call, totals, threads
 
 N, C, O, H, W = 64, 64, 64, 28, 28
 FORWARD_FLOP = 2.0 * N * O * C * 9 * H * W
 
 
 def main():
-    torch.set_num_threads(1)
+    torch.set_num_threads(threads())
     torch.manual_seed(1)
     x = torch.randn(N, C, H, W, requires_grad=True)
     w = (torch.randn(O, C, 3, 3) * 0.05).requires_grad_()

@@ -13,7 +13,7 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${MT_BENCH_BUILD_DIR:-$repo/build-bench}
 python=${MT_BENCH_PYTHON:-/usr/bin/python3}
 rounds=${MT_BENCH_ROUNDS:-3}
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 MT_NUM_THREADS=1
 # OpenMPI refuses to start as root without both of these (docs/mpi.md).
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 log=$(mktemp /tmp/minitrain-ddp-bench.XXXXXX.log)

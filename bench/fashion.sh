@@ -10,7 +10,7 @@ epochs=${1:-5}
 build=${MT_BENCH_BUILD_DIR:-$repo/build-bench}
 python=${MT_BENCH_PYTHON:-/usr/bin/python3}
 data=/usr/share/datasets/fashion-mnist
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 MT_NUM_THREADS=1
 [[ -d $data ]] || { echo "fashion.sh: $data missing (apt install dataset-fashion-mnist)" >&2; exit 1; }
 generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)

@@ -15,7 +15,7 @@ torch_build=${MT_BENCH_TORCH_BUILD_DIR:-$repo/build-bench-torch}
 python=${MT_BENCH_PYTHON:-/usr/bin/python3}
 rounds=${MT_BENCH_ROUNDS:-3}
 clock=${MT_BENCH_CLOCK:-cpu}
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 MT_NUM_THREADS=1
 generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
 results=$(mktemp)

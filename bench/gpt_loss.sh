@@ -14,7 +14,7 @@ seeds=("${@:-0 1}")
 read -r -a seeds <<<"${seeds[*]}"
 build=${MT_BENCH_BUILD_DIR:-$repo/build-bench}
 python=${MT_BENCH_PYTHON:-/usr/bin/python3}
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 MT_NUM_THREADS=1
 if [[ -z ${MT_BENCH_BUILD_DIR:-} ]]; then
   generator=()
   command -v ninja >/dev/null && generator=(-G Ninja)

@@ -4,8 +4,8 @@
                zero_grad, forward, cross-entropy, backward, clip_grad_norm_ to 1.0, AdamW (lr 1e-3,
                betas (0.9, 0.95), weight decay 0.1 on tensors with >= 2 dims only)
 timed with bench_torch.py's method (bench/timing.h's, in Python: 1 s repetitions, 5 of them, the
-median), single-threaded. Like the C++ sides it checks that the loss falls, so a broken step cannot
-pass for a fast one. Run from bench/ (gpt.sh does) with a Python that has torch:
+median), single-threaded (MT_BENCH_THREADS: more). Like the C++ sides it checks that the loss
+falls, so a broken step cannot pass for a fast one. Run from bench/ (gpt.sh does) with a Python that has torch:
   cd bench && OMP_NUM_THREADS=1 /usr/bin/python3 gpt_step_torch.py
 """
 import sys
@@ -13,14 +13,14 @@ import sys
 import torch
 import torch.nn.functional as F
 
-from bench_torch import report, time_per_call, totals
+from bench_torch import report, time_per_call, totals, threads
 from gpt_torch import GPT
 
 VOCAB, CONTEXT, DIM, LAYERS, HEADS, BATCH = 256, 64, 128, 4, 4, 32
 
 
 def main():
-    torch.set_num_threads(1)
+    torch.set_num_threads(threads())
     torch.manual_seed(1)
     model = GPT(VOCAB, CONTEXT, DIM, LAYERS, HEADS)
     params = list(model.parameters())

@@ -36,7 +36,7 @@ results=$(mktemp /tmp/minitrain-bench.XXXXXX.txt)
 trap 'rm -f "$results"' EXIT
 
 # One thread everywhere: OpenBLAS (ours and torch's) and OpenMP (torch) read these at start-up.
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 MT_NUM_THREADS=1
 
 generator=()
 if command -v ninja >/dev/null; then generator=(-G Ninja); fi

@@ -11,8 +11,9 @@
 // Each loop is timed on two clocks. Wall time (std::chrono::steady_clock) is what a user waits.
 // The thread's CPU time (CLOCK_THREAD_CPUTIME_ID) leaves out the time the scheduler gave to other
 // processes: on an idle machine the two agree; on a shared 2-core machine under load, wall time
-// grows with the load while CPU time stays close to the idle figure. Every workload here runs on
-// the calling thread (one BLAS thread, one intra-op thread), so its CPU time is the whole cost.
+// grows with the load while CPU time stays close to the idle figure. With one thread (the scripts
+// set MT_NUM_THREADS=1 and OPENBLAS_NUM_THREADS=1) every workload runs on the calling thread, so its
+// CPU time is the whole cost; with more (threads.sh), only wall time counts them all.
 // `cpu_share` (CPU / wall over all loops) says how busy the machine was; run.sh warns when low.
 //
 // Not done here: pinning threads, disabling frequency scaling, or statistics beyond min/median/max.
@@ -22,10 +23,19 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <vector>
 
 namespace bench {
+
+// The thread count a libtorch benchmark sets with at::set_num_threads: MT_BENCH_THREADS (bench/threads.sh
+// runs 1 and 2), else 1. minitrain's benchmarks take theirs from MT_NUM_THREADS (tensor/parallel.h).
+inline int torch_threads() {
+  const char* env = std::getenv("MT_BENCH_THREADS");
+  const int n = env ? std::atoi(env) : 1;
+  return n >= 1 ? n : 1;
+}
 
 struct Timing {
   double median_s = 0, min_s = 0, max_s = 0;  // wall seconds per call

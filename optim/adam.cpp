@@ -20,6 +20,7 @@
 #include <cmath>
 
 #include "autograd/ops.h"
+#include "tensor/parallel.h"
 #include "tensor/raw_ops.h"
 
 namespace mt::optim {
@@ -39,6 +40,10 @@ void check_adam_options(const Options& o, size_t group) {
   MT_CHECK(o.weight_decay >= 0, name, ": invalid weight_decay ", o.weight_decay, " for param group ", group,
            "; it must be >= 0");
 }
+
+// Parameters with more elements than this update on several threads (tensor/parallel.h); measured
+// in bench/README.md, "Threads". Adam's element costs a square root and a division.
+constexpr int64_t kAdamGrain = 16384;
 
 // One parameter's step in scalars: the options plus the bias corrections of its step count t.
 struct AdamStep {
@@ -118,8 +123,15 @@ void adam_update(const Tensor& p, const Tensor& grad, AdamState& st, const Optio
     return adam_reference(p, grad, st, s);
   }
   MT_DISPATCH_FLOAT(p.dtype(), Options::kName, [&]<typename T>() {
-    adam_fused<T>(p.data_ptr<T>(), grad.data_ptr<T>(), st.exp_avg.data_ptr<T>(), st.exp_avg_sq.data_ptr<T>(),
-                  o.amsgrad ? st.max_exp_avg_sq.data_ptr<T>() : nullptr, p.numel(), s);
+    T* pp = p.data_ptr<T>();
+    const T* g = grad.data_ptr<T>();
+    T* m = st.exp_avg.data_ptr<T>();
+    T* v = st.exp_avg_sq.data_ptr<T>();
+    T* v_max = o.amsgrad ? st.max_exp_avg_sq.data_ptr<T>() : nullptr;
+    // Elements are independent: fixed chunks on the intra-op threads (Note [Fixed chunks]).
+    parallel_for(p.numel(), kAdamGrain, [&](int64_t lo, int64_t hi) {
+      adam_fused<T>(pp + lo, g + lo, m + lo, v + lo, v_max ? v_max + lo : nullptr, hi - lo, s);
+    });
   });
   p.storage()->bump_version();  // an in-place change, like raw ops: autograd's saved copies see it
 }

@@ -14,6 +14,7 @@
 #include <cmath>
 
 #include "autograd/ops.h"
+#include "tensor/parallel.h"
 #include "tensor/raw_ops.h"
 
 namespace mt::optim {
@@ -30,6 +31,10 @@ void SGDOptions::check(size_t group) const {
 }
 
 namespace {
+
+// Parameters with more elements than this update on several threads (tensor/parallel.h); measured
+// in bench/README.md, "Threads".
+constexpr int64_t kSgdGrain = 32768;
 
 // p, grad, buf: (n) contiguous, dtype T. buf is null without momentum; `first` means it holds
 // nothing yet and is to be set to the gradient.
@@ -78,8 +83,13 @@ void SGD::step() {
     const bool first = o.momentum != 0 && !s.momentum_buffer.defined();
     if (first) s.momentum_buffer = empty_like(p);
     MT_DISPATCH_FLOAT(p.dtype(), "SGD", [&]<typename T>() {
-      sgd_fused<T>(p.data_ptr<T>(), grad.data_ptr<T>(),
-                   o.momentum != 0 ? s.momentum_buffer.data_ptr<T>() : nullptr, first, p.numel(), o);
+      T* pp = p.data_ptr<T>();
+      const T* g = grad.data_ptr<T>();
+      T* buf = o.momentum != 0 ? s.momentum_buffer.data_ptr<T>() : nullptr;
+      // Elements are independent: fixed chunks on the intra-op threads (Note [Fixed chunks]).
+      parallel_for(p.numel(), kSgdGrain, [&](int64_t lo, int64_t hi) {
+        sgd_fused<T>(pp + lo, g + lo, buf ? buf + lo : nullptr, first, hi - lo, o);
+      });
     });
     p.storage()->bump_version();  // an in-place change, like raw ops: autograd's saved copies see it
   });

@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -14,6 +15,7 @@
 #include "distributed/process_group_gloo.h"
 #include "distributed/process_group_mpi.h"
 #include "tensor/cuda_info.h"
+#include "tensor/parallel.h"
 
 namespace mt::app {
 
@@ -44,8 +46,15 @@ void print_env_report() {
                  " hardware threads");
   const std::string mem = proc_field("/proc/meminfo", "MemTotal");
   row("memory", mem.empty() ? "unknown" : mem);
-  const char* threads = std::getenv("OPENBLAS_NUM_THREADS");
-  row("OPENBLAS_NUM_THREADS", threads ? threads : "(unset: OpenBLAS uses every core)");
+  // The intra-op threads (tensor/parallel.h); a malformed MT_NUM_THREADS is reported, not thrown.
+  std::string threads;
+  try {
+    threads = std::to_string(get_num_threads()) + " per process (--threads, else MT_NUM_THREADS, else cores / ranks "
+              "on this machine); GEMM runs on them with OpenBLAS single-threaded";
+  } catch (const std::exception& e) {
+    threads = e.what();
+  }
+  row("threads", threads);
 
   // GPUs: the driver's /proc entries exist whether or not this build can use them.
   const std::filesystem::path gpus = "/proc/driver/nvidia/gpus";

@@ -19,6 +19,7 @@
 #include "distributed/process_group_mpi.h"
 #include "distributed/rendezvous.h"
 #include "tensor/check.h"
+#include "tensor/parallel.h"
 
 namespace {
 
@@ -44,6 +45,10 @@ int main(int argc, char** argv) {
     mt::app::Options opts;
     int exit_code = 0;
     if (!mt::app::parse_options(argc, argv, opts, &exit_code)) return exit_code;
+    // The intra-op threads (tensor/parallel.h), settled before any work: a malformed MT_NUM_THREADS
+    // is an error here. Workers of --nproc parse the same flag; without it each takes its share of
+    // the cores (LOCAL_WORLD_SIZE, set by the launcher).
+    if (opts.threads > 0) mt::set_num_threads(opts.threads);
     if (opts.env) {
       mt::app::print_env_report();
       return 0;
@@ -52,6 +57,7 @@ int main(int argc, char** argv) {
     // launcher, torchrun or srun) trains as its rank (trainer.cpp) and never launches again.
     const bool distributed = mt::app::worker_count(opts) >= 2 || opts.nnodes > 1;
     if (distributed && !std::getenv("RANK")) return mt::app::launch(argc, argv, opts);
+    mt::get_num_threads();
     return mt::app::train(opts);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "mini_train: %serror: %s\n", rank_prefix().c_str(), e.what());

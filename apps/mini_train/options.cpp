@@ -13,6 +13,7 @@
 #include "data/fashion_mnist.h"
 #include "data/text.h"
 #include "tensor/check.h"
+#include "tensor/parallel.h"
 
 namespace mt::app {
 
@@ -169,8 +170,13 @@ bool parse_options(int argc, char** argv, Options& o, int* exit_code) {
                  "ui.perfetto.dev, draw it with scripts/trace_to_svg.py)")->group(out);
   app.add_option("--trace-steps", o.trace_steps, "the steps --trace records, A:B inclusive (1-based; only these "
                  "are kept in memory)")->group(out);
+  // Issue 17's options.
+  std::string threads;
+  app.add_option("--threads", threads, "intra-op threads per process for the CPU kernels and GEMM (default: "
+                 "MT_NUM_THREADS, else the cores divided among this machine's ranks)")->group(train);
 
   if (!parse_command_line(app, argc, argv, exit_code)) return false;
+  if (app.get_option("--threads")->count() > 0) o.threads = mt::detail::parse_num_threads(threads, "--threads");
   o.shuffle = !no_shuffle;
   MT_CHECK(seed >= 0, "--seed must be >= 0, got ", seed);
   o.seed = static_cast<uint64_t>(seed);

@@ -44,6 +44,7 @@ struct Options {
   uint64_t seed = 0;
   bool shuffle = true;
   int num_workers = 0;
+  int threads = 0;  // --threads: intra-op threads per process (tensor/parallel.h); 0: not given, the default
   // ---- files ----
   std::string save = "final_model.safetensors";
   std::string init;                   // start from these weights

@@ -49,6 +49,7 @@
 #include "nn/checkpoint.h"
 #include "optim/clip_grad.h"
 #include "tensor/generator.h"
+#include "tensor/parallel.h"
 #include "tensor/raw_ops.h"
 
 namespace mt::app {
@@ -263,6 +264,7 @@ void print_config(const Run& r) {
                    (r.resumed_from.empty() ? "" : ", resuming from " + r.resumed_from));
   for (const std::string& note : r.notes) row("", note);
   row("seed", std::to_string(o.seed));
+  row("threads", std::to_string(get_num_threads()) + " per process" + (o.gpus.empty() ? "" : " (host-side work)"));
   if (!o.checkpoint_dir.empty()) row("checkpoints", o.checkpoint_dir + " (keep " + std::to_string(o.keep) + ")");
   std::fflush(stdout);
 }

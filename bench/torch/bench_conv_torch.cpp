@@ -3,8 +3,9 @@
 //   conv3x3_fwd_ms, conv3x3_fwd_gflops   y = torch::conv2d(x, w, b, stride 1, padding 1)
 //   conv3x3_fwd_bwd_ms                   the same plus y.backward(dy): dx, dw and db
 //   cnn_step_ms                          one training step of bench_conv.cpp's CNN (Adam, batch 64)
-// x: (64, 64, 28, 28)  w: (64, 64, 3, 3)  b: (64), float32, at::set_num_threads(1). libtorch picks
-// its own CPU convolution (oneDNN in Debian's build); minitrain's is im2col + OpenBLAS.
+// x: (64, 64, 28, 28)  w: (64, 64, 3, 3)  b: (64), float32, at::set_num_threads(1) (MT_BENCH_THREADS:
+// another count). libtorch picks its own CPU convolution (oneDNN in Debian's build); minitrain's is
+// im2col + OpenBLAS.
 #include <torch/torch.h>
 
 #include <cstdio>
@@ -63,7 +64,7 @@ void bench_cnn_step() {
 
 int main() {
   try {
-    at::set_num_threads(1);
+    at::set_num_threads(bench::torch_threads());  // 1 unless bench/threads.sh says otherwise
     bench_conv();
     bench_cnn_step();
     bench::report_cpu_share("libtorch");

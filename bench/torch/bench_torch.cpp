@@ -5,8 +5,9 @@
 //   gemm1024_gflops  torch::matmul of two 1024×1024 float32 matrices
 //   seed_*_us        forward + backward of ((x·wᵀ + b) − y)².mean(), x: (32, 10)  w: (1, 10)
 //                    b: (1)  y: (32, 1), with torch::linear and with matmul + add
-// Single-threaded: at::set_num_threads(1) here; torch's GEMM is the system OpenBLAS, which reads
-// OPENBLAS_NUM_THREADS=1 (set by run.sh, and by hand when running this alone).
+// Single-threaded: at::set_num_threads(1) here (MT_BENCH_THREADS: another count, bench/threads.sh);
+// torch's GEMM is the system OpenBLAS, which reads OPENBLAS_NUM_THREADS=1 (set by run.sh, and by
+// hand when running this alone).
 // Built by its own CMake project (bench/torch/CMakeLists.txt), not by minitrain's build.
 #include <torch/torch.h>
 
@@ -90,7 +91,7 @@ void bench_train_steps() {
 
 int main() {
   try {
-    at::set_num_threads(1);
+    at::set_num_threads(bench::torch_threads());  // 1 unless bench/threads.sh says otherwise
     at::set_num_interop_threads(1);
     torch::manual_seed(0);
     std::fprintf(stderr, "# libtorch %s, %d thread(s)\n", TORCH_VERSION, at::get_num_threads());

@@ -2,7 +2,7 @@
 // embeddings, 4 pre-LayerNorm blocks with a fused qkv projection, causal attention, exact GELU MLP,
 // final LayerNorm, output head tied to the token embedding) and the same step (zero_grad, forward,
 // cross-entropy, backward, clip_grad_norm_ to 1.0, AdamW lr 1e-3, betas (0.9, 0.95), weight decay
-// 0.1 on the tensors with >= 2 dims only), batch 32, context 64, float32, one thread. libtorch 1.13 has no fused attention, so attention is matmul,
+// 0.1 on the tensors with >= 2 dims only), batch 32, context 64, float32, one thread (MT_BENCH_THREADS: more). libtorch 1.13 has no fused attention, so attention is matmul,
 // masked_fill, softmax, matmul. Prints `libtorch gpt_step_ms <value>` (bench/timing.h).
 #include <torch/torch.h>
 
@@ -59,7 +59,7 @@ TORCH_MODULE(Gpt);
 
 int main() {
   try {
-    at::set_num_threads(1);
+    at::set_num_threads(bench::torch_threads());  // 1 unless bench/threads.sh says otherwise
     torch::manual_seed(1);
     Gpt gpt;
     const torch::Tensor idx = torch::randint(kVocab, {32, kContext}), targets = torch::randint(kVocab, {32, kContext});

@@ -1,5 +1,5 @@
 // CpuBackend::attention and attention_backward: scaled dot-product attention one (batch, head) at
-// a time. Formulas: tensor/backend.h.
+// a time, the heads split across the intra-op threads (tensor/parallel.h). Formulas: tensor/backend.h.
 //
 // Each head's (Tq, Tk) scores live in one scratch matrix while that head is computed, and the
 // products are Eigen GEMMs on the operands in place (q, k, v are read through their row strides,
@@ -93,10 +93,12 @@ void CpuBackend::attention(const Tensor& out, const Tensor& lse, const Tensor& q
            "attention: out and lse must be contiguous (B, H, Tq, d) and (B, H, Tq), got ", out.sizes(), " and ",
            lse.sizes());
   MT_DISPATCH_FLOAT(q.dtype(), "attention", [&]<typename T>() {
-    RowMajor<T> S(n.Tq, n.Tk);  // one head's scores, then probabilities
     T* l = cpu::data<T>(lse);
-    for (int64_t b = 0; b < n.B; ++b)
-      for (int64_t h = 0; h < n.H; ++h) {
+    // Heads are independent: chunks of (b, h) on the intra-op threads, each with its own scratch.
+    parallel_for(n.B * n.H, cpu::kGrainWork / (n.Tq * n.Tk * n.d + 1), [&](int64_t lo, int64_t hi) {
+      RowMajor<T> S(n.Tq, n.Tk);  // one head's scores, then probabilities
+      for (int64_t bh = lo; bh < hi; ++bh) {
+        const int64_t b = bh / n.H, h = bh % n.H;
         const ConstHeadMap<T> Q = head<T>(q, b, h), K = head<T>(k, b, h), V = head<T>(v, b, h);
         HeadMap<T> O = head_out<T>(out, b, h);
         for (const RowBlock& rb : row_blocks(n, params)) {
@@ -110,11 +112,12 @@ void CpuBackend::attention(const Tensor& out, const Tensor& lse, const Tensor& q
             const T sum = row.sum();
             row *= T(1) / sum;
             Sb.row(r).tail(rb.keys - end).setZero();
-            l[(b * n.H + h) * n.Tq + i] = m + std::log(sum);
+            l[bh * n.Tq + i] = m + std::log(sum);
           }
           O.middleRows(rb.first, rb.rows).noalias() = Sb * V.topRows(rb.keys);
         }
       }
+    });
   });
 }
 
@@ -128,11 +131,12 @@ void CpuBackend::attention_backward(const Tensor& dq, const Tensor& dk, const Te
                dk.sizes() == k.sizes() && dv.sizes() == v.sizes() && cpu::is_contiguous(lse),
            "attention_backward: dq, dk, dv must be contiguous and shaped like q, k, v");
   MT_DISPATCH_FLOAT(q.dtype(), "attention_backward", [&]<typename T>() {
-    RowMajor<T> P(n.Tq, n.Tk), dS(n.Tq, n.Tk);
     const T* l = cpu::data<const T>(lse);
     const T scale = T(params.scale);
-    for (int64_t b = 0; b < n.B; ++b)
-      for (int64_t h = 0; h < n.H; ++h) {
+    parallel_for(n.B * n.H, cpu::kGrainWork / (n.Tq * n.Tk * n.d + 1), [&](int64_t lo, int64_t hi) {
+      RowMajor<T> P(n.Tq, n.Tk), dS(n.Tq, n.Tk);
+      for (int64_t bh = lo; bh < hi; ++bh) {
+        const int64_t b = bh / n.H, h = bh % n.H;
         const ConstHeadMap<T> Q = head<T>(q, b, h), K = head<T>(k, b, h), V = head<T>(v, b, h);
         const ConstHeadMap<T> dO = head<T>(dout, b, h), O = head<T>(out, b, h);
         HeadMap<T> dQ = head_out<T>(dq, b, h), dK = head_out<T>(dk, b, h), dV = head_out<T>(dv, b, h);
@@ -148,7 +152,7 @@ void CpuBackend::attention_backward(const Tensor& dq, const Tensor& dk, const Te
             const int64_t i = rb.first + r, end = key_end(i, n, params);
             auto p = Pb.row(r).head(end).array();
             auto ds = dSb.row(r).head(end).array();
-            const T lse_i = l[(b * n.H + h) * n.Tq + i];
+            const T lse_i = l[bh * n.Tq + i];
             const T D = dO.row(i).dot(O.row(i));
             p = (p - lse_i).exp();
             ds = p * (ds - D) * scale;  // scale folded in: dq and dk both need it
@@ -160,6 +164,7 @@ void CpuBackend::attention_backward(const Tensor& dq, const Tensor& dk, const Te
           dV.topRows(rb.keys).noalias() += Pb.transpose() * dOb;
         }
       }
+    });
   });
 }
 

@@ -10,13 +10,16 @@
 //   cpu_conv.cpp      im2col, col2im, max_pool2d
 // and backend_registry.cpp holds the device-type -> Backend table. Shared loops: strided_loop.h
 // (any strides) and elementwise.h (with the contiguous and broadcast-scalar fast paths).
-// Kernels run on the calling thread; only BLAS may use threads of its own.
+// Kernels above a size threshold split their loops across the intra-op threads with parallel_for
+// (tensor/parallel.h), in chunks fixed by the shapes, so results do not depend on the thread count
+// (Note [Fixed chunks]); GEMM too, as blocks of single-threaded BLAS calls (Note [GEMM on the pool]).
 #pragma once
 
 #include <type_traits>
 
 #include "tensor/backend.h"
 #include "tensor/layout.h"
+#include "tensor/parallel.h"
 #include "tensor/cpu/strided_loop.h"
 
 namespace mt {
@@ -58,6 +61,15 @@ class CpuBackend final : public Backend {
 };
 
 namespace cpu {
+
+// Grains for parallel_for (Note [Fixed chunks]): the elements (or, for reductions and the fused
+// kernels, elements of work) a chunk holds; a tensor up to one grain runs on the calling thread
+// alone. bench/bench_parallel.cpp measures where two chunks beat one (bench/README.md, "Threads"):
+// on this 2-core machine, under load, add broke even around 8-32 K elements and won clearly from
+// 64 K; exp won from about 4 K.
+constexpr int64_t kGrainElementwise = 32768;    // add, mul, relu, copy: a fraction of a ns per element
+constexpr int64_t kGrainTranscendental = 4096;  // exp, log, tanh, erf, pow, softmax, GELU: a libm call each
+constexpr int64_t kGrainWork = 32768;           // rows of reductions, layer norm, im2col planes, heads
 
 // Row-major dense (tensor/layout.h): the elements are data[0 .. numel) in order.
 inline bool is_contiguous(const Tensor& t) { return is_dense(t); }

@@ -9,6 +9,8 @@
 // The inner loops run over one output row (ow = 0 .. OW-1). The positions ow whose input column
 // iw = ow·sw + j·dw - pw falls inside [0, W) form one interval [ow_lo, ow_hi), computed once per row
 // (valid_range), so the loops carry no bounds test; the padding outside it is written as zeros.
+// Planes are independent (each writes only its own rows of cols, or its own image plane): chunks
+// of planes run on the intra-op threads (tensor/parallel.h).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -60,25 +62,27 @@ void CpuBackend::im2col(const Tensor& cols, const Tensor& x, const Window2d& w) 
   MT_DISPATCH_FLOAT(x.dtype(), "im2col", [&]<typename T>() {
     const T* src = cpu::data<const T>(x);
     T* dst = cpu::data<T>(cols);
-    for (int64_t p = 0; p < n * c; ++p) {  // p = one (n, c) plane; its rows in cols follow each other
-      const T* in = src + p * plane;
-      for (int64_t i = 0; i < w.kernel_h; ++i)
-        for (int64_t j = 0; j < w.kernel_w; ++j) {
-          T* row = dst + (p * kk + i * w.kernel_w + j) * l;
-          const int64_t off_w = j * w.dilation_w - w.pad_w;
-          for_each_tap(w, i, j, [&](int64_t o, int64_t in_row, Range r) {
-            T* out = row + o;
-            std::fill(out, out + r.lo, T(0));
-            const int64_t base = in_row + off_w;  // in[base + ow·sw] is the tap's input for ow in r
-            if (w.stride_w == 1) {
-              if (r.hi > r.lo) std::copy_n(in + base + r.lo, r.hi - r.lo, out + r.lo);
-            } else {
-              for (int64_t ow = r.lo; ow < r.hi; ++ow) out[ow] = in[base + ow * w.stride_w];
-            }
-            std::fill(out + r.hi, out + ow_n, T(0));
-          });
-        }
-    }
+    parallel_for(n * c, cpu::kGrainWork / (kk * l + 1), [&](int64_t lo, int64_t hi) {
+      for (int64_t p = lo; p < hi; ++p) {  // p = one (n, c) plane; its rows in cols follow each other
+        const T* in = src + p * plane;
+        for (int64_t i = 0; i < w.kernel_h; ++i)
+          for (int64_t j = 0; j < w.kernel_w; ++j) {
+            T* row = dst + (p * kk + i * w.kernel_w + j) * l;
+            const int64_t off_w = j * w.dilation_w - w.pad_w;
+            for_each_tap(w, i, j, [&](int64_t o, int64_t in_row, Range r) {
+              T* out = row + o;
+              std::fill(out, out + r.lo, T(0));
+              const int64_t base = in_row + off_w;  // in[base + ow·sw] is the tap's input for ow in r
+              if (w.stride_w == 1) {
+                if (r.hi > r.lo) std::copy_n(in + base + r.lo, r.hi - r.lo, out + r.lo);
+              } else {
+                for (int64_t ow = r.lo; ow < r.hi; ++ow) out[ow] = in[base + ow * w.stride_w];
+              }
+              std::fill(out + r.hi, out + ow_n, T(0));
+            });
+          }
+      }
+    });
   });
 }
 
@@ -91,27 +95,29 @@ void CpuBackend::col2im(const Tensor& x, const Tensor& cols, const Window2d& w) 
     const T* src = cpu::data<const T>(cols);
     T* dst = cpu::data<T>(x);
     std::fill(dst, dst + n * c * plane, T(0));
-    for (int64_t p = 0; p < n * c; ++p) {
-      T* out = dst + p * plane;
-      for (int64_t i = 0; i < w.kernel_h; ++i)
-        for (int64_t j = 0; j < w.kernel_w; ++j) {
-          const T* row = src + (p * kk + i * w.kernel_w + j) * l;
-          const int64_t off_w = j * w.dilation_w - w.pad_w;
-          for_each_tap(w, i, j, [&](int64_t o, int64_t in_row, Range r) {
-            if (in_row < 0 || r.hi == r.lo) return;  // all padding: nothing flows back
-            // to[e·sw] += from[e] for ow = lo + e. cols and x never overlap: restrict lets the
-            // stride-1 loop vectorise.
-            T* __restrict to = out + in_row + off_w + r.lo * w.stride_w;
-            const T* __restrict from = row + o + r.lo;
-            const int64_t count = r.hi - r.lo;
-            if (w.stride_w == 1) {
-              for (int64_t e = 0; e < count; ++e) to[e] += from[e];
-            } else {
-              for (int64_t e = 0; e < count; ++e) to[e * w.stride_w] += from[e];
-            }
-          });
-        }
-    }
+    parallel_for(n * c, cpu::kGrainWork / (kk * l + 1), [&](int64_t lo, int64_t hi) {
+      for (int64_t p = lo; p < hi; ++p) {
+        T* out = dst + p * plane;
+        for (int64_t i = 0; i < w.kernel_h; ++i)
+          for (int64_t j = 0; j < w.kernel_w; ++j) {
+            const T* row = src + (p * kk + i * w.kernel_w + j) * l;
+            const int64_t off_w = j * w.dilation_w - w.pad_w;
+            for_each_tap(w, i, j, [&](int64_t o, int64_t in_row, Range r) {
+              if (in_row < 0 || r.hi == r.lo) return;  // all padding: nothing flows back
+              // to[e·sw] += from[e] for ow = lo + e. cols and x never overlap: restrict lets the
+              // stride-1 loop vectorise.
+              T* __restrict to = out + in_row + off_w + r.lo * w.stride_w;
+              const T* __restrict from = row + o + r.lo;
+              const int64_t count = r.hi - r.lo;
+              if (w.stride_w == 1) {
+                for (int64_t e = 0; e < count; ++e) to[e] += from[e];
+              } else {
+                for (int64_t e = 0; e < count; ++e) to[e * w.stride_w] += from[e];
+              }
+            });
+          }
+      }
+    });
   });
 }
 
@@ -179,12 +185,10 @@ void CpuBackend::max_pool2d(const Tensor& out, const Tensor& indices, const Tens
     T* dst = cpu::data<T>(out);
     if (inside) {
       const int64_t out_plane = oh_n * ow_n;
-      for (int64_t p = 0; p < planes; ++p) {
-        const T* in = src + p * plane;
-        T* o = dst + p * out_plane;
-        int64_t* io = idx + p * out_plane;
-        max_pool_inside(in, o, io, w, oh_n, ow_n);
-      }
+      parallel_for(planes, cpu::kGrainWork / (plane + 1), [&](int64_t lo, int64_t hi) {
+        for (int64_t p = lo; p < hi; ++p)
+          max_pool_inside(src + p * plane, dst + p * out_plane, idx + p * out_plane, w, oh_n, ow_n);
+      });
       return;
     }
     for (int64_t p = 0; p < planes; ++p) {

@@ -13,7 +13,12 @@ namespace mt {
 void CpuBackend::copy(const Tensor& dst, const Tensor& src) {
   if (dst.numel() == 0) return;
   if (dst.dtype() == src.dtype() && cpu::is_contiguous(dst) && cpu::is_contiguous(src)) {
-    std::memcpy(dst.raw_data(), src.raw_data(), dst.numel() * element_size(dst.dtype()));
+    char* to = static_cast<char*>(dst.raw_data());
+    const char* from = static_cast<const char*>(src.raw_data());
+    const int64_t size = element_size(dst.dtype());
+    parallel_for(dst.numel(), cpu::kGrainElementwise, [=](int64_t lo, int64_t hi) {
+      std::memcpy(to + lo * size, from + lo * size, (hi - lo) * size);
+    });
     return;
   }
   // float16 is a storage format only (tensor/half.h): it can be cast to and from float32.
@@ -39,11 +44,11 @@ void CpuBackend::fill(const Tensor& dst, double value) {
     const T v = static_cast<T>(value);
     T* p = cpu::data<T>(dst);
     if (cpu::is_contiguous(dst)) {
-      std::fill(p, p + dst.numel(), v);
+      parallel_for(dst.numel(), cpu::kGrainElementwise, [=](int64_t lo, int64_t hi) { std::fill(p + lo, p + hi, v); });
       return;
     }
-    cpu::strided_loop(
-        dst.sizes(),
+    cpu::parallel_strided_loop(
+        cpu::kGrainElementwise, dst.sizes(),
         [v](int64_t n, const std::array<int64_t, 1>& s, T* p) {
           for (int64_t i = 0; i < n; ++i) p[i * s[0]] = v;
         },

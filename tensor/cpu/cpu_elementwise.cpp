@@ -12,23 +12,24 @@ namespace mt {
 
 void CpuBackend::unary(UnaryOp op, const Tensor& out, const Tensor& in, double scalar) {
   MT_DISPATCH_ALL(out.dtype(), op_name(op), [&]<typename T>() {
-    auto map = [&](auto f) { cpu::map_unary<T, T>(out, in, f); };
+    auto map = [&](auto f, int64_t grain = cpu::kGrainElementwise) { cpu::map_unary<T, T>(out, in, f, grain); };
+    constexpr int64_t costly = cpu::kGrainTranscendental;  // a libm call per element splits sooner
     const T s = static_cast<T>(scalar);
 
     if constexpr (std::is_floating_point_v<T>) {
       switch (op) {
-        case UnaryOp::Exp: return map([](T x) { return std::exp(x); });
-        case UnaryOp::Log: return map([](T x) { return std::log(x); });
+        case UnaryOp::Exp: return map([](T x) { return std::exp(x); }, costly);
+        case UnaryOp::Log: return map([](T x) { return std::log(x); }, costly);
         case UnaryOp::Sqrt: return map([](T x) { return std::sqrt(x); });
-        case UnaryOp::Tanh: return map([](T x) { return std::tanh(x); });
-        case UnaryOp::Sigmoid: return map([](T x) { return T(1) / (T(1) + std::exp(-x)); });
-        case UnaryOp::Erf: return map([](T x) { return std::erf(x); });
+        case UnaryOp::Tanh: return map([](T x) { return std::tanh(x); }, costly);
+        case UnaryOp::Sigmoid: return map([](T x) { return T(1) / (T(1) + std::exp(-x)); }, costly);
+        case UnaryOp::Erf: return map([](T x) { return std::erf(x); }, costly);
         // The exponents training uses are special-cased: x*x is exact and an order of magnitude
         // faster than std::pow, and MSE and norms square on every step.
         case UnaryOp::Pow:
           if (scalar == 2.0) return map([](T x) { return x * x; });
           if (scalar == 0.5) return map([](T x) { return std::sqrt(x); });
-          return map([s](T x) { return std::pow(x, s); });
+          return map([s](T x) { return std::pow(x, s); }, costly);
         default: break;
       }
     } else {
@@ -101,24 +102,30 @@ void CpuBackend::where(const Tensor& out, const Tensor& cond, const Tensor& a, c
       if (cpu::is_contiguous(out) && cpu::is_contiguous(cond)) {
         const bool a_dense = cpu::is_contiguous(a), b_dense = cpu::is_contiguous(b);
         if (a_dense && b_dense) {
-          for (int64_t i = 0; i < n; ++i) o[i] = c[i] != C(0) ? x[i] : y[i];
+          parallel_for(n, cpu::kGrainElementwise, [=](int64_t lo, int64_t hi) {
+            for (int64_t i = lo; i < hi; ++i) o[i] = c[i] != C(0) ? x[i] : y[i];
+          });
           return;
         }
         // One side a broadcast scalar: the masked gradients' where(mask, dy, 0) (autograd/functions/
         // elementwise.cpp, Note [Masked gradients]) and masked fills.
         if (a_dense && cpu::is_broadcast_scalar(b)) {
           const T y0 = *y;
-          for (int64_t i = 0; i < n; ++i) o[i] = c[i] != C(0) ? x[i] : y0;
+          parallel_for(n, cpu::kGrainElementwise, [=](int64_t lo, int64_t hi) {
+            for (int64_t i = lo; i < hi; ++i) o[i] = c[i] != C(0) ? x[i] : y0;
+          });
           return;
         }
         if (b_dense && cpu::is_broadcast_scalar(a)) {
           const T x0 = *x;
-          for (int64_t i = 0; i < n; ++i) o[i] = c[i] != C(0) ? x0 : y[i];
+          parallel_for(n, cpu::kGrainElementwise, [=](int64_t lo, int64_t hi) {
+            for (int64_t i = lo; i < hi; ++i) o[i] = c[i] != C(0) ? x0 : y[i];
+          });
           return;
         }
       }
-      cpu::strided_loop(
-          out.sizes(),
+      cpu::parallel_strided_loop(
+          cpu::kGrainElementwise, out.sizes(),
           [](int64_t n, const std::array<int64_t, 4>& s, T* o, const C* c, const T* x, const T* y) {
             for (int64_t i = 0; i < n; ++i) o[i * s[0]] = c[i * s[1]] != C(0) ? x[i * s[2]] : y[i * s[3]];
           },

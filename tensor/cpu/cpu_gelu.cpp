@@ -6,6 +6,7 @@
 // Written as Eigen array expressions: erf, exp and tanh are then vectorised for float32 (erf by
 // Eigen's rational approximation, accurate to a couple of ulp), where the C library's erff is one
 // value at a time and would cost more than the whole composition. float64 calls std::erf per value.
+// Both run on the intra-op threads in fixed chunks (Note [Fixed chunks], tensor/parallel.h).
 // The CUDA kernel (tensor/cuda/cuda_gelu.cu) evaluates the same formulas through tensor/gelu_math.h.
 #include "tensor/cpu/cpu_backend.h"
 #include "tensor/cpu/eigen_core.h"
@@ -43,13 +44,15 @@ void check_same(const char* op, const Tensor& a, const Tensor& b) {
 void CpuBackend::gelu(const Tensor& out, const Tensor& x, GeluApproximate approximate) {
   check_same("gelu", out, x);
   MT_DISPATCH_FLOAT(x.dtype(), "gelu", [&]<typename T>() {
-    const ConstArray<T> xs(cpu::data<const T>(x), x.numel());
-    Array<T> y(cpu::data<T>(out), out.numel());
-    if (approximate == GeluApproximate::Tanh) {
-      y = T(0.5) * xs * (T(1) + (T(kSqrt2OverPi) * (xs + T(kCubic) * xs.cube())).tanh());
-    } else {
-      y = T(0.5) * xs * (T(1) + (xs * T(kInvSqrt2)).erf());
-    }
+    parallel_for(x.numel(), cpu::kGrainTranscendental, [&](int64_t lo, int64_t hi) {
+      const ConstArray<T> xs(cpu::data<const T>(x) + lo, hi - lo);
+      Array<T> y(cpu::data<T>(out) + lo, hi - lo);
+      if (approximate == GeluApproximate::Tanh) {
+        y = T(0.5) * xs * (T(1) + (T(kSqrt2OverPi) * (xs + T(kCubic) * xs.cube())).tanh());
+      } else {
+        y = T(0.5) * xs * (T(1) + (xs * T(kInvSqrt2)).erf());
+      }
+    });
   });
 }
 
@@ -57,15 +60,18 @@ void CpuBackend::gelu_backward(const Tensor& dx, const Tensor& dy, const Tensor&
   check_same("gelu_backward", dx, x);
   check_same("gelu_backward", dy, x);
   MT_DISPATCH_FLOAT(x.dtype(), "gelu_backward", [&]<typename T>() {
-    const ConstArray<T> xs(cpu::data<const T>(x), x.numel()), g(cpu::data<const T>(dy), dy.numel());
-    Array<T> d(cpu::data<T>(dx), dx.numel());
-    if (approximate == GeluApproximate::Tanh) {
-      const auto t = (T(kSqrt2OverPi) * (xs + T(kCubic) * xs.cube())).tanh().eval();
-      d = g * (T(0.5) * (T(1) + t) +
-               T(0.5) * xs * (T(1) - t.square()) * T(kSqrt2OverPi) * (T(1) + T(3 * kCubic) * xs.square()));
-    } else {
-      d = g * (T(0.5) * (T(1) + (xs * T(kInvSqrt2)).erf()) + xs * T(kInvSqrt2Pi) * (T(-0.5) * xs.square()).exp());
-    }
+    parallel_for(x.numel(), cpu::kGrainTranscendental, [&](int64_t lo, int64_t hi) {
+      const ConstArray<T> xs(cpu::data<const T>(x) + lo, hi - lo), g(cpu::data<const T>(dy) + lo, hi - lo);
+      Array<T> d(cpu::data<T>(dx) + lo, hi - lo);
+      if (approximate == GeluApproximate::Tanh) {
+        const auto t = (T(kSqrt2OverPi) * (xs + T(kCubic) * xs.cube())).tanh().eval();
+        d = g * (T(0.5) * (T(1) + t) +
+                 T(0.5) * xs * (T(1) - t.square()) * T(kSqrt2OverPi) * (T(1) + T(3 * kCubic) * xs.square()));
+      } else {
+        d = g * (T(0.5) * (T(1) + (xs * T(kInvSqrt2)).erf()) +
+                 xs * T(kInvSqrt2Pi) * (T(-0.5) * xs.square()).exp());
+      }
+    });
   });
 }
 

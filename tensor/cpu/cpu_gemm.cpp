@@ -7,14 +7,16 @@
 //                   reference that the tests compare against, and the fast choice for tiny problems
 //                   (M*N*K < kSmallGemm), where a BLAS call's fixed cost dominates.
 //   gemv_loops      matrix-vector products (N == 1 or M == 1) of modest size, see kSmallGemv.
-//   gemm_blas       OpenBLAS's cblas_sgemm/dgemm when the build has it (MT_HAVE_BLAS), else
-//                   Eigen's own GEMM through Eigen::Map, one call per batch entry.
+//   gemm_blas       OpenBLAS's cblas_sgemm/dgemm when the build has it (MT_HAVE_BLAS), in blocks on
+//                   the intra-op threads (Note [GEMM on the pool]), else Eigen's own single-threaded
+//                   GEMM through Eigen::Map, one call per batch entry.
 // int64 always takes the reference loops: BLAS has no integer GEMM.
 #include <algorithm>
 #include <type_traits>
 
 #include "tensor/cpu/cpu_backend.h"
 #include "tensor/layout.h"
+#include "tensor/parallel.h"
 
 #ifdef MT_HAVE_BLAS
 #include <cblas.h>
@@ -104,25 +106,59 @@ void gemv_loops(const Tensor& out, const Tensor& a, const Tensor& b, bool accumu
 
 #ifdef MT_HAVE_BLAS
 
+// Note [GEMM on the pool]: OpenBLAS runs single-threaded (set_num_threads keeps it at 1), and a
+// large GEMM is split here into fixed blocks of C's rows (or columns, whichever dimension is
+// longer), one cblas call per block, run on the intra-op pool like every other kernel. Two reasons:
+//   - bits: OpenBLAS's own threads change its K blocking with the thread count (measured: a
+//     (64, 784)·(784, 256) product differs in the last bits between 1 and 2 OpenBLAS threads), while
+//     a block's single-threaded call depends only on the block's shape, and the blocks depend only
+//     on the GEMM's (Note [Fixed chunks], tensor/parallel.h);
+//   - one pool: OpenBLAS's idle threads spin for a while after each call, and would compete for the
+//     cores with the pool's threads running the elementwise kernels between GEMMs.
+// Each block costs a repacking of the operand it shares, O(rows·K) beside O(rows·K·block) work.
+constexpr int64_t kGemmGrain = int64_t{1} << 22;  // multiply-adds per block, at least
+
+template <typename T>
+void blas_call(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, const T* A, int64_t lda,
+               const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
+  if constexpr (std::is_same_v<T, float>) {
+    cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, 1.0f, A, lda, B, ldb, beta, C, ldc);
+  } else {
+    cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, 1.0, A, lda, B, ldb, beta, C, ldc);
+  }
+}
+
 template <typename T>
 void gemm_blas(const Tensor& out, const Tensor& a, const Tensor& b, bool accumulate, GemmDims d,
                MatrixLayout la, MatrixLayout lb) {
+  static const int settled = get_num_threads();  // Note [GEMM on the pool]: OpenBLAS set to 1 thread
+  (void)settled;
   T* c = cpu::data<T>(out);
   const T* pa = cpu::data<const T>(a);
   const T* pb = cpu::data<const T>(b);
   const auto ta = la.col_major ? CblasTrans : CblasNoTrans;
   const auto tb = lb.col_major ? CblasTrans : CblasNoTrans;
   const T beta = accumulate ? T(1) : T(0);  // beta = 1 adds onto out (linear's bias)
-  for (int64_t bi = 0; bi < d.batch; ++bi) {
-    const T* A = pa + bi * a.strides()[0];
-    const T* B = pb + bi * b.strides()[0];
-    T* C = c + bi * d.m * d.n;
-    if constexpr (std::is_same_v<T, float>) {
-      cblas_sgemm(CblasRowMajor, ta, tb, d.m, d.n, d.k, 1.0f, A, la.ld, B, lb.ld, beta, C, d.n);
-    } else {
-      cblas_dgemm(CblasRowMajor, ta, tb, d.m, d.n, d.k, 1.0, A, la.ld, B, lb.ld, beta, C, d.n);
+  // Blocks of `block` rows of C (split_rows) or columns, a multiple of 64, fixed by the shapes.
+  const bool split_rows = d.m >= d.n;
+  const int64_t along = split_rows ? d.m : d.n, per_line = (split_rows ? d.n : d.m) * d.k;
+  const int64_t block = std::max<int64_t>(64, (kGemmGrain / std::max<int64_t>(per_line, 1) + 63) / 64 * 64);
+  const int64_t blocks = (along + block - 1) / block;
+  parallel_for(d.batch * blocks, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t t = lo; t < hi; ++t) {
+      const int64_t bi = t / blocks, first = t % blocks * block, count = std::min(block, along - first);
+      const T* A = pa + bi * a.strides()[0];
+      const T* B = pb + bi * b.strides()[0];
+      T* C = c + bi * d.m * d.n;
+      if (split_rows) {  // rows [first, first + count) of A and C; row i of A starts at i·ld or i
+        blas_call<T>(ta, tb, count, d.n, d.k, A + first * (la.col_major ? 1 : la.ld), la.ld, B, lb.ld, beta,
+                     C + first * d.n, d.n);
+      } else {  // columns [first, first + count) of B and C
+        blas_call<T>(ta, tb, d.m, count, d.k, A, la.ld, B + first * (lb.col_major ? lb.ld : 1), lb.ld, beta,
+                     C + first, d.n);
+      }
     }
-  }
+  });
 }
 
 #else

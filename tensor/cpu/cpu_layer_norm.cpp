@@ -8,13 +8,21 @@
 // Backward, with x̂ = (x - mean)·rstd and g = dy·w (x̂ depends on every x of its row through mean
 // and rstd: dx̂/dx = rstd·(I - 1/n - x̂x̂ᵀ/n)):
 //   dx = rstd·(g - mean(g) - x̂·mean(g·x̂)),  dw = Σ_rows dy·x̂,  db = Σ_rows dy
+// Rows (and, for dw and db, blocks of columns) are split across the intra-op threads in fixed
+// chunks, so the bits do not depend on the thread count (Note [Fixed chunks], tensor/parallel.h).
 // The row sums are Eigen reductions, which are vectorised (a plain `sum += x[i]` loop is not: the
 // compiler may not reorder float additions), and accumulate in T.
+#include <algorithm>
+
 #include "tensor/cpu/cpu_backend.h"
 #include "tensor/cpu/eigen_core.h"
 
 namespace mt {
 namespace {
+
+// Columns per task of dw and db, a multiple of the vector width: a chunk boundary never moves
+// which columns take the vectorised loop and which its scalar tail.
+constexpr int64_t kColumnBlock = 64;
 
 template <typename T>
 using Row = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
@@ -44,13 +52,15 @@ void CpuBackend::layer_norm(const Tensor& out, const Tensor& mean, const Tensor&
     const ConstRow<T> w(cpu::data<const T>(weight), n), b(cpu::data<const T>(bias), n);
     T* mu = cpu::data<T>(mean);
     T* rs = cpu::data<T>(rstd);
-    for (int64_t r = 0; r < rows; ++r) {
-      const ConstRow<T> xr(cpu::data<const T>(x) + r * n, n);
-      const T m = xr.sum() / T(n);
-      const T inv = T(1) / std::sqrt((xr - m).square().sum() / T(n) + T(eps));
-      Row<T>(cpu::data<T>(out) + r * n, n) = (xr - m) * inv * w + b;
-      mu[r] = m, rs[r] = inv;
-    }
+    parallel_for(rows, cpu::kGrainWork / n, [&](int64_t lo, int64_t hi) {  // rows are independent
+      for (int64_t r = lo; r < hi; ++r) {
+        const ConstRow<T> xr(cpu::data<const T>(x) + r * n, n);
+        const T m = xr.sum() / T(n);
+        const T inv = T(1) / std::sqrt((xr - m).square().sum() / T(n) + T(eps));
+        Row<T>(cpu::data<T>(out) + r * n, n) = (xr - m) * inv * w + b;
+        mu[r] = m, rs[r] = inv;
+      }
+    });
   });
 }
 
@@ -65,18 +75,33 @@ void CpuBackend::layer_norm_backward(const Tensor& dx, const Tensor& dweight, co
     const ConstRow<T> w(cpu::data<const T>(weight), n);
     const T* mu = cpu::data<const T>(mean);
     const T* rs = cpu::data<const T>(rstd);
-    Row<T> dw(cpu::data<T>(dweight), n), db(cpu::data<T>(dbias), n);
-    dw.setZero(), db.setZero();
-    Eigen::Array<T, Eigen::Dynamic, 1> xhat(n), gw(n);
-    for (int64_t r = 0; r < rows; ++r) {
-      const ConstRow<T> xr(cpu::data<const T>(x) + r * n, n), gr(cpu::data<const T>(dy) + r * n, n);
-      xhat = (xr - mu[r]) * rs[r];
-      gw = gr * w;
-      dw += gr * xhat;
-      db += gr;
-      const T mean_g = gw.sum() / T(n), mean_gx = (gw * xhat).sum() / T(n);
-      Row<T>(cpu::data<T>(dx) + r * n, n) = rs[r] * (gw - mean_g - xhat * mean_gx);
-    }
+    const T* xs = cpu::data<const T>(x);
+    const T* gs = cpu::data<const T>(dy);
+    // dx: rows are independent.
+    parallel_for(rows, cpu::kGrainWork / n, [&](int64_t lo, int64_t hi) {
+      Eigen::Array<T, Eigen::Dynamic, 1> xhat(n), gw(n);
+      for (int64_t r = lo; r < hi; ++r) {
+        const ConstRow<T> xr(xs + r * n, n), gr(gs + r * n, n);
+        xhat = (xr - mu[r]) * rs[r];
+        gw = gr * w;
+        const T mean_g = gw.sum() / T(n), mean_gx = (gw * xhat).sum() / T(n);
+        Row<T>(cpu::data<T>(dx) + r * n, n) = rs[r] * (gw - mean_g - xhat * mean_gx);
+      }
+    });
+    // dw, db: sums over rows, so the split is over fixed blocks of columns instead, each summing
+    // all rows in order (Note [Fixed chunks]); x̂ is recomputed rather than kept.
+    T* dw = cpu::data<T>(dweight);
+    T* db = cpu::data<T>(dbias);
+    const int64_t grain = (cpu::kGrainWork / std::max<int64_t>(rows, 1) / kColumnBlock + 1) * kColumnBlock;
+    parallel_for(n, grain, [&](int64_t lo, int64_t hi) {
+      Row<T> dwb(dw + lo, hi - lo), dbb(db + lo, hi - lo);
+      dwb.setZero(), dbb.setZero();
+      for (int64_t r = 0; r < rows; ++r) {
+        const ConstRow<T> xr(xs + r * n + lo, hi - lo), gr(gs + r * n + lo, hi - lo);
+        dwb += gr * ((xr - mu[r]) * rs[r]);
+        dbb += gr;
+      }
+    });
   });
 }
 

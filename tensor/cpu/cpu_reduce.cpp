@@ -19,6 +19,7 @@
 #include <bit>
 #include <cstdlib>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "tensor/cpu/cpu_backend.h"
@@ -88,15 +89,16 @@ T reduce_row(const T* x, int64_t n) {
   return acc[0];
 }
 
-// out(inner) = the r rows of x(r, inner) combined. Pairwise sums need one scratch row per level of
-// halving (see scratch_rows), handed down as a stack: level 0 first.
+// out(inner) = the r rows of x(r, inner) combined; row k starts at x + k·ld (ld >= inner: a block of
+// columns of a wider matrix). Pairwise sums need one scratch row per level of halving (see
+// scratch_rows), handed down as a stack: level 0 first.
 template <typename Op, typename T = typename Op::Type>
-void reduce_columns(T* out, const T* x, int64_t r, int64_t inner, T* scratch) {
+void reduce_columns(T* out, const T* x, int64_t r, int64_t inner, int64_t ld, T* scratch) {
   if constexpr (Op::kPairwise) {
     if (r > kPairwiseRows) {
       const int64_t half = r / 2;
-      reduce_columns<Op>(out, x, half, inner, scratch);
-      reduce_columns<Op>(scratch, x + half * inner, r - half, inner, scratch + inner);
+      reduce_columns<Op>(out, x, half, inner, ld, scratch);
+      reduce_columns<Op>(scratch, x + half * ld, r - half, inner, ld, scratch + inner);
       for (int64_t j = 0; j < inner; ++j) out[j] = Op::combine(out[j], scratch[j]);
       return;
     }
@@ -107,7 +109,7 @@ void reduce_columns(T* out, const T* x, int64_t r, int64_t inner, T* scratch) {
   }
   std::copy(x, x + inner, out);
   for (int64_t k = 1; k < r; ++k) {
-    const T* row = x + k * inner;
+    const T* row = x + k * ld;
     for (int64_t j = 0; j < inner; ++j) out[j] = Op::combine(out[j], row[j]);
   }
 }
@@ -178,6 +180,51 @@ void reduce_general(const Tensor& out, const Tensor& in, uint32_t dim_mask) {
       cpu::Operand<const T>{cpu::data<const T>(in), in_strides.begin()});
 }
 
+// Note [Parallel reductions]: every split below is fixed by the shapes, and each output element is
+// combined in the same order as on one thread, so sums are the same bits for any thread count
+// (and the same as before the threads came):
+//   - rows of a (outer, r) reduction, and blocks of kColumnBlock columns of an (outer, r, inner)
+//     one, are independent outputs: chunks of them run on different threads;
+//   - a single row longer than kParallelRow is cut into the subtrees of reduce_row's own pairwise
+//     tree (split_row); the subtrees are reduced in parallel and then combined up the same tree.
+// Max and Min are exact, so any split gives the same value. The general path stays on one thread.
+constexpr int64_t kParallelRow = 65536;  // rows longer than this are split into subtrees
+constexpr int64_t kColumnBlock = 256;    // columns per task of a column reduction
+
+// The pieces of [0, n) that reduce_row's pairwise halving reaches at or below kParallelRow
+// elements, left to right.
+void split_row(int64_t begin, int64_t n, std::vector<std::pair<int64_t, int64_t>>& pieces) {
+  if (n <= kParallelRow) {
+    pieces.emplace_back(begin, n);
+    return;
+  }
+  const int64_t half = n / 2 / kLanes * kLanes;  // reduce_row's split point
+  split_row(begin, half, pieces);
+  split_row(begin + half, n - half, pieces);
+}
+
+// Combines the pieces' results up the tree split_row walked down; `next` counts pieces consumed.
+template <typename Op, typename T = typename Op::Type>
+T combine_pieces(int64_t n, const std::vector<T>& part, size_t& next) {
+  if (n <= kParallelRow) return part[next++];
+  const int64_t half = n / 2 / kLanes * kLanes;
+  const T left = combine_pieces<Op>(half, part, next);
+  return Op::combine(left, combine_pieces<Op>(n - half, part, next));
+}
+
+// reduce_row(x, n) with the subtrees of its pairwise tree on the intra-op threads.
+template <typename Op, typename T = typename Op::Type>
+T reduce_long_row(const T* x, int64_t n) {
+  std::vector<std::pair<int64_t, int64_t>> pieces;
+  split_row(0, n, pieces);
+  std::vector<T> part(pieces.size());
+  parallel_for(static_cast<int64_t>(pieces.size()), 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) part[i] = reduce_row<Op>(x + pieces[i].first, pieces[i].second);
+  });
+  size_t next = 0;
+  return combine_pieces<Op>(n, part, next);
+}
+
 template <typename Op, typename T = typename Op::Type>
 void reduce_impl(const Tensor& out, const Tensor& in, uint32_t dim_mask) {
   Block b;
@@ -188,12 +235,25 @@ void reduce_impl(const Tensor& out, const Tensor& in, uint32_t dim_mask) {
   T* o = cpu::data<T>(out);
   const T* x = cpu::data<const T>(in);
   if (b.inner == 1) {
-    for (int64_t i = 0; i < b.outer; ++i) o[i] = reduce_row<Op>(x + i * b.r, b.r);
+    if (b.r > kParallelRow) {
+      for (int64_t i = 0; i < b.outer; ++i) o[i] = reduce_long_row<Op>(x + i * b.r, b.r);
+      return;
+    }
+    parallel_for(b.outer, cpu::kGrainWork / std::max<int64_t>(b.r, 1), [=](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) o[i] = reduce_row<Op>(x + i * b.r, b.r);
+    });
     return;
   }
-  std::vector<T> scratch(Op::kPairwise ? scratch_rows(b.r) * b.inner : 0);
-  for (int64_t i = 0; i < b.outer; ++i)
-    reduce_columns<Op>(o + i * b.inner, x + i * b.r * b.inner, b.r, b.inner, scratch.data());
+  // Tasks: (outer index, block of columns), in row-major order.
+  const int64_t blocks = (b.inner + kColumnBlock - 1) / kColumnBlock;
+  const int64_t width = std::min(b.inner, kColumnBlock);
+  parallel_for(b.outer * blocks, cpu::kGrainWork / std::max<int64_t>(b.r * width, 1), [=](int64_t lo, int64_t hi) {
+    std::vector<T> scratch(Op::kPairwise ? scratch_rows(b.r) * width : 0);
+    for (int64_t t = lo; t < hi; ++t) {
+      const int64_t i = t / blocks, j0 = t % blocks * kColumnBlock, cols = std::min(kColumnBlock, b.inner - j0);
+      reduce_columns<Op>(o + i * b.inner + j0, x + i * b.r * b.inner + j0, b.r, cols, b.inner, scratch.data());
+    }
+  });
 }
 
 // The index of the largest of x[0], x[stride], ..., x[(n-1)*stride]: the first one on ties, the

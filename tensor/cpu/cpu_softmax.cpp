@@ -1,5 +1,6 @@
 // CpuBackend::softmax: softmax or log-softmax over the last dim of a contiguous tensor, one row at
-// a time. Only the forward: the backward is composed from primitives in autograd/.
+// a time (rows split across the intra-op threads). Only the forward: the backward is composed from
+// primitives in autograd/.
 //
 // Numerically stable form: with m = max(x),
 //   softmax(x)_i     = exp(x_i - m) / sum_j exp(x_j - m)
@@ -47,7 +48,10 @@ void CpuBackend::softmax(const Tensor& out, const Tensor& in, bool log) {
   MT_DISPATCH_FLOAT(in.dtype(), name, [&]<typename T>() {
     const T* x = cpu::data<const T>(in);
     T* y = cpu::data<T>(out);
-    for (int64_t r = 0; r < rows; ++r) softmax_row(y + r * n, x + r * n, n, log);
+    // Rows are independent: chunks of whole rows, with an exp per element (Note [Fixed chunks]).
+    parallel_for(rows, cpu::kGrainTranscendental / n, [=](int64_t lo, int64_t hi) {
+      for (int64_t r = lo; r < hi; ++r) softmax_row(y + r * n, x + r * n, n, log);
+    });
   });
 }
 

@@ -10,6 +10,8 @@
 //   3. anything else                     -> strided_loop, with cases 1 and 2 again per inner run
 // Outputs may alias an input with the same layout (in-place ops): every loop reads element i
 // before it writes element i.
+// Each path is split across the intra-op threads in fixed chunks of `grain` elements
+// (Note [Fixed chunks], tensor/parallel.h); tensors up to `grain` elements run in one plain call.
 #pragma once
 
 #include "tensor/cpu/cpu_backend.h"
@@ -17,16 +19,17 @@
 namespace mt::cpu {
 
 template <typename TO, typename TI, typename F>
-void map_unary(const Tensor& out, const Tensor& in, F f) {
+void map_unary(const Tensor& out, const Tensor& in, F f, int64_t grain = kGrainElementwise) {
   TO* o = data<TO>(out);
   const TI* x = data<const TI>(in);
   if (is_contiguous(out) && is_contiguous(in)) {
-    const int64_t n = out.numel();
-    for (int64_t i = 0; i < n; ++i) o[i] = f(x[i]);
+    parallel_for(out.numel(), grain, [=](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) o[i] = f(x[i]);
+    });
     return;
   }
-  strided_loop(
-      out.sizes(),
+  parallel_strided_loop(
+      grain, out.sizes(),
       [&](int64_t n, const std::array<int64_t, 2>& s, TO* o, const TI* x) {
         if (s[0] == 1 && s[1] == 1) {
           for (int64_t i = 0; i < n; ++i) o[i] = f(x[i]);
@@ -38,7 +41,7 @@ void map_unary(const Tensor& out, const Tensor& in, F f) {
 }
 
 template <typename T, typename F>
-void map_binary(const Tensor& out, const Tensor& a, const Tensor& b, F f) {
+void map_binary(const Tensor& out, const Tensor& a, const Tensor& b, F f, int64_t grain = kGrainElementwise) {
   T* o = data<T>(out);
   const T* x = data<const T>(a);
   const T* y = data<const T>(b);
@@ -46,24 +49,30 @@ void map_binary(const Tensor& out, const Tensor& a, const Tensor& b, F f) {
   if (is_contiguous(out)) {
     const bool a_dense = is_contiguous(a), b_dense = is_contiguous(b);
     if (a_dense && b_dense) {
-      for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], y[i]);
+      parallel_for(n, grain, [=](int64_t lo, int64_t hi) {
+        for (int64_t i = lo; i < hi; ++i) o[i] = f(x[i], y[i]);
+      });
       return;
     }
     if (a_dense && is_broadcast_scalar(b)) {  // x * 2, x - mean, ...
       const T y0 = *y;
-      for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], y0);
+      parallel_for(n, grain, [=](int64_t lo, int64_t hi) {
+        for (int64_t i = lo; i < hi; ++i) o[i] = f(x[i], y0);
+      });
       return;
     }
     if (b_dense && is_broadcast_scalar(a)) {  // 1 - x, ...
       const T x0 = *x;
-      for (int64_t i = 0; i < n; ++i) o[i] = f(x0, y[i]);
+      parallel_for(n, grain, [=](int64_t lo, int64_t hi) {
+        for (int64_t i = lo; i < hi; ++i) o[i] = f(x0, y[i]);
+      });
       return;
     }
   }
   // Typical here: x (B, C) + bias (C) -> runs of C with strides (1, 1, 1), and
   // x (B, C) * scale (B, 1) -> runs of C with strides (1, 1, 0).
-  strided_loop(
-      out.sizes(),
+  parallel_strided_loop(
+      grain, out.sizes(),
       [&](int64_t n, const std::array<int64_t, 3>& s, T* o, const T* x, const T* y) {
         if (s[0] == 1 && s[1] == 1 && s[2] == 1) {
           for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], y[i]);

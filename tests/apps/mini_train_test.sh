@@ -739,9 +739,19 @@ max_steps_clip_grad)
   ;;
 env)
   "$bin" --env >out.txt 2>err.txt || fail "--env failed"
-  for row in GPUs "CUDA backend" NCCL Gloo MPI; do
+  for row in GPUs "CUDA backend" NCCL Gloo MPI threads; do
     grep -q "^  $row " out.txt || { cat out.txt; fail "--env: no $row row"; }
   done
+  # The intra-op thread count (tensor/parallel.h): --threads, else MT_NUM_THREADS; shown by --env
+  # and the config table; a malformed value is one error line.
+  "$bin" --threads 3 --env | grep -q "^  threads  *3 per process" || fail "--env does not show --threads 3"
+  MT_NUM_THREADS=2 "$bin" --env | grep -q "^  threads  *2 per process" || fail "--env does not show MT_NUM_THREADS=2"
+  MT_NUM_THREADS=2 "$bin" --epochs 1 --threads 3 >out.txt || fail "training with --threads 3 failed"
+  grep -q "^  threads  *3 per process" out.txt || { cat out.txt; fail "the config table does not show --threads 3"; }
+  rm -f final_model.safetensors
+  expect_error "--threads must be a whole number of threads in 1..1024, got '0'" --threads 0
+  expect_error "--threads must be a whole number of threads in 1..1024, got 'two'" --threads two
+  MT_NUM_THREADS=lots expect_error "MT_NUM_THREADS must be a whole number of threads in 1..1024, got 'lots'" --epochs 1
   ;;
 *)
   fail "unknown case $case_name"

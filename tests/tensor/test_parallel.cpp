@@ -1,0 +1,108 @@
+// The intra-op thread pool (tensor/parallel.h): parallel_for's chunks, that several threads really
+// run them, errors reaching the caller, nested calls, and the thread count's parsing and errors.
+// Results not depending on the count are tests/nn/test_thread_independence.cpp.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "tensor/check.h"
+#include "tensor/parallel.h"
+
+using namespace mt;
+
+namespace {
+
+// The (begin, end) pairs parallel_for hands out, sorted.
+std::vector<std::pair<int64_t, int64_t>> chunks_of(int64_t n, int64_t grain) {
+  std::mutex m;
+  std::vector<std::pair<int64_t, int64_t>> got;
+  parallel_for(n, grain, [&](int64_t lo, int64_t hi) {
+    std::lock_guard lock(m);
+    got.emplace_back(lo, hi);
+  });
+  std::sort(got.begin(), got.end());
+  return got;
+}
+
+}  // namespace
+
+TEST_CASE("parallel_for hands out the same fixed chunks for every thread count") {
+  const std::vector<std::pair<int64_t, int64_t>> want = {{0, 4}, {4, 8}, {8, 10}};
+  for (int threads : {1, 2, 3}) {
+    NumThreadsGuard guard(threads);
+    CAPTURE(threads);
+    CHECK(chunks_of(10, 4) == want);
+    CHECK(chunks_of(3, 4) == std::vector<std::pair<int64_t, int64_t>>{{0, 3}});  // one call, no pool
+    CHECK(chunks_of(0, 4).empty());
+  }
+}
+
+TEST_CASE("with 3 threads, three chunks run at the same time") {
+  NumThreadsGuard guard(3);
+  // Each chunk waits until all three have started: only three threads at once can pass.
+  std::atomic<int> started{0};
+  std::atomic<bool> all_met{true};
+  parallel_for(3, 1, [&](int64_t, int64_t) {
+    ++started;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (started.load() < 3 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+    if (started.load() < 3) all_met = false;
+  });
+  CHECK(all_met.load());
+}
+
+TEST_CASE("an exception in a chunk reaches the caller; nested parallel_for runs on the calling thread") {
+  NumThreadsGuard guard(2);
+  CHECK_THROWS_WITH_AS(parallel_for(100, 1, [](int64_t lo, int64_t) { MT_CHECK(lo != 57, "chunk ", lo, " failed"); }),
+                       doctest::Contains("chunk 57 failed"), Error);
+  std::atomic<int64_t> total{0};
+  parallel_for(8, 1, [&](int64_t, int64_t) {
+    parallel_for(10, 2, [&](int64_t lo, int64_t hi) { total += hi - lo; });
+  });
+  CHECK(total.load() == 80);
+  CHECK_THROWS_WITH_AS(parallel_for(4, 1, [](int64_t, int64_t) { set_num_threads(1); }),
+                       doctest::Contains("called from inside a parallel_for chunk"), Error);
+  std::atomic<int64_t> after{0};  // the pool still works after both
+  parallel_for(1000, 10, [&](int64_t lo, int64_t hi) { after += hi - lo; });
+  CHECK(after.load() == 1000);
+}
+
+TEST_CASE("the thread count: set/get, MT_NUM_THREADS, and one-line errors") {
+  {
+    NumThreadsGuard guard(5);
+    CHECK(get_num_threads() == 5);
+  }
+  CHECK_THROWS_WITH_AS(set_num_threads(0), doctest::Contains("thread count must be in 1..1024, got 0"), Error);
+  CHECK(detail::parse_num_threads("4", "MT_NUM_THREADS") == 4);
+  for (const char* bad : {"0", "-2", "two", "3x", "", "1025", "99999999999999999999"}) {
+    CAPTURE(bad);
+    const std::string want = std::string("--threads must be a whole number of threads in 1..1024, got '") + bad + "'";
+    CHECK_THROWS_WITH_AS(detail::parse_num_threads(bad, "--threads"), doctest::Contains(want.c_str()), Error);
+  }
+  const char* old = std::getenv("MT_NUM_THREADS");
+  const std::string saved = old ? old : "";
+  setenv("MT_NUM_THREADS", "3", 1);
+  CHECK(default_num_threads() == 3);
+  setenv("MT_NUM_THREADS", "many", 1);
+  CHECK_THROWS_WITH_AS(default_num_threads(), doctest::Contains("MT_NUM_THREADS must be a whole number"), Error);
+  // Without it: the usable cores shared by the ranks of this machine (LOCAL_WORLD_SIZE), at least 1.
+  unsetenv("MT_NUM_THREADS");
+  const char* local = std::getenv("LOCAL_WORLD_SIZE");
+  const std::string saved_local = local ? local : "";
+  setenv("LOCAL_WORLD_SIZE", "1", 1);
+  const int all = default_num_threads();
+  CHECK(all >= 1);
+  setenv("LOCAL_WORLD_SIZE", "2", 1);
+  CHECK(default_num_threads() == std::max(1, all / 2));
+  setenv("LOCAL_WORLD_SIZE", "100000", 1);
+  CHECK(default_num_threads() == 1);
+  if (local) setenv("LOCAL_WORLD_SIZE", saved_local.c_str(), 1); else unsetenv("LOCAL_WORLD_SIZE");
+  if (old) setenv("MT_NUM_THREADS", saved.c_str(), 1);
+}
