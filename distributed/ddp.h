@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "distributed/comm_hook.h"
+#include "distributed/ddp_stats.h"
 #include "distributed/process_group.h"
 #include "nn/module.h"
 
@@ -45,25 +46,6 @@ struct DDPOptions {
   bool find_unused_parameters = false;  // a parameter without gradient counts as zero instead of an error
   bool broadcast_buffers = true;     // rank 0's buffers to every rank at construction and before each
                                      // forward in training mode (Note [Buffer broadcast], buffer_sync.cpp)
-};
-
-// What the reducer did, for logs and benchmarks. Times are summed over backwards.
-struct DDPStats {
-  std::vector<int64_t> bucket_bytes;           // one entry per bucket, in launch order
-  std::vector<std::vector<std::string>> bucket_parameters;  // the parameters of each bucket
-  int64_t backwards = 0;                       // backwards that were reduced (not under no_sync)
-  int64_t allreduces = 0;
-  double backward_seconds = 0;    // from the first hook to the start of finalize (backward computing)
-  double finalize_wait_seconds = 0;  // finalize waiting for all-reduces: communication not hidden
-  // Note [Overlap]: the communication window of a backward runs from the launch of bucket 0 to the
-  // end of finalize (when the last all-reduce is known complete). The part of it before finalize
-  // started ran while backward was still computing: overlapped_seconds / comm_seconds is the
-  // fraction of communication hidden behind computation. A model whose gradients all fit in one
-  // bucket launches it at the last hook and overlaps nothing, whatever the backend.
-  double comm_seconds = 0;
-  double overlapped_seconds = 0;
-  double overlap_fraction() const { return comm_seconds > 0 ? overlapped_seconds / comm_seconds : 0.0; }
-  std::string comm_hook;          // the comm hook's name: "allreduce" (the default) or "fp16"
 };
 
 namespace detail {
@@ -115,6 +97,9 @@ class DistributedDataParallel : public nn::Module {
   void shadow_backward();
 
   const DDPStats& stats() const;
+  // Per bucket, which rank's gradient arrived last (Note [Straggler attribution] in ddp.cpp). A
+  // collective: every rank calls it at the same point, e.g. after training; off the hot path.
+  std::vector<BucketArrival> bucket_arrivals();
   const std::shared_ptr<nn::Module>& module() const { return module_; }
   const std::shared_ptr<ProcessGroup>& process_group() const { return process_group_; }
 

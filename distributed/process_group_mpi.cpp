@@ -286,8 +286,10 @@ namespace {
 // about 1.3 µs issue to completion (0.5 µs to issue), where waking another thread and being woken
 // back costs tens of µs, and two ranks on two cores have no spare core for such a thread to spin
 // on. The price: OpenMPI advances a non-blocking collective only inside MPI calls, so a request
-// progresses when the group is entered again (the next collective's issue, is_completed(), wait()),
-// not while the caller computes. DDP enters at every bucket launch and in finalize.
+// progresses only when the group is entered again (the next collective's issue, progress(),
+// is_completed(), wait()), not while the caller computes. DDP enters from every ready hook
+// (Note [Progress] in process_group.h), so a bucket's all-reduce advances once per parameter
+// gradient of the backward that follows it, and in finalize.
 //
 // Issues one collective: `start` makes the MPI call that fills the request. Fails at once when the
 // group is poisoned.
@@ -440,6 +442,11 @@ std::shared_ptr<Work> ProcessGroupMPI::barrier() {
                [&](MPI_Request* request) { return MPI_Ibarrier(state_->comm, request); });
 }
 
+void ProcessGroupMPI::progress() {
+  std::lock_guard<std::mutex> lock(Runtime::get().mutex);
+  if (!state_->in_flight.empty()) state_->progress_locked();
+}
+
 }  // namespace mt::dist
 
 #else  // no MPI in this build
@@ -469,6 +476,7 @@ std::shared_ptr<Work> ProcessGroupMPI::allreduce(Tensor&, ReduceOp) { no_mpi(); 
 std::shared_ptr<Work> ProcessGroupMPI::broadcast(Tensor&, int) { no_mpi(); }
 std::shared_ptr<Work> ProcessGroupMPI::allgather(std::vector<Tensor>&, const Tensor&) { no_mpi(); }
 std::shared_ptr<Work> ProcessGroupMPI::barrier() { no_mpi(); }
+void ProcessGroupMPI::progress() {}
 
 }  // namespace mt::dist
 

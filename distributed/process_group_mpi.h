@@ -78,6 +78,8 @@ class ProcessGroupMPI : public ProcessGroup {
   std::shared_ptr<Work> broadcast(Tensor& tensor, int root = 0) override;
   std::shared_ptr<Work> allgather(std::vector<Tensor>& outputs, const Tensor& input) override;
   std::shared_ptr<Work> barrier() override;
+  // Tests every request in flight once (Note [Progress] in process_group.h).
+  void progress() override;
 
   struct State;  // the communicator and the requests in flight; process_group_mpi.cpp
 
