@@ -183,13 +183,18 @@ int main() {
     run(latency, rank);
 
     std::vector<Trainer> trainers;
-    trainers.reserve(8);
+    // The same MPI without its progress thread: the bucket all-reduces then advance only when DDP
+    // calls into the group (Note [Progress thread] in distributed/process_group_mpi.cpp).
+    auto mpi_nothread = std::make_shared<ProcessGroupMPI>(
+        ProcessGroupMPIOptions{.timeout = std::chrono::seconds(60), .progress_thread = false});
+    trainers.reserve(10);
     std::vector<Case> steps;
     for (const auto& [workload, kind] : {std::pair<std::string, Workload>{"seed", Workload::Seed},
                                          {"mlp", Workload::Mlp}, {"mlp_2buckets", Workload::Mlp2Buckets},
                                          {"mlp4", Workload::Mlp4}}) {
-      for (auto& [name, pg] :
-           {std::pair<const char*, std::shared_ptr<ProcessGroup>>{"mpi", mpi}, {"gloo", gloo}}) {
+      for (auto& [name, pg] : {std::pair<const char*, std::shared_ptr<ProcessGroup>>{"mpi", mpi},
+                               {"gloo", gloo}, {"mpi_nothread", mpi_nothread}}) {
+        if (pg == mpi_nothread && kind != Workload::Mlp4 && kind != Workload::Mlp2Buckets) continue;
         trainers.push_back(make_trainer(pg, kind));
         Trainer* t = &trainers.back();
         steps.push_back(Case{.name = std::string(name) + "_ddp_" + workload + "_step_us",
@@ -204,6 +209,7 @@ int main() {
                     (steps[i].name.substr(0, steps[i].name.size() - 8) + "_overlap_pct").c_str(),
                     100 * trainers[i].ddp->stats().overlap_fraction());
     mpi->barrier()->wait();
+    mpi_nothread->barrier()->wait();
     gloo->barrier()->wait();
     return 0;
   } catch (const std::exception& e) {

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <climits>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <deque>
@@ -163,6 +164,7 @@ std::exception_ptr error_of(const std::function<void()>& fail) {
 }  // namespace
 
 class MpiWork;
+class ProgressThread;
 
 // What the group and its Works share: the communicator, the requests in flight, and the first
 // failure (Note [A failed collective poisons the queue] in work.h).
@@ -170,8 +172,77 @@ struct ProcessGroupMPI::State {
   MPI_Comm comm = MPI_COMM_NULL;
   std::deque<std::shared_ptr<MpiWork>> in_flight;  // issue order; kept until their request is done
   std::string first_failure;
+  std::unique_ptr<ProgressThread> progress_thread;  // Note [Progress thread]; null when switched off
   // Tests every request in flight, finishing those that completed. Holds Runtime::mutex.
   void progress_locked();
+};
+
+// Note [Progress thread]: OpenMPI moves a non-blocking collective only inside MPI calls, and a
+// large one needs many of them: between two processes its shared-memory transport copies a message
+// in fragments, each handed over by a later call. DDP's ready hooks call progress() (Note
+// [Progress]), but backward runs a whole layer's matrix products between two hooks, far too few
+// calls to move a megabyte. So while requests are in flight, this thread tests them every
+// kPollEvery, taking Runtime::mutex for each round of MPI_Test like any other caller
+// (MPI_THREAD_SERIALIZED). It waits kPollEvery before its first round, so a small collective,
+// which the caller's own wait() completes within microseconds, never meets it (Note [No comm
+// thread]: the caller still issues and completes every collective itself). Idle, it sleeps on a
+// condition variable; each wake-up costs the issuing thread one notify.
+class ProgressThread {
+ public:
+  static constexpr auto kPollEvery = std::chrono::microseconds(20);
+
+  explicit ProgressThread(ProcessGroupMPI::State& state) : state_(state), thread_([this] { loop(); }) {}
+  ~ProgressThread() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    cv_.notify_one();
+    thread_.join();
+  }
+  ProgressThread(const ProgressThread&) = delete;
+  ProgressThread& operator=(const ProgressThread&) = delete;
+
+  // A request was issued: poll until nothing is in flight. Called with Runtime::mutex held; the
+  // thread never takes mutex_ while holding Runtime::mutex, so the two cannot deadlock.
+  void wake() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      ++wakes_;
+      if (!sleeping_) return;  // polling: it will see the new request
+    }
+    cv_.notify_one();
+  }
+
+ private:
+  void loop() {
+    uint64_t seen = 0;
+    while (true) {
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        sleeping_ = true;  // a wake() from now on notifies; one before was counted in wakes_
+        cv_.wait(lock, [&] { return stopping_ || wakes_ != seen; });
+        sleeping_ = false;
+        if (stopping_) return;
+        seen = wakes_;
+      }
+      bool in_flight = true;
+      while (in_flight && !stopping_) {
+        std::this_thread::sleep_for(kPollEvery);
+        std::lock_guard<std::mutex> mpi(Runtime::get().mutex);
+        state_.progress_locked();
+        in_flight = !state_.in_flight.empty();
+      }
+    }
+  }
+
+  ProcessGroupMPI::State& state_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  uint64_t wakes_ = 0;     // wake() calls so far
+  bool sleeping_ = false;  // waits on cv_
+  std::atomic<bool> stopping_{false};  // read without mutex_ by the polling loop
+  std::thread thread_;
 };
 
 // Note [Timeouts without cancellation]: MPI cannot cancel a collective once issued, and its blocking
@@ -313,6 +384,7 @@ std::shared_ptr<Work> issue(const std::shared_ptr<ProcessGroupMPI::State>& state
     return work;
   }
   state->in_flight.push_back(work);
+  if (state->progress_thread) state->progress_thread->wake();  // Note [Progress thread]
   return work;
 }
 
@@ -348,6 +420,7 @@ ProcessGroupMPI::ProcessGroupMPI(ProcessGroupMPIOptions opts) : ProcessGroupMPI(
 
 ProcessGroupMPI::ProcessGroupMPI(World world, ProcessGroupMPIOptions opts)
     : ProcessGroup(world.rank, world.size, opts.timeout), state_(std::make_shared<State>()) {
+  if (opts.progress_thread) state_->progress_thread = std::make_unique<ProgressThread>(*state_);
   // The group's own communicator: its messages cannot pair with another group's, or the program's.
   // MPI_Comm_idup, not MPI_Comm_dup: it is collective, and a rank that never comes must end in a
   // timeout, not a hang.
@@ -364,6 +437,7 @@ ProcessGroupMPI::ProcessGroupMPI(World world, ProcessGroupMPIOptions opts)
 }
 
 ProcessGroupMPI::~ProcessGroupMPI() {
+  state_->progress_thread.reset();  // before the State can be shared by Works alone
   // Requests still in flight get until their own deadline; abandoned ones one more look. One that
   // never completes keeps the communicator, and MPI itself, from being freed (Note [Timeouts without
   // cancellation]).
