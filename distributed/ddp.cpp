@@ -7,8 +7,10 @@
 #include <map>
 #include <sstream>
 
+#include "autograd/accumulate_grad.h"
 #include "autograd/engine.h"
 #include "distributed/buffer_sync.h"
+#include "distributed/ddp_fingerprint.h"
 #include "distributed/desync_guard.h"
 #include "distributed/heartbeat.h"
 #include "distributed/replica_guard.h"
@@ -23,56 +25,16 @@ double seconds_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
-// "fc1.weight [16, 6] float32": one line of the fingerprint.
-std::string describe_parameter(const std::string& name, const Tensor& t) {
-  std::ostringstream os;
-  os << name << " " << t.sizes() << " " << t.dtype();
-  return os.str();
-}
-
-std::vector<std::string> split_lines(const std::string& s) {
-  std::vector<std::string> lines;
-  std::istringstream is(s);
-  for (std::string line; std::getline(is, line);) lines.push_back(line);
-  return lines;
-}
-
-// Every rank's string, gathered on every rank. Strings of different lengths cannot be gathered
-// directly (allgather wants equal sizes), so: gather the lengths, then the strings padded to the
-// longest, one character per int64. The tensors live on the group's device (NCCL takes GPU tensors
-// only) and come back to the host to be read.
-std::vector<std::string> allgather_string(ProcessGroup& pg, const std::string& s) {
-  std::vector<Tensor> lengths;
-  pg.allgather(lengths, from_vector(std::vector<int64_t>{static_cast<int64_t>(s.size())}, {1}).to(pg.device()))
-      ->wait();
-  for (Tensor& l : lengths) l = l.to(kCPU);
-  int64_t longest = 0;
-  for (const Tensor& l : lengths) longest = std::max(longest, l.to_vector<int64_t>()[0]);
-  std::vector<int64_t> padded(static_cast<size_t>(std::max<int64_t>(longest, 1)), 0);
-  std::copy(s.begin(), s.end(), padded.begin());
-  std::vector<Tensor> gathered;
-  pg.allgather(gathered, from_vector(padded, {static_cast<int64_t>(padded.size())}).to(pg.device()))->wait();
-  for (Tensor& g : gathered) g = g.to(kCPU);
-  std::vector<std::string> out;
-  for (size_t r = 0; r < gathered.size(); ++r) {
-    const std::vector<int64_t> chars = gathered[r].to_vector<int64_t>();
-    const int64_t length = lengths[r].to_vector<int64_t>()[0];
-    out.emplace_back(chars.begin(), chars.begin() + length);
-  }
-  return out;
-}
-
 }  // namespace
 
 namespace detail {
 
 // Note [Gradients are bucket views]: each bucket is one flat, contiguous buffer, and every
-// parameter's .grad is a view of its slice of it (PyTorch's gradient_as_bucket_view). AccumulateGrad
-// adds into an existing .grad in place, so backward writes the gradients straight into the bucket and
-// the all-reduce needs no copy in or out. The price: .grad must stay that view. zero_grad must zero
-// in place (DDP::zero_grad, or Module::zero_grad(false)). If the view was dropped anyway
-// (zero_grad(set_to_none) or set_grad), the hook copies the new .grad into the bucket and re-attaches
-// the view: correct, one copy slower.
+// parameter's .grad is a view of its slice of it (PyTorch's gradient_as_bucket_view), registered as
+// the parameter's gradient destination (Note [Gradient destination] in autograd/autograd_meta.h):
+// whether .grad was zeroed in place or forgotten (opt.zero_grad()'s set_to_none), backward writes
+// the gradients straight into the bucket, and the all-reduce needs no copy in or out. Only a .grad
+// that someone set_grad to another tensor is copied into the bucket by the hook (reattach_view).
 class Reducer {
  public:
   struct Slot {
@@ -148,6 +110,7 @@ class Reducer {
         const Tensor old = slot.param.grad();
         if (old.defined()) slot.view.copy_(old);
         slot.param.set_grad(slot.view);
+        set_grad_destination(slot.param, slot.view);
         stats_.bucket_parameters.back().push_back(slot.name);
       }
       bucket.pending = bucket.slots.size();
@@ -159,6 +122,9 @@ class Reducer {
   }
 
   size_t slot_count() const { return slots_.size(); }
+  void forget_destinations() {
+    for (Slot& s : slots_) set_grad_destination(s.param, Tensor());
+  }
   Slot& slot(size_t i) { return slots_[i]; }
 
   void zero_grad() {
@@ -212,7 +178,8 @@ class Reducer {
     }
   }
 
-  // Note [Gradients are bucket views]: put the gradient back into the bucket if .grad is elsewhere.
+  // Note [Gradients are bucket views]: put the gradient into the bucket if .grad is elsewhere (set_grad
+  // to another tensor), or zero the slot if .grad is undefined (a parameter that got no gradient).
   static void reattach_view(Slot& slot) {
     const Tensor grad = slot.param.grad();
     if (grad.defined() && grad.storage() == slot.view.storage() &&
@@ -480,22 +447,9 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
   ProcessGroup& pg = *process_group_;
   const NamedTensors params = module_->named_parameters();
 
-  // 1. Same parameters everywhere: gather every rank's fingerprint (name, shape, dtype per parameter)
-  //    and compare with rank 0's. Without this check a mismatch would show up later as buckets of
-  //    different sizes, i.e. a failed or hung all-reduce far away from its cause.
-  std::string fingerprint;
-  for (const auto& [name, p] : params) fingerprint += describe_parameter(name, p) + "\n";
-  const std::vector<std::string> all = allgather_string(pg, fingerprint);
-  const std::vector<std::string> reference = split_lines(all[0]);
-  for (size_t r = 1; r < all.size(); ++r) {
-    const std::vector<std::string> theirs = split_lines(all[r]);
-    for (size_t i = 0; i < std::max(reference.size(), theirs.size()); ++i) {
-      const std::string a = i < reference.size() ? reference[i] : "nothing";
-      const std::string b = i < theirs.size() ? theirs[i] : "nothing";
-      MT_CHECK(a == b, "DDP: the ranks' models differ at parameter #", i, ": rank 0 has ", a, ", rank ", r,
-               " has ", b, ". Every rank must build the same model");
-    }
-  }
+  // 1. Same parameters everywhere (ddp_fingerprint.h): a mismatch is an error naming the first
+  //    differing parameter and the ranks, here, not a failed or hung all-reduce far away.
+  check_same_parameters(pg, params);
 
   // 2. Same values everywhere: rank 0's parameters (and buffers) are copied to every rank, so that
   //    identical gradients keep identical replicas. All broadcasts are issued, then waited for.
@@ -519,7 +473,8 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
         [weak, i](const Tensor&) { detail::Reducer::on_gradient(weak, i); });
 }
 
-DistributedDataParallel::~DistributedDataParallel() = default;
+// The model outlives its DDP wrapper: its gradients go back to the engine (Note [Gradient destination]).
+DistributedDataParallel::~DistributedDataParallel() { reducer_->forget_destinations(); }
 
 Tensor DistributedDataParallel::forward(const Tensor& input) {
   set_phase(Phase::Forward);  // Note [Heartbeat]

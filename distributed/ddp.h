@@ -14,12 +14,13 @@
 //   finalize   an engine callback after the last node waits for every all-reduce, checks that every
 //              parameter was reduced (Note [Finalize]) and that every rank was at the same step and
 //              bucket (Note [Desync guard], desync_guard.h: a few guard elements ride in each bucket)
+//   stats      what each bucket cost and whether backward hid it (ddp_stats.h, Note [Overlap])
 //
 //   auto ddp = std::make_shared<dist::DistributedDataParallel>(model, pg, {.bucket_cap_mb = 25});
 //   optim::SGD opt(ddp->parameters(), {.lr = 0.1});
 //   loss_fn(ddp->forward(x_of_this_rank), y_of_this_rank).backward();  // gradients averaged here
 //   opt.step();
-//   ddp->zero_grad();  // or model->zero_grad(/*set_to_none=*/false): see Note [Gradients are bucket views]
+//   opt.zero_grad();   // the next backward writes into the buckets again (Note [Gradients are bucket views])
 //
 // Uneven inputs (ranks with different numbers of batches): Join, join.h.
 //
@@ -43,7 +44,8 @@ namespace mt::dist {
 struct DDPOptions {
   double bucket_cap_mb = 25;         // a bucket holds at most this many MiB of gradients...
   double first_bucket_cap_mb = 1;    // ...except the first (the last layer's): small, so it launches early
-  bool find_unused_parameters = false;  // a parameter without gradient counts as zero instead of an error
+  bool find_unused_parameters = false;  // a parameter without gradient is reduced with what its .grad
+                                        // holds (Note [Unused parameters]) instead of an error
   bool broadcast_buffers = true;     // rank 0's buffers to every rank at construction and before each
                                      // forward in training mode (Note [Buffer broadcast], buffer_sync.cpp)
 };
@@ -62,9 +64,9 @@ class DistributedDataParallel : public nn::Module {
   // first copied to every rank (Note [Buffer broadcast]); otherwise DDP does nothing before backward.
   Tensor forward(const Tensor& input) override;
 
-  // Fills every bucket with zeros. The .grad tensors stay views into the buckets. Prefer it (or
-  // model->zero_grad(false)) to Module::zero_grad()'s default set_to_none, which drops the views and
-  // costs a copy per parameter on the next backward (Note [Gradients are bucket views]).
+  // Fills every bucket with zeros; the .grad tensors stay views into the buckets. The same as far as
+  // the next backward is concerned as opt.zero_grad() or model->zero_grad(), whose set_to_none just
+  // forgets .grad (Note [Gradients are bucket views]).
   void zero_grad();
 
   // Replaces how buckets are communicated (comm_hook.h), e.g. Fp16CompressHook. Before the first

@@ -29,8 +29,9 @@ struct DDPBucketTimes {
 //   exposed      = the time finalize waited for all-reduces (what backward did not hide)
 //   overlap      = the bytes whose all-reduce completed before finalize began / all bytes reduced
 // A bucket launched long before finalize but not progressed in between (MPI without progress calls)
-// is not hidden: it still completes inside finalize's wait. The bucket launched by the last hook is
-// never hidden, so a model whose gradients fit one bucket overlaps nothing, whatever the backend.
+// is not hidden: it still completes inside finalize's wait. The bucket launched by the last hook has
+// only the engine's last nodes to hide behind, so a model whose gradients fit one bucket overlaps
+// next to nothing, whatever the backend.
 struct DDPStats {
   std::vector<int64_t> bucket_bytes;           // one entry per bucket, in launch order
   std::vector<std::vector<std::string>> bucket_parameters;  // the parameters of each bucket

@@ -302,8 +302,7 @@ EpochResult train_epoch(Run& r, int64_t epoch) {
     MT_CHECK(std::isfinite(l) || r.o.allow_nonfinite, "the loss is ", l, " at step ", r.step + 1, " (epoch ", epoch,
              ", batch ", done + 1, " of ", r.steps_per_epoch, "); stopped before it reaches the weights. Check the "
              "data for NaN/inf, or lower --lr; --allow-nonfinite trains on");
-    if (r.ddp) r.ddp->zero_grad();  // keeps the gradients views into DDP's buckets
-    else r.opt->zero_grad();
+    r.opt->zero_grad();  // under DDP too: the next backward writes into its buckets
     loss.backward();
     if (r.o.clip_grad > 0) optim::clip_grad_norm_(r.model->parameters(), r.o.clip_grad);  // DDP: reduced grads
     dist::set_phase(dist::Phase::Optimizer);

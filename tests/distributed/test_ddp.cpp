@@ -101,6 +101,34 @@ TEST_CASE("DDP: 2 or 4 ranks on slices of a batch train exactly like one process
   }
 }
 
+// Note [Gradients are bucket views]: opt.zero_grad() forgets .grad; the next backward writes into
+// the bucket again (the gradient destination), so the usual loop is right and copies nothing.
+TEST_CASE("DDP: with opt.zero_grad() (set_to_none) .grad is the bucket view after backward, and training "
+          "matches one process" * doctest::skip(kNoBackend)) {
+  const int port = find_free_port();
+  test::run_ranks(2, [&](int rank) {
+    const Batch batch = make_batch(4);
+    auto model = make_mlp(rank + 1);
+    DistributedDataParallel ddp(model, join(rank, 2, port), kSmallBuckets);
+    optim::SGD opt(ddp.parameters(), {.lr = 0.1});
+    const Tensor x = batch.x.narrow(0, rank * 4, 4), y = batch.y.narrow(0, rank * 4, 4);
+    const NamedTensors params = model->named_parameters();  // 0.weight, 0.bias, 2.weight, 2.bias, 4.weight, 4.bias
+    for (int step = 0; step < 3; ++step) {
+      opt.zero_grad();
+      for (const auto& [name, p] : params) MT_CHECK(!p.grad().defined(), name, ": zero_grad must forget .grad");
+      nn::F::mse_loss(ddp.forward(x), y).backward();
+      // Bucket 0 holds 4.bias (3 floats), then 4.weight, then 2.bias: their .grad are its slices.
+      const Tensor b4 = params[5].second.grad(), w4 = params[4].second.grad(), b2 = params[3].second.grad();
+      MT_CHECK(b4.storage() == w4.storage() && w4.storage() == b2.storage(), "bucket 0's .grad share no buffer");
+      MT_CHECK(static_cast<const float*>(w4.raw_data()) == static_cast<const float*>(b4.raw_data()) + 3 &&
+                   static_cast<const float*>(b2.raw_data()) == static_cast<const float*>(w4.raw_data()) + 48,
+               "bucket 0's .grad are not its consecutive slices");
+      opt.step();
+    }
+    check_close(*model, *reference(batch, 3), 1e-5, "rank " + std::to_string(rank));
+  });
+}
+
 TEST_CASE("DDP: no_sync accumulates micro-batches locally and the next backward reduces the sum" *
           doctest::skip(kNoBackend)) {
   const int port = find_free_port();
@@ -111,7 +139,7 @@ TEST_CASE("DDP: no_sync accumulates micro-batches locally and the next backward 
     DistributedDataParallel ddp(model, join(rank, 2, port), kSmallBuckets);
     optim::SGD opt(ddp.parameters(), {.lr = 0.1});
     for (int step = 0; step < 2; ++step) {
-      opt.zero_grad();  // set_to_none drops the bucket views; the hooks put them back (one copy slower)
+      opt.zero_grad();  // set_to_none: the next backward writes into the buckets again
       // The mean over this rank's b examples = half the mean over each micro-batch of b/2, summed.
       {
         auto guard = ddp.no_sync();
