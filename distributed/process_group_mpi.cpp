@@ -186,10 +186,14 @@ struct ProcessGroupMPI::State {
 // (MPI_THREAD_SERIALIZED). It waits kPollEvery before its first round, so a small collective,
 // which the caller's own wait() completes within microseconds, never meets it (Note [No comm
 // thread]: the caller still issues and completes every collective itself). Idle, it sleeps on a
-// condition variable; each wake-up costs the issuing thread one notify.
+// condition variable; a wake-up costs the issuing thread one notify (a system call), so only
+// collectives of kWakeFrom bytes or more wake it: smaller ones travel in a few fragments that the
+// next call into the group moves, and the seed model's 11-float step would pay the notify on every
+// step for nothing. Once awake it polls until nothing is in flight, small requests included.
 class ProgressThread {
  public:
   static constexpr auto kPollEvery = std::chrono::microseconds(20);
+  static constexpr size_t kWakeFrom = 64 * 1024;  // bytes: smaller collectives are not worth a wake-up
 
   explicit ProgressThread(ProcessGroupMPI::State& state) : state_(state), thread_([this] { loop(); }) {}
   ~ProgressThread() {
@@ -367,6 +371,8 @@ namespace {
 std::shared_ptr<Work> issue(const std::shared_ptr<ProcessGroupMPI::State>& state, const std::string& description,
                             std::chrono::milliseconds timeout, std::vector<Tensor> tensors,
                             std::function<void()> on_success, const std::function<int(MPI_Request*)>& start) {
+  size_t bytes = 0;
+  for (const Tensor& t : tensors) bytes += static_cast<size_t>(t.numel()) * element_size(t.dtype());
   auto work = std::make_shared<MpiWork>(description, state, std::move(tensors), std::move(on_success),
                                         Clock::now() + timeout, timeout);
   std::lock_guard<std::mutex> lock(Runtime::get().mutex);
@@ -384,7 +390,7 @@ std::shared_ptr<Work> issue(const std::shared_ptr<ProcessGroupMPI::State>& state
     return work;
   }
   state->in_flight.push_back(work);
-  if (state->progress_thread) state->progress_thread->wake();  // Note [Progress thread]
+  if (state->progress_thread && bytes >= ProgressThread::kWakeFrom) state->progress_thread->wake();
   return work;
 }
 
