@@ -235,7 +235,8 @@ class ProgressThread {
         std::this_thread::sleep_for(kPollEvery);
         std::lock_guard<std::mutex> mpi(Runtime::get().mutex);
         state_.progress_locked();
-        in_flight = !state_.in_flight.empty();
+        // A poisoned group has nothing left to move: its abandoned requests may never complete.
+        in_flight = !state_.in_flight.empty() && state_.first_failure.empty();
       }
     }
   }
