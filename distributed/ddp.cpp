@@ -166,8 +166,9 @@ class Reducer {
 
   // Note [Progress] (process_group.h): each hook lets the buckets in flight advance (MPI moves them
   // only inside MPI calls) and notes which have completed (Note [Overlap]). Buckets complete in
-  // launch order (a queue thread, or MPI's matching in issue order), so the look ends at the first
-  // incomplete one.
+  // launch order on Gloo's queue thread and NCCL's stream, and nearly so on MPI, so the look ends at
+  // the first incomplete one; one that completed out of order is seen at a later look (done times
+  // are upper bounds anyway).
   void observe_completions() {
     if (next_seen_ == next_launch_) return;  // nothing in flight
     pg_->progress();
