@@ -36,6 +36,17 @@ Tensor reduce_grad(const Tensor& grad, const InputInfo& input) {
 
 }  // namespace detail
 
+void set_grad_destination(const Tensor& leaf, const Tensor& destination) {
+  MT_CHECK(leaf.is_leaf() && leaf.requires_grad(), "set_grad_destination: the tensor must be a leaf that "
+           "requires grad");
+  MT_CHECK(!destination.defined() || (destination.sizes() == leaf.sizes() && destination.dtype() == leaf.dtype() &&
+                                      destination.device() == leaf.device()),
+           "set_grad_destination: the destination must match the leaf: expected ", leaf.sizes(), " ",
+           leaf.dtype(), " on ", leaf.device(), ", got ", destination.sizes(), " ", destination.dtype(), " on ",
+           destination.device());
+  detail::autograd_meta(leaf).grad_destination = destination;
+}
+
 TensorList AccumulateGrad::apply(TensorList&& grads) {
   Tensor& g = grads[0];
   if (!g.defined()) return {};
@@ -46,7 +57,11 @@ TensorList AccumulateGrad::apply(TensorList&& grads) {
            "from ", made_for.dtype, " on ", made_for.device, " to ", leaf_.dtype(), " on ", leaf_.device(),
            " after this graph was recorded; run the forward again after Module::to");
   AutogradMeta& m = detail::autograd_meta(leaf_);
-  if (!m.grad.defined()) {
+  if (!m.grad.defined() && m.grad_destination.defined()) {
+    // Note [Gradient destination]: written straight where its owner wants it; no zeroing pass.
+    raw::copy_(m.grad_destination, g);
+    m.grad = m.grad_destination;
+  } else if (!m.grad.defined()) {
     // The incoming tensor may alias another gradient (add's backward hands one tensor to both
     // inputs), so the leaf gets its own contiguous copy -- unless nothing else can see it (the
     // common case: a fresh result of the backward formula), and then it is taken as it is. That

@@ -25,4 +25,9 @@ namespace detail {
 Edge gradient_edge(const Tensor& t);
 }  // namespace detail
 
+// Note [Gradient destination] (autograd_meta.h): from now on, the first gradient into leaf's
+// undefined .grad is written into `destination` (same shape, dtype and device as leaf), which then
+// is .grad. An undefined destination gives .grad back to the engine. DDP registers its bucket views.
+void set_grad_destination(const Tensor& leaf, const Tensor& destination);
+
 }  // namespace mt

@@ -24,6 +24,10 @@ struct AutogradMeta {
   // Weak: the graph owns it; the leaf only finds it again.
   std::weak_ptr<AccumulateGrad> grad_accumulator;
   std::vector<std::function<void(const Tensor&)>> post_accumulate_grad_hooks;
+  // Note [Gradient destination]: where a leaf's gradient lives when someone else owns the memory
+  // (DDP's bucket view). The first accumulation into an undefined .grad writes the gradient into it
+  // and makes it .grad; zero_grad(set_to_none) just forgets .grad. Undefined: .grad is the engine's.
+  Tensor grad_destination;
 };
 
 namespace detail {

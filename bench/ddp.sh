@@ -4,6 +4,8 @@
 # Gloo (bench/ddp_torch.py) — with the same models, batches and optimizers, in the same run:
 #   seed  Linear(10, 1), batch 32 per rank, MSE, SGD lr 0.01
 #   mlp   784-256-10 with ReLU, batch 128 per rank, cross-entropy, SGD lr 0.01 momentum 0.9
+#   mlp4  784-512-512-512-10, batch 64 per rank, in 4 buckets (minitrain only): the overlap, with
+#         MPI's progress thread and without it (Note [Progress thread]), and with Gloo
 # Each rank is one single-threaded process; the two sides run one after the other, MT_BENCH_ROUNDS
 # times (default 3), interleaved, and each figure is the median over the rounds. Also prints the
 # all-reduce latencies (MPI and Gloo) that explain the step times.
@@ -74,6 +76,12 @@ awk '
     row("MLP 784-256-10 step, batch 128 per rank [µs]", "ddp_mlp_step_us")
     m = med("minitrain mpi_ddp_mlp_2buckets_step_us"); g = med("minitrain gloo_ddp_mlp_2buckets_step_us")
     printf "| … MLP with the last layer in its own bucket (overlap) [µs] | %s | %s | | | |\n", fmt(m), fmt(g)
+    m = med("minitrain mpi_ddp_mlp4_step_us"); g = med("minitrain gloo_ddp_mlp4_step_us")
+    n = med("minitrain mpi_nothread_ddp_mlp4_step_us")
+    printf "| MLP 784-512-512-512-10 in 4 buckets, batch 64 per rank [µs] | %s (%s without the progress thread) | %s | | | |\n", fmt(m), fmt(n), fmt(g)
+    m = med("minitrain mpi_ddp_mlp4_overlap_pct"); g = med("minitrain gloo_ddp_mlp4_overlap_pct")
+    n = med("minitrain mpi_nothread_ddp_mlp4_overlap_pct")
+    printf "| … its gradient bytes reduced during backward (overlap) [%%] | %s (%s without) | %s | | | |\n", fmt(m), fmt(n), fmt(g)
     latency(11); latency(1000); latency(203530)
   }' "$results"
 echo

@@ -7,8 +7,10 @@
 #include <map>
 #include <sstream>
 
+#include "autograd/accumulate_grad.h"
 #include "autograd/engine.h"
 #include "distributed/buffer_sync.h"
+#include "distributed/ddp_fingerprint.h"
 #include "distributed/ddp_trace.h"
 #include "distributed/desync_guard.h"
 #include "distributed/heartbeat.h"
@@ -24,56 +26,16 @@ double seconds_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
-// "fc1.weight [16, 6] float32": one line of the fingerprint.
-std::string describe_parameter(const std::string& name, const Tensor& t) {
-  std::ostringstream os;
-  os << name << " " << t.sizes() << " " << t.dtype();
-  return os.str();
-}
-
-std::vector<std::string> split_lines(const std::string& s) {
-  std::vector<std::string> lines;
-  std::istringstream is(s);
-  for (std::string line; std::getline(is, line);) lines.push_back(line);
-  return lines;
-}
-
-// Every rank's string, gathered on every rank. Strings of different lengths cannot be gathered
-// directly (allgather wants equal sizes), so: gather the lengths, then the strings padded to the
-// longest, one character per int64. The tensors live on the group's device (NCCL takes GPU tensors
-// only) and come back to the host to be read.
-std::vector<std::string> allgather_string(ProcessGroup& pg, const std::string& s) {
-  std::vector<Tensor> lengths;
-  pg.allgather(lengths, from_vector(std::vector<int64_t>{static_cast<int64_t>(s.size())}, {1}).to(pg.device()))
-      ->wait();
-  for (Tensor& l : lengths) l = l.to(kCPU);
-  int64_t longest = 0;
-  for (const Tensor& l : lengths) longest = std::max(longest, l.to_vector<int64_t>()[0]);
-  std::vector<int64_t> padded(static_cast<size_t>(std::max<int64_t>(longest, 1)), 0);
-  std::copy(s.begin(), s.end(), padded.begin());
-  std::vector<Tensor> gathered;
-  pg.allgather(gathered, from_vector(padded, {static_cast<int64_t>(padded.size())}).to(pg.device()))->wait();
-  for (Tensor& g : gathered) g = g.to(kCPU);
-  std::vector<std::string> out;
-  for (size_t r = 0; r < gathered.size(); ++r) {
-    const std::vector<int64_t> chars = gathered[r].to_vector<int64_t>();
-    const int64_t length = lengths[r].to_vector<int64_t>()[0];
-    out.emplace_back(chars.begin(), chars.begin() + length);
-  }
-  return out;
-}
-
 }  // namespace
 
 namespace detail {
 
 // Note [Gradients are bucket views]: each bucket is one flat, contiguous buffer, and every
-// parameter's .grad is a view of its slice of it (PyTorch's gradient_as_bucket_view). AccumulateGrad
-// adds into an existing .grad in place, so backward writes the gradients straight into the bucket and
-// the all-reduce needs no copy in or out. The price: .grad must stay that view. zero_grad must zero
-// in place (DDP::zero_grad, or Module::zero_grad(false)). If the view was dropped anyway
-// (zero_grad(set_to_none) or set_grad), the hook copies the new .grad into the bucket and re-attaches
-// the view: correct, one copy slower.
+// parameter's .grad is a view of its slice of it (PyTorch's gradient_as_bucket_view), registered as
+// the parameter's gradient destination (Note [Gradient destination] in autograd/autograd_meta.h):
+// whether .grad was zeroed in place or forgotten (opt.zero_grad()'s set_to_none), backward writes
+// the gradients straight into the bucket, and the all-reduce needs no copy in or out. Only a .grad
+// that someone set_grad to another tensor is copied into the bucket by the hook (reattach_view).
 class Reducer {
  public:
   struct Slot {
@@ -90,10 +52,13 @@ class Reducer {
     std::vector<size_t> slots;  // indices into slots_
     size_t pending = 0;         // slots not yet ready in this backward
     std::shared_ptr<Work> work;
+    // This backward's timeline (Note [Overlap]).
+    Clock::time_point ready_at, launched_at, done_at;
+    bool seen_done = false;     // its Work was seen complete; done_at says when
   };
 
   Reducer(std::shared_ptr<ProcessGroup> pg, const DDPOptions& options)
-      : pg_(std::move(pg)), options_(options), hook_(std::make_shared<AllreduceHook>()) {
+      : pg_(std::move(pg)), options_(options), hook_(std::make_shared<AllreduceHook>()), epoch_(Clock::now()) {
     stats_.comm_hook = hook_->name();
   }
 
@@ -135,7 +100,8 @@ class Reducer {
       const Tensor buffer =
           zeros({numel + DesyncGuard::kElements}, {.dtype = first.dtype(), .device = first.device()});
       Bucket bucket{.buffer = buffer, .guard = make_guard(buffer, numel), .numel = numel, .slots = members[b],
-                    .pending = members[b].size(), .work = nullptr};
+                    .pending = members[b].size(), .work = nullptr, .ready_at = {}, .launched_at = {},
+                    .done_at = {}, .seen_done = false};
       int64_t offset = 0;
       stats_.bucket_parameters.emplace_back();
       for (size_t s : members[b]) {
@@ -145,15 +111,21 @@ class Reducer {
         const Tensor old = slot.param.grad();
         if (old.defined()) slot.view.copy_(old);
         slot.param.set_grad(slot.view);
+        set_grad_destination(slot.param, slot.view);
         stats_.bucket_parameters.back().push_back(slot.name);
       }
       bucket.pending = bucket.slots.size();
       stats_.bucket_bytes.push_back(bytes[b]);
+      stats_.bucket_times.emplace_back();
+      ready_sums_.push_back(0);
       buckets_.push_back(std::move(bucket));
     }
   }
 
   size_t slot_count() const { return slots_.size(); }
+  void forget_destinations() {
+    for (Slot& s : slots_) set_grad_destination(s.param, Tensor());
+  }
   Slot& slot(size_t i) { return slots_[i]; }
 
   void zero_grad() {
@@ -185,13 +157,32 @@ class Reducer {
     }
     MT_CHECK(!slot.ready, "DDP: parameter '", slot.name, "' received its gradient twice in one backward");
     slot.ready = true;
+    observe_completions();
     Bucket& bucket = buckets_[slot.bucket];
-    if (--bucket.pending != 0) return;
-    ddp_trace::bucket_ready(this, slot.bucket);  // trace: bucket ready
-    launch_ready_buckets();
+    if (--bucket.pending == 0) {
+      bucket.ready_at = Clock::now();
+      ddp_trace::bucket_ready(this, slot.bucket);  // trace: bucket ready
+      launch_ready_buckets();
+    }
   }
 
-  // Note [Gradients are bucket views]: put the gradient back into the bucket if .grad is elsewhere.
+  // Note [Progress] (process_group.h): each hook lets the buckets in flight advance (MPI moves them
+  // only inside MPI calls) and notes which have completed (Note [Overlap]). Buckets complete in
+  // launch order on Gloo's queue thread and NCCL's stream, and nearly so on MPI, so the look ends at
+  // the first incomplete one; one that completed out of order is seen at a later look (done times
+  // are upper bounds anyway).
+  void observe_completions() {
+    if (next_seen_ == next_launch_) return;  // nothing in flight
+    pg_->progress();
+    const Clock::time_point now = Clock::now();
+    for (; next_seen_ < next_launch_ && buckets_[next_seen_].work->is_completed(); ++next_seen_) {
+      buckets_[next_seen_].seen_done = true;
+      buckets_[next_seen_].done_at = now;
+    }
+  }
+
+  // Note [Gradients are bucket views]: put the gradient into the bucket if .grad is elsewhere (set_grad
+  // to another tensor), or zero the slot if .grad is undefined (a parameter that got no gradient).
   static void reattach_view(Slot& slot) {
     const Tensor grad = slot.param.grad();
     if (grad.defined() && grad.storage() == slot.view.storage() &&
@@ -215,13 +206,17 @@ class Reducer {
 
   // Note [Averaging]: DDP's gradient is the MEAN over ranks (each rank's loss is a mean over its own
   // examples, so the mean over ranks is the mean over the whole batch). The default comm hook
-  // (AllreduceHook in comm_hook.cpp) divides the bucket by the world size in place before a SUM
-  // all-reduce: one pass over the data, and the sum of the pre-divided values is the average. (NCCL
-  // has an AVG op that folds the division into the reduction; Gloo does not.) A registered comm hook
-  // replaces this step; it must leave the same average (comm_hook.h).
+  // (AllreduceHook in comm_hook.cpp) divides the bucket by the world size in place, then all-reduces
+  // with SUM. Every backend here has ReduceOp::Avg (a SUM, then the division), so why divide first?
+  // (1) One rounding order on every backend: each rank computes g/world and the all-reduce adds
+  // those, so Gloo, MPI and NCCL round the same way and the result does not depend on which backend
+  // divides where. (2) Compressing hooks need it: a float16 SUM of undivided gradients can exceed
+  // float16's 65504 long before their average does (Note [fp16 compression]). Dividing first costs
+  // the same one pass over the bucket as dividing after. A registered comm hook replaces this step;
+  // it must leave the same average (comm_hook.h).
   void launch(size_t b) {
     Bucket& bucket = buckets_[b];
-    if (b == 0) first_launch_ = Clock::now();
+    bucket.launched_at = Clock::now();
     set_phase(Phase::Backward, static_cast<int64_t>(b));  // Note [Heartbeat]
     if (pg_->size() > 1) bucket.guard.write(point(b));  // Note [Desync guard]; one rank cannot disagree
     ddp_trace::bucket_launch(this, b, bucket.numel);  // trace: bucket launch
@@ -259,39 +254,46 @@ class Reducer {
   // ---- finalize ---------------------------------------------------------------------------------
   // Note [Finalize]: runs once per backward, after the engine's last node (queued by the first hook).
   // 1. Buckets still pending hold parameters that got no gradient in this backward. With
-  //    find_unused_parameters their slots count as ready: what the slot holds is used as it is (zero
-  //    after zero_grad, or what earlier no_sync backwards accumulated), so every rank still takes
-  //    part in every bucket's all-reduce. Without it, that is an error naming the parameters (the
-  //    bucket was never launched here; a peer whose parameter did get a gradient waits for it and
-  //    fails at the collective timeout instead of hanging).
+  //    find_unused_parameters their slots count as ready (Note [Unused parameters]), so every rank
+  //    still takes part in every bucket's all-reduce. Without it, that is an error naming the
+  //    parameters (the bucket was never launched here; a peer whose parameter did get a gradient
+  //    waits for it and fails at the collective timeout instead of hanging).
   // 2. Launch what is left, in order (Note [Bucket launch order]); wait for every Work, then let the
   //    comm hook finish each bucket (for the default hook there is nothing left to do).
   // 3. Check every bucket's desync guard, in bucket order (Note [Desync guard]): on a mismatch every
   //    rank gathers the others' points in the same collective, so all fail together, naming them.
   // 4. Reset the counters for the next backward, also when this one failed.
+  //
+  // Note [Unused parameters]: an unused parameter's slot is all-reduced with what its .grad holds,
+  // which is what .grad would hold without DDP: zero after zero_grad (a .grad dropped by
+  // set_to_none becomes a zero slot), the local sum when earlier no_sync backwards used it, and,
+  // when nobody zeroed it, last step's average, which averaging over ranks leaves as it is (every
+  // rank holds the same). So the parameter's gradient is the one a single process on the combined
+  // batch would have, in each case.
+  //
+  // Note [No gradient, no step]: a backward that reaches no parameter (a loss that depends on none)
+  // fires no hook, so finalize is never queued and DDP takes no part: nothing is communicated, the
+  // .grad are untouched, and the backward is not counted (DDPStats::backwards). When every rank does
+  // it, training goes on in step. When only some ranks do, the others' all-reduces have no partner
+  // and fail at the collective timeout (or at the desync guard, if a later bucket pairs up with them).
   void finalize() {
+    observe_completions();  // what completed during backward is hidden (Note [Overlap])
     const Clock::time_point finalize_start = Clock::now();
-    stats_.backward_seconds += seconds_between(backward_start_, finalize_start);
     std::vector<std::string> unused;
     for (Slot& s : slots_) {
       if (s.ready) continue;
       unused.push_back(s.name);
       if (!options_.find_unused_parameters) continue;
-      reattach_view(s);  // a dropped .grad (set_to_none) becomes a zero slot, not last step's values
+      reattach_view(s);  // Note [Unused parameters]
       s.ready = true;
-      --buckets_[s.bucket].pending;
+      if (--buckets_[s.bucket].pending == 0) buckets_[s.bucket].ready_at = finalize_start;
     }
     const bool complete = unused.empty() || options_.find_unused_parameters;
     if (complete) launch_ready_buckets();
     trace::Span wait_span("DDP finalize wait");  // trace: finalize wait begin
     const std::exception_ptr error = wait_for_buckets();
     wait_span.end();  // trace: finalize wait end
-    const Clock::time_point finalize_end = Clock::now();
-    stats_.finalize_wait_seconds += seconds_between(finalize_start, finalize_end);
-    if (next_launch_ > 0) {  // Note [Overlap]
-      stats_.comm_seconds += seconds_between(first_launch_, finalize_end);
-      stats_.overlapped_seconds += seconds_between(first_launch_, std::max(first_launch_, finalize_start));
-    }
+    if (!error && complete) record_times(finalize_start, Clock::now());
     ++stats_.backwards;
     reset();
     if (error) std::rethrow_exception(error);
@@ -308,11 +310,16 @@ class Reducer {
   std::exception_ptr wait_for_buckets() {
     std::exception_ptr error;
     for (size_t i = 0; i < buckets_.size(); ++i) {  // launched ones must finish before anyone touches .grad
-      if (!buckets_[i].work) continue;
+      Bucket& bucket = buckets_[i];
+      if (!bucket.work) continue;
       try {
         set_phase(Phase::Backward, static_cast<int64_t>(i));  // waiting for it (Note [Heartbeat])
-        buckets_[i].work->wait();
-        ddp_trace::bucket_done(this, i, *buckets_[i].work);  // trace: bucket done
+        bucket.work->wait();
+        ddp_trace::bucket_done(this, i, *bucket.work);  // trace: bucket done
+        if (!bucket.seen_done) {
+          bucket.seen_done = true;
+          bucket.done_at = Clock::now();
+        }
         if (!error) {
           GradBucket view = grad_bucket(i);
           hook_->finish(*pg_, view);
@@ -345,13 +352,76 @@ class Reducer {
     if (error) std::rethrow_exception(error);
   }
 
+  // One finalized backward's timeline into the stats (Note [Overlap]). Finalize's wait is charged
+  // to the buckets in order: each to the extent it completed after finalize began and after the
+  // bucket before it, so the exposed times add up to the wait.
+  void record_times(Clock::time_point finalize_start, Clock::time_point finalize_end) {
+    ++stats_.timed_backwards;
+    stats_.backward_seconds += seconds_between(backward_start_, finalize_start);
+    stats_.finalize_wait_seconds += seconds_between(finalize_start, finalize_end);
+    Clock::time_point charged_until = finalize_start, last_done = backward_start_;
+    for (size_t b = 0; b < next_launch_; ++b) {
+      const Bucket& bucket = buckets_[b];
+      DDPBucketTimes& t = stats_.bucket_times[b];
+      t.ready += seconds_between(backward_start_, bucket.ready_at);
+      t.launched += seconds_between(backward_start_, bucket.launched_at);
+      t.done += seconds_between(backward_start_, bucket.done_at);
+      ready_sums_[b] += seconds_between(epoch_, bucket.ready_at);
+      if (bucket.done_at <= finalize_start) {
+        ++t.hidden;
+        stats_.hidden_bytes += stats_.bucket_bytes[b];
+      } else {
+        t.exposed += seconds_between(std::max(charged_until, finalize_start), bucket.done_at);
+      }
+      charged_until = std::max(charged_until, bucket.done_at);
+      last_done = std::max(last_done, bucket.done_at);
+    }
+    if (next_launch_ > 0) stats_.comm_seconds += seconds_between(buckets_[0].launched_at, last_done);
+  }
+
+  // Note [Straggler attribution]: which rank held a bucket up. Each rank sums, over its timed
+  // backwards, when each bucket became ready on its own clock (seconds since its reducer was made).
+  // Backward k is the same step on every rank, so rank r's mean minus rank 0's is how much later r's
+  // gradients were complete, plus the difference between the two clocks' zeros. That difference is
+  // measured here: right after a barrier every rank reads its clock, and the ranks leave a barrier
+  // at nearly the same moment (within its exit skew: microseconds on MPI, tens of them on Gloo). A
+  // collective, so every rank calls it; it costs one barrier and one small allgather.
+  std::vector<BucketArrival> arrivals() {
+    if (pg_->size() == 1 || stats_.timed_backwards == 0) return {};
+    pg_->barrier()->wait();
+    std::vector<double> mine{seconds_between(epoch_, Clock::now())};
+    for (double sum : ready_sums_) mine.push_back(sum / static_cast<double>(stats_.timed_backwards));
+    std::vector<Tensor> all;
+    pg_->allgather(all, from_vector(mine, {static_cast<int64_t>(mine.size())}).to(pg_->device()))->wait();
+    std::vector<std::vector<double>> ranks;  // per rank: its clock after the barrier, then its mean ready times
+    for (const Tensor& t : all) ranks.push_back(t.to(kCPU).to_vector<double>());
+    std::vector<BucketArrival> out;
+    for (size_t b = 0; b < ready_sums_.size(); ++b) {
+      double earliest = 0, latest = 0;
+      BucketArrival a;
+      for (size_t r = 0; r < ranks.size(); ++r) {
+        const double ready = ranks[r][b + 1] - (ranks[r][0] - ranks[0][0]);  // on rank 0's clock
+        if (r == 0 || ready < earliest) earliest = ready;
+        if (r == 0 || ready > latest) {
+          latest = ready;
+          a.last_rank = static_cast<int>(r);
+        }
+      }
+      a.lateness_seconds = latest - earliest;
+      out.push_back(a);
+    }
+    return out;
+  }
+
   void reset() {
     for (Slot& s : slots_) s.ready = false;
     for (Bucket& b : buckets_) {
       b.pending = b.slots.size();
       b.work.reset();
+      b.seen_done = false;
     }
     next_launch_ = 0;
+    next_seen_ = 0;
     backward_started_ = false;
   }
 
@@ -365,9 +435,11 @@ class Reducer {
   std::vector<Bucket> buckets_;
   std::shared_ptr<CommHook> hook_;
   size_t next_launch_ = 0;        // the lowest-index bucket not yet launched in this backward
+  size_t next_seen_ = 0;          // the lowest-index bucket not yet seen complete in this backward
   bool backward_started_ = false;
   Clock::time_point backward_start_;
-  Clock::time_point first_launch_;  // when bucket 0 was launched in this backward
+  const Clock::time_point epoch_;  // this rank's zero for the straggler sums
+  std::vector<double> ready_sums_;  // per bucket: sum over timed backwards of (ready - epoch_), seconds
 };
 
 }  // namespace detail
@@ -382,22 +454,9 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
   ProcessGroup& pg = *process_group_;
   const NamedTensors params = module_->named_parameters();
 
-  // 1. Same parameters everywhere: gather every rank's fingerprint (name, shape, dtype per parameter)
-  //    and compare with rank 0's. Without this check a mismatch would show up later as buckets of
-  //    different sizes, i.e. a failed or hung all-reduce far away from its cause.
-  std::string fingerprint;
-  for (const auto& [name, p] : params) fingerprint += describe_parameter(name, p) + "\n";
-  const std::vector<std::string> all = allgather_string(pg, fingerprint);
-  const std::vector<std::string> reference = split_lines(all[0]);
-  for (size_t r = 1; r < all.size(); ++r) {
-    const std::vector<std::string> theirs = split_lines(all[r]);
-    for (size_t i = 0; i < std::max(reference.size(), theirs.size()); ++i) {
-      const std::string a = i < reference.size() ? reference[i] : "nothing";
-      const std::string b = i < theirs.size() ? theirs[i] : "nothing";
-      MT_CHECK(a == b, "DDP: the ranks' models differ at parameter #", i, ": rank 0 has ", a, ", rank ", r,
-               " has ", b, ". Every rank must build the same model");
-    }
-  }
+  // 1. Same parameters everywhere (ddp_fingerprint.h): a mismatch is an error naming the first
+  //    differing parameter and the ranks, here, not a failed or hung all-reduce far away.
+  check_same_parameters(pg, params);
 
   // 2. Same values everywhere: rank 0's parameters (and buffers) are copied to every rank, so that
   //    identical gradients keep identical replicas. All broadcasts are issued, then waited for.
@@ -421,7 +480,8 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
         [weak, i](const Tensor&) { detail::Reducer::on_gradient(weak, i); });
 }
 
-DistributedDataParallel::~DistributedDataParallel() = default;
+// The model outlives its DDP wrapper: its gradients go back to the engine (Note [Gradient destination]).
+DistributedDataParallel::~DistributedDataParallel() { reducer_->forget_destinations(); }
 
 Tensor DistributedDataParallel::forward(const Tensor& input) {
   set_phase(Phase::Forward);  // Note [Heartbeat]
@@ -459,5 +519,7 @@ void DistributedDataParallel::check_replicas(const std::string& when) {
 }
 
 const DDPStats& DistributedDataParallel::stats() const { return reducer_->stats_; }
+
+std::vector<BucketArrival> DistributedDataParallel::bucket_arrivals() { return reducer_->arrivals(); }
 
 }  // namespace mt::dist

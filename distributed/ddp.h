@@ -14,12 +14,13 @@
 //   finalize   an engine callback after the last node waits for every all-reduce, checks that every
 //              parameter was reduced (Note [Finalize]) and that every rank was at the same step and
 //              bucket (Note [Desync guard], desync_guard.h: a few guard elements ride in each bucket)
+//   stats      what each bucket cost and whether backward hid it (ddp_stats.h, Note [Overlap])
 //
 //   auto ddp = std::make_shared<dist::DistributedDataParallel>(model, pg, {.bucket_cap_mb = 25});
 //   optim::SGD opt(ddp->parameters(), {.lr = 0.1});
 //   loss_fn(ddp->forward(x_of_this_rank), y_of_this_rank).backward();  // gradients averaged here
 //   opt.step();
-//   ddp->zero_grad();  // or model->zero_grad(/*set_to_none=*/false): see Note [Gradients are bucket views]
+//   opt.zero_grad();   // the next backward writes into the buckets again (Note [Gradients are bucket views])
 //
 // Uneven inputs (ranks with different numbers of batches): Join, join.h.
 //
@@ -34,6 +35,7 @@
 #include <vector>
 
 #include "distributed/comm_hook.h"
+#include "distributed/ddp_stats.h"
 #include "distributed/process_group.h"
 #include "nn/module.h"
 
@@ -42,28 +44,10 @@ namespace mt::dist {
 struct DDPOptions {
   double bucket_cap_mb = 25;         // a bucket holds at most this many MiB of gradients...
   double first_bucket_cap_mb = 1;    // ...except the first (the last layer's): small, so it launches early
-  bool find_unused_parameters = false;  // a parameter without gradient counts as zero instead of an error
+  bool find_unused_parameters = false;  // a parameter without gradient is reduced with what its .grad
+                                        // holds (Note [Unused parameters]) instead of an error
   bool broadcast_buffers = true;     // rank 0's buffers to every rank at construction and before each
                                      // forward in training mode (Note [Buffer broadcast], buffer_sync.cpp)
-};
-
-// What the reducer did, for logs and benchmarks. Times are summed over backwards.
-struct DDPStats {
-  std::vector<int64_t> bucket_bytes;           // one entry per bucket, in launch order
-  std::vector<std::vector<std::string>> bucket_parameters;  // the parameters of each bucket
-  int64_t backwards = 0;                       // backwards that were reduced (not under no_sync)
-  int64_t allreduces = 0;
-  double backward_seconds = 0;    // from the first hook to the start of finalize (backward computing)
-  double finalize_wait_seconds = 0;  // finalize waiting for all-reduces: communication not hidden
-  // Note [Overlap]: the communication window of a backward runs from the launch of bucket 0 to the
-  // end of finalize (when the last all-reduce is known complete). The part of it before finalize
-  // started ran while backward was still computing: overlapped_seconds / comm_seconds is the
-  // fraction of communication hidden behind computation. A model whose gradients all fit in one
-  // bucket launches it at the last hook and overlaps nothing, whatever the backend.
-  double comm_seconds = 0;
-  double overlapped_seconds = 0;
-  double overlap_fraction() const { return comm_seconds > 0 ? overlapped_seconds / comm_seconds : 0.0; }
-  std::string comm_hook;          // the comm hook's name: "allreduce" (the default) or "fp16"
 };
 
 namespace detail {
@@ -80,9 +64,9 @@ class DistributedDataParallel : public nn::Module {
   // first copied to every rank (Note [Buffer broadcast]); otherwise DDP does nothing before backward.
   Tensor forward(const Tensor& input) override;
 
-  // Fills every bucket with zeros. The .grad tensors stay views into the buckets. Prefer it (or
-  // model->zero_grad(false)) to Module::zero_grad()'s default set_to_none, which drops the views and
-  // costs a copy per parameter on the next backward (Note [Gradients are bucket views]).
+  // Fills every bucket with zeros; the .grad tensors stay views into the buckets. The same as far as
+  // the next backward is concerned as opt.zero_grad() or model->zero_grad(), whose set_to_none just
+  // forgets .grad (Note [Gradients are bucket views]).
   void zero_grad();
 
   // Replaces how buckets are communicated (comm_hook.h), e.g. Fp16CompressHook. Before the first
@@ -115,6 +99,9 @@ class DistributedDataParallel : public nn::Module {
   void shadow_backward();
 
   const DDPStats& stats() const;
+  // Per bucket, which rank's gradient arrived last (Note [Straggler attribution] in ddp.cpp). A
+  // collective: every rank calls it at the same point, e.g. after training; off the hot path.
+  std::vector<BucketArrival> bucket_arrivals();
   const std::shared_ptr<nn::Module>& module() const { return module_; }
   const std::shared_ptr<ProcessGroup>& process_group() const { return process_group_; }
 

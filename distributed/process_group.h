@@ -7,12 +7,13 @@
 //   barrier()                completes once every rank has called it
 //
 // Backends: ProcessGroupLocal (process_group_local.h; a world of one, so that single-process code
-// takes the same path), ProcessGroupGloo (process_group_gloo.h; CPU tensors over TCP) and
-// ProcessGroupNCCL (process_group_nccl.h; CUDA tensors on this rank's GPU).
+// takes the same path), ProcessGroupGloo (process_group_gloo.h; CPU tensors over TCP),
+// ProcessGroupMPI (process_group_mpi.h; CPU tensors through MPI, shared memory on one machine;
+// started by mpirun or srun) and ProcessGroupNCCL (process_group_nccl.h; CUDA tensors on this rank's GPU).
 // init_process_group (init.h) picks one from a RendezvousInfo.
 //
-// Tensors: contiguous tensors of float32, float64 or int64 on the group's device() (CPU for Local and
-// Gloo, this rank's GPU for NCCL). Collectives write raw memory, outside autograd, so they bump the
+// Tensors: contiguous tensors of float32, float64 or int64 on the group's device() (CPU for Local, Gloo
+// and MPI, this rank's GPU for NCCL). Collectives write raw memory, outside autograd, so they bump the
 // tensor's version counter when issued: autograd then refuses a backward that saved the tensor's old
 // value.
 //
@@ -43,7 +44,7 @@ class ProcessGroup {
   int size() const { return size_; }
   // Every collective's timeout, and what Work::wait() waits by default.
   std::chrono::milliseconds timeout() const { return timeout_; }
-  virtual std::string backend() const = 0;  // "local", "gloo", "nccl"
+  virtual std::string backend() const = 0;  // "local", "gloo", "mpi", "nccl"
   // Where the tensors of this group's collectives live: kCPU, or cuda(i) for NCCL. Code that makes
   // tensors for a collective (DDP's fingerprint, an epoch's loss) makes them here.
   Device device() const { return device_; }
@@ -55,6 +56,13 @@ class ProcessGroup {
   // size() contiguous tensors on device() of input's dtype and element count.
   virtual std::shared_ptr<Work> allgather(std::vector<Tensor>& outputs, const Tensor& input) = 0;
   virtual std::shared_ptr<Work> barrier() = 0;
+
+  // Note [Progress]: lets collectives in flight advance; never blocks. A backend whose collectives
+  // run on a thread of their own (Gloo's CollectiveQueue, NCCL's stream) needs nothing and keeps
+  // this no-op. MPI advances a non-blocking collective only inside MPI calls, so ProcessGroupMPI
+  // tests its requests here; DDP calls it from every ready hook, which is what lets a bucket's
+  // all-reduce progress while backward computes the next gradients (Note [No comm thread]).
+  virtual void progress() {}
 
  protected:
   ProcessGroup(int rank, int size, std::chrono::milliseconds timeout, Device device = kCPU);

@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <climits>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <deque>
@@ -166,6 +167,7 @@ std::exception_ptr error_of(const std::function<void()>& fail) {
 }  // namespace
 
 class MpiWork;
+class ProgressThread;
 
 // What the group and its Works share: the communicator, the requests in flight, and the first
 // failure (Note [A failed collective poisons the queue] in work.h).
@@ -173,8 +175,82 @@ struct ProcessGroupMPI::State {
   MPI_Comm comm = MPI_COMM_NULL;
   std::deque<std::shared_ptr<MpiWork>> in_flight;  // issue order; kept until their request is done
   std::string first_failure;
+  std::unique_ptr<ProgressThread> progress_thread;  // Note [Progress thread]; null when switched off
   // Tests every request in flight, finishing those that completed. Holds Runtime::mutex.
   void progress_locked();
+};
+
+// Note [Progress thread]: OpenMPI moves a non-blocking collective only inside MPI calls, and a
+// large one needs many of them: between two processes its shared-memory transport copies a message
+// in fragments, each handed over by a later call. DDP's ready hooks call progress() (Note
+// [Progress]), but backward runs a whole layer's matrix products between two hooks, far too few
+// calls to move a megabyte. So while requests are in flight, this thread tests them every
+// kPollEvery, taking Runtime::mutex for each round of MPI_Test like any other caller
+// (MPI_THREAD_SERIALIZED). It waits kPollEvery before its first round, so a small collective,
+// which the caller's own wait() completes within microseconds, never meets it (Note [No comm
+// thread]: the caller still issues and completes every collective itself). Idle, it sleeps on a
+// condition variable; a wake-up costs the issuing thread one notify (a system call), so only
+// collectives of kWakeFrom bytes or more wake it: smaller ones travel in a few fragments that the
+// next call into the group moves, and the seed model's 11-float step would pay the notify on every
+// step for nothing. Once awake it polls until nothing is in flight, small requests included.
+class ProgressThread {
+ public:
+  static constexpr auto kPollEvery = std::chrono::microseconds(20);
+  static constexpr size_t kWakeFrom = 64 * 1024;  // bytes: smaller collectives are not worth a wake-up
+
+  explicit ProgressThread(ProcessGroupMPI::State& state) : state_(state), thread_([this] { loop(); }) {}
+  ~ProgressThread() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    cv_.notify_one();
+    thread_.join();
+  }
+  ProgressThread(const ProgressThread&) = delete;
+  ProgressThread& operator=(const ProgressThread&) = delete;
+
+  // A request was issued: poll until nothing is in flight. Called with Runtime::mutex held; the
+  // thread never takes mutex_ while holding Runtime::mutex, so the two cannot deadlock.
+  void wake() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      ++wakes_;
+      if (!sleeping_) return;  // polling: it will see the new request
+    }
+    cv_.notify_one();
+  }
+
+ private:
+  void loop() {
+    uint64_t seen = 0;
+    while (true) {
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        sleeping_ = true;  // a wake() from now on notifies; one before was counted in wakes_
+        cv_.wait(lock, [&] { return stopping_ || wakes_ != seen; });
+        sleeping_ = false;
+        if (stopping_) return;
+        seen = wakes_;
+      }
+      bool in_flight = true;
+      while (in_flight && !stopping_) {
+        std::this_thread::sleep_for(kPollEvery);
+        std::lock_guard<std::mutex> mpi(Runtime::get().mutex);
+        state_.progress_locked();
+        // A poisoned group has nothing left to move: its abandoned requests may never complete.
+        in_flight = !state_.in_flight.empty() && state_.first_failure.empty();
+      }
+    }
+  }
+
+  ProcessGroupMPI::State& state_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  uint64_t wakes_ = 0;     // wake() calls so far
+  bool sleeping_ = false;  // waits on cv_
+  std::atomic<bool> stopping_{false};  // read without mutex_ by the polling loop
+  std::thread thread_;
 };
 
 // Note [Timeouts without cancellation]: MPI cannot cancel a collective once issued, and its blocking
@@ -289,14 +365,18 @@ namespace {
 // about 1.3 µs issue to completion (0.5 µs to issue), where waking another thread and being woken
 // back costs tens of µs, and two ranks on two cores have no spare core for such a thread to spin
 // on. The price: OpenMPI advances a non-blocking collective only inside MPI calls, so a request
-// progresses when the group is entered again (the next collective's issue, is_completed(), wait()),
-// not while the caller computes. DDP enters at every bucket launch and in finalize.
+// progresses only when the group is entered again (the next collective's issue, progress(),
+// is_completed(), wait()), not while the caller computes. DDP enters from every ready hook
+// (Note [Progress] in process_group.h), so a bucket's all-reduce advances once per parameter
+// gradient of the backward that follows it, and in finalize.
 //
 // Issues one collective: `start` makes the MPI call that fills the request. Fails at once when the
 // group is poisoned.
 std::shared_ptr<Work> issue(const std::shared_ptr<ProcessGroupMPI::State>& state, const std::string& description,
                             std::chrono::milliseconds timeout, std::vector<Tensor> tensors,
                             std::function<void()> on_success, const std::function<int(MPI_Request*)>& start) {
+  size_t bytes = 0;
+  for (const Tensor& t : tensors) bytes += static_cast<size_t>(t.numel()) * element_size(t.dtype());
   auto work = std::make_shared<MpiWork>(description, state, std::move(tensors), std::move(on_success),
                                         Clock::now() + timeout, timeout);
   std::lock_guard<std::mutex> lock(Runtime::get().mutex);
@@ -314,6 +394,7 @@ std::shared_ptr<Work> issue(const std::shared_ptr<ProcessGroupMPI::State>& state
     return work;
   }
   state->in_flight.push_back(work);
+  if (state->progress_thread && bytes >= ProgressThread::kWakeFrom) state->progress_thread->wake();
   return work;
 }
 
@@ -349,6 +430,7 @@ ProcessGroupMPI::ProcessGroupMPI(ProcessGroupMPIOptions opts) : ProcessGroupMPI(
 
 ProcessGroupMPI::ProcessGroupMPI(World world, ProcessGroupMPIOptions opts)
     : ProcessGroup(world.rank, world.size, opts.timeout), state_(std::make_shared<State>()) {
+  if (opts.progress_thread) state_->progress_thread = std::make_unique<ProgressThread>(*state_);
   // The group's own communicator: its messages cannot pair with another group's, or the program's.
   // MPI_Comm_idup, not MPI_Comm_dup: it is collective, and a rank that never comes must end in a
   // timeout, not a hang.
@@ -365,6 +447,7 @@ ProcessGroupMPI::ProcessGroupMPI(World world, ProcessGroupMPIOptions opts)
 }
 
 ProcessGroupMPI::~ProcessGroupMPI() {
+  state_->progress_thread.reset();  // before the State can be shared by Works alone
   // Requests still in flight get until their own deadline; abandoned ones one more look. One that
   // never completes keeps the communicator, and MPI itself, from being freed (Note [Timeouts without
   // cancellation]).
@@ -443,6 +526,11 @@ std::shared_ptr<Work> ProcessGroupMPI::barrier() {
                [&](MPI_Request* request) { return MPI_Ibarrier(state_->comm, request); });
 }
 
+void ProcessGroupMPI::progress() {
+  std::lock_guard<std::mutex> lock(Runtime::get().mutex);
+  if (!state_->in_flight.empty()) state_->progress_locked();
+}
+
 }  // namespace mt::dist
 
 #else  // no MPI in this build
@@ -472,6 +560,7 @@ std::shared_ptr<Work> ProcessGroupMPI::allreduce(Tensor&, ReduceOp) { no_mpi(); 
 std::shared_ptr<Work> ProcessGroupMPI::broadcast(Tensor&, int) { no_mpi(); }
 std::shared_ptr<Work> ProcessGroupMPI::allgather(std::vector<Tensor>&, const Tensor&) { no_mpi(); }
 std::shared_ptr<Work> ProcessGroupMPI::barrier() { no_mpi(); }
+void ProcessGroupMPI::progress() {}
 
 }  // namespace mt::dist
 

@@ -12,7 +12,9 @@
 // How it works (docs/mpi.md has the measurements behind each choice):
 //   - Every collective is MPI's non-blocking version (MPI_Iallreduce, MPI_Ibcast, ...), issued on the
 //     calling thread: allreduce() returns at once with a Work that holds the MPI request, and no
-//     thread hand-off sits between the caller and MPI (Note [No comm thread]).
+//     thread hand-off sits between the caller and MPI (Note [No comm thread]). While requests are
+//     in flight, a progress thread tests them every few microseconds, so that large collectives
+//     advance while the caller computes (Note [Progress thread]).
 //   - Work::wait() polls the request with MPI_Test against a deadline, so a collective whose peer
 //     never comes ends in a TimeoutError naming it, and the group's later collectives fail at once
 //     (Note [Timeouts without cancellation] in process_group_mpi.cpp).
@@ -44,6 +46,10 @@ struct ProcessGroupMPIOptions {
   // Every collective's timeout (counted from when it was issued), and the time allowed for all ranks
   // to create the group.
   std::chrono::milliseconds timeout = kDefaultTimeout;
+  // A thread that tests the requests in flight every few microseconds, so that a large collective
+  // advances while the caller computes (Note [Progress thread] in process_group_mpi.cpp). Off: they
+  // advance only when the group is called (Note [No comm thread]).
+  bool progress_thread = true;
 };
 
 class ProcessGroupMPI : public ProcessGroup {
@@ -78,6 +84,8 @@ class ProcessGroupMPI : public ProcessGroup {
   std::shared_ptr<Work> broadcast(Tensor& tensor, int root = 0) override;
   std::shared_ptr<Work> allgather(std::vector<Tensor>& outputs, const Tensor& input) override;
   std::shared_ptr<Work> barrier() override;
+  // Tests every request in flight once (Note [Progress] in process_group.h).
+  void progress() override;
 
   struct State;  // the communicator and the requests in flight; process_group_mpi.cpp
 

@@ -9,8 +9,9 @@
 // Until wait() returns, the tensors given to a collective belong to it: do not read or write them.
 //
 // CollectiveQueue: the one worker thread on which a backend runs its collectives, in the order they
-// were issued (Note [Collective order]). Backends that are synchronous underneath (Gloo, MPI) use it
-// to become asynchronous; DDP relies on that to overlap communication with the rest of backward.
+// were issued (Note [Collective order]). Gloo, synchronous underneath, uses it to become
+// asynchronous; DDP relies on that to overlap communication with the rest of backward. (MPI has
+// non-blocking collectives of its own: Note [No comm thread] in process_group_mpi.cpp.)
 #pragma once
 
 #include <atomic>
@@ -108,15 +109,7 @@ class CollectiveQueue {
   std::atomic<size_t> queued_{0};  // items_.size(), readable without the lock
   bool sleeping_ = false;          // the worker waits on cv_: push must wake it
   bool stopping_ = false;
-  std::exception_ptr first_failure_;  // Note [Spin, then sleep]: a small collective takes tens of microseconds, about what it costs to wake
-// a sleeping thread. So the two hand-offs around it (caller -> worker when it is issued, worker ->
-// caller when it completes) would double its latency if each went through a condition variable.
-// Instead the worker, having finished a collective, polls for the next one for a short while before
-// it sleeps (collectives come in bursts: one backward's buckets), and Work::wait() polls for
-// completion for a short while before it sleeps. The polls are short (kSpinFor in work.cpp), so an
-// idle process group costs no CPU.
-//
-// Note [A failed collective poisons the queue]
+  std::exception_ptr first_failure_;  // Note [A failed collective poisons the queue]
   std::string first_failure_name_;
   std::thread thread_;
 };

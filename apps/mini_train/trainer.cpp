@@ -327,8 +327,7 @@ EpochResult train_epoch(Run& r, int64_t epoch) {
              ", batch ", done + 1, " of ", r.steps_per_epoch, "); stopped before it reaches the weights. Check the "
              "data for NaN/inf, or lower --lr; --allow-nonfinite trains on");
     forward_span.end();
-    if (r.ddp) r.ddp->zero_grad();  // keeps the gradients views into DDP's buckets
-    else r.opt->zero_grad();
+    r.opt->zero_grad();  // under DDP too: the next backward writes into its buckets
     trace::Span backward_span("backward");
     loss.backward();
     backward_span.end();
@@ -447,17 +446,6 @@ void write_step_checkpoint(Run& r, int64_t epoch, const EpochProgress& progress)
 
 // ================================== the end =====================================================
 
-void print_ddp_stats(const dist::DDPStats& s) {
-  int64_t bytes = 0;
-  for (int64_t b : s.bucket_bytes) bytes += b;
-  std::printf("DDP: %zu buckets, %lld bytes of gradients, %lld all-reduces over %lld backwards, comm hook %s\n",
-              s.bucket_bytes.size(), static_cast<long long>(bytes), static_cast<long long>(s.allreduces),
-              static_cast<long long>(s.backwards), s.comm_hook.c_str());
-  std::printf("DDP: backward %.3f s, communication %.3f s of which %.3f s overlapped backward (%.1f%%), "
-              "finalize wait %.3f s\n", s.backward_seconds, s.comm_seconds, s.overlapped_seconds,
-              100.0 * s.overlap_fraction(), s.finalize_wait_seconds);
-}
-
 // The final weights with what it takes to use them elsewhere (model_file.h), and the summary
 // line that even --quiet prints.
 void save_model(const Run& r, double last_loss, double seconds) {
@@ -524,7 +512,10 @@ int train(const Options& opts) {
                   static_cast<long long>(last_epoch), static_cast<long long>(r.o.epochs));
     return 0;
   }
-  if (r.ddp && r.o.ddp_stats && r.lead) print_ddp_stats(r.ddp->stats());
+  if (r.ddp && r.o.ddp_stats) {
+    const std::vector<dist::BucketArrival> arrivals = r.ddp->bucket_arrivals();  // a collective: every rank
+    if (r.lead) std::fputs(dist::describe_ddp_stats(r.ddp->stats(), arrivals).c_str(), stdout);
+  }
   if (!r.lead) return 0;
   if (r.o.eval) {
     dist::set_phase(dist::Phase::Evaluation);

@@ -101,6 +101,34 @@ TEST_CASE("DDP: 2 or 4 ranks on slices of a batch train exactly like one process
   }
 }
 
+// Note [Gradients are bucket views]: opt.zero_grad() forgets .grad; the next backward writes into
+// the bucket again (the gradient destination), so the usual loop is right and copies nothing.
+TEST_CASE("DDP: with opt.zero_grad() (set_to_none) .grad is the bucket view after backward, and training "
+          "matches one process" * doctest::skip(kNoBackend)) {
+  const int port = find_free_port();
+  test::run_ranks(2, [&](int rank) {
+    const Batch batch = make_batch(4);
+    auto model = make_mlp(rank + 1);
+    DistributedDataParallel ddp(model, join(rank, 2, port), kSmallBuckets);
+    optim::SGD opt(ddp.parameters(), {.lr = 0.1});
+    const Tensor x = batch.x.narrow(0, rank * 4, 4), y = batch.y.narrow(0, rank * 4, 4);
+    const NamedTensors params = model->named_parameters();  // 0.weight, 0.bias, 2.weight, 2.bias, 4.weight, 4.bias
+    for (int step = 0; step < 3; ++step) {
+      opt.zero_grad();
+      for (const auto& [name, p] : params) MT_CHECK(!p.grad().defined(), name, ": zero_grad must forget .grad");
+      nn::F::mse_loss(ddp.forward(x), y).backward();
+      // Bucket 0 holds 4.bias (3 floats), then 4.weight, then 2.bias: their .grad are its slices.
+      const Tensor b4 = params[5].second.grad(), w4 = params[4].second.grad(), b2 = params[3].second.grad();
+      MT_CHECK(b4.storage() == w4.storage() && w4.storage() == b2.storage(), "bucket 0's .grad share no buffer");
+      MT_CHECK(static_cast<const float*>(w4.raw_data()) == static_cast<const float*>(b4.raw_data()) + 3 &&
+                   static_cast<const float*>(b2.raw_data()) == static_cast<const float*>(w4.raw_data()) + 48,
+               "bucket 0's .grad are not its consecutive slices");
+      opt.step();
+    }
+    check_close(*model, *reference(batch, 3), 1e-5, "rank " + std::to_string(rank));
+  });
+}
+
 TEST_CASE("DDP: no_sync accumulates micro-batches locally and the next backward reduces the sum" *
           doctest::skip(kNoBackend)) {
   const int port = find_free_port();
@@ -111,7 +139,7 @@ TEST_CASE("DDP: no_sync accumulates micro-batches locally and the next backward 
     DistributedDataParallel ddp(model, join(rank, 2, port), kSmallBuckets);
     optim::SGD opt(ddp.parameters(), {.lr = 0.1});
     for (int step = 0; step < 2; ++step) {
-      opt.zero_grad();  // set_to_none drops the bucket views; the hooks put them back (one copy slower)
+      opt.zero_grad();  // set_to_none: the next backward writes into the buckets again
       // The mean over this rank's b examples = half the mean over each micro-batch of b/2, summed.
       {
         auto guard = ddp.no_sync();
@@ -137,9 +165,11 @@ struct WithUnused : nn::Module {
     fc = register_module("fc", std::make_shared<nn::Linear>(6, 3));
     unused = register_parameter("unused", ones({5}));
   }
-  Tensor forward(const Tensor& x) override { return fc->forward(x); }
+  // With use_unused, 'unused' takes part after all: y = fc(x) + 0.1·sum(unused).
+  Tensor forward(const Tensor& x) override { return use_unused ? fc->forward(x) + unused.sum() * 0.1 : fc->forward(x); }
   std::shared_ptr<nn::Linear> fc;
   Tensor unused;
+  bool use_unused = false;
 };
 
 }  // namespace
@@ -178,6 +208,80 @@ TEST_CASE("DDP: a parameter without gradient is an error naming it, unless find_
     for (size_t k = 0; k < got.size(); ++k)
       MT_CHECK(std::abs(got[k] - want[k]) <= 1e-5, "fc.weight grad [", k, "] is ", got[k], ", expected ", want[k]);
     for (float g : model->unused.grad().to_vector<float>()) MT_CHECK(g == 0.0f, "unused grad should be 0");
+  });
+}
+
+// Note [Unused parameters]: an unused parameter's slot is reduced with what its .grad holds, which
+// is what .grad would hold without DDP.
+TEST_CASE("DDP: an unused parameter's gradient is what one process would have: zero after zero_grad, its "
+          "no_sync sum, or left as it was" * doctest::skip(kNoBackend)) {
+  const int port = find_free_port();
+  test::run_ranks(2, [&](int rank) {
+    const Batch batch = make_batch(4);
+    const auto mine = [&](int64_t from, int64_t n) {
+      return std::pair{batch.x.narrow(0, rank * 4 + from, n), batch.y.narrow(0, rank * 4 + from, n)};
+    };
+    auto model = std::make_shared<WithUnused>();
+    DistributedDataParallel ddp(model, join(rank, 2, port), {.find_unused_parameters = true});
+    auto single = std::make_shared<WithUnused>();
+    const auto check_unused = [&](const std::string& when) {
+      const std::vector<float> got = model->unused.grad().to_vector<float>();
+      const std::vector<float> want = single->unused.grad().to_vector<float>();
+      for (size_t k = 0; k < got.size(); ++k)
+        MT_CHECK(std::abs(got[k] - want[k]) <= 1e-6, when, ": unused grad [", k, "] is ", got[k], ", expected ",
+                 want[k]);
+    };
+
+    // 1. set_to_none, then a backward without it: zero (the dropped .grad becomes a zero slot).
+    model->zero_grad();  // set_to_none
+    auto [x, y] = mine(0, 4);
+    nn::F::mse_loss(ddp.forward(x), y).backward();
+    for (float g : model->unused.grad().to_vector<float>()) MT_CHECK(g == 0.0f, "after set_to_none: not 0");
+
+    // 2. Used in the no_sync micro-batch, unused in the synced one: the average of the local sums.
+    ddp.zero_grad();
+    single->zero_grad(false);
+    model->use_unused = single->use_unused = true;
+    {
+      auto guard = ddp.no_sync();
+      auto [x0, y0] = mine(0, 2);
+      (nn::F::mse_loss(ddp.forward(x0), y0) * 0.5).backward();
+    }
+    (nn::F::mse_loss(single->forward(batch.x.narrow(0, 0, 2)), batch.y.narrow(0, 0, 2)) * 0.25).backward();
+    (nn::F::mse_loss(single->forward(batch.x.narrow(0, 4, 2)), batch.y.narrow(0, 4, 2)) * 0.25).backward();
+    model->use_unused = single->use_unused = false;
+    auto [x1, y1] = mine(2, 2);
+    (nn::F::mse_loss(ddp.forward(x1), y1) * 0.5).backward();
+    check_unused("used under no_sync only");
+
+    // 3. Not zeroed, unused again: it stays last step's average, as one process's .grad would.
+    nn::F::mse_loss(ddp.forward(x), y).backward();
+    check_unused("not zeroed");
+  });
+}
+
+// Note [No gradient, no step]: a backward that reaches no parameter fires no hook, so DDP does not
+// take part in it: nothing is communicated and it is not counted as a step.
+TEST_CASE("DDP: a backward in which no parameter gets a gradient communicates nothing, and training goes on" *
+          doctest::skip(kNoBackend)) {
+  const int port = find_free_port();
+  test::run_ranks(2, [&](int rank) {
+    const Batch batch = make_batch(4);
+    auto model = make_mlp(1);
+    DistributedDataParallel ddp(model, join(rank, 2, port), kSmallBuckets);
+    optim::SGD opt(ddp.parameters(), {.lr = 0.1});
+    const Tensor x = batch.x.narrow(0, rank * 4, 4), y = batch.y.narrow(0, rank * 4, 4);
+    for (int step = 0; step < 2; ++step) {
+      ddp.zero_grad();
+      Tensor input = x.detach();
+      input.requires_grad_();
+      (input * input).sum().backward();  // reaches no parameter
+      MT_CHECK(ddp.stats().allreduces == step * 4 && ddp.stats().backwards == step,
+               "a parameter-free backward must not communicate: ", ddp.stats().allreduces, " all-reduces");
+      nn::F::mse_loss(ddp.forward(x), y).backward();
+      opt.step();
+    }
+    check_close(*model, *reference(batch, 2), 1e-5, "rank " + std::to_string(rank));
   });
 }
 
