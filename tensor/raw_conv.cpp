@@ -12,9 +12,10 @@
 // one sample at a time (Note [Convolution one sample at a time]), skipping im2col/col2im for
 // pointwise (1x1) kernels. conv2d and conv2d_backward take Winograd F(2x2, 3x3) instead for 3x3
 // stride-1 layers with enough channels (tensor/raw_winograd.cpp); the im2col forms stay callable
-// (conv2d_im2col, conv2d_backward_im2col), as the reference the tests compare Winograd against. The backward recomputes cols instead of saving it from the forward:
-// saved for the whole batch, cols would be kh·kw times the size of x, and im2col costs a fraction
-// of the GEMMs (about 8 of 46 ms in bench/conv.sh's forward).
+// (conv2d_im2col, conv2d_backward_im2col), as the reference the tests compare Winograd against.
+// The backward recomputes cols instead of saving it from the forward: saved for the whole batch,
+// cols would be kh·kw times the size of x, and im2col costs a fraction of the GEMMs (about 8 of
+// 46 ms in bench/conv.sh's forward before Winograd took that layer).
 #include "tensor/raw_ops.h"
 
 namespace mt::raw {

@@ -82,7 +82,9 @@ Tensor transform_weight_backward(const Tensor& du) {
 int64_t tiles_of(const Window2d& w) { return ((w.out_h() + 1) / 2) * ((w.out_w() + 1) / 2); }
 
 // Samples per group: enough for kTilesPerGemm tiles, at least one, at most the batch.
-int64_t group_of(int64_t n, int64_t tiles) { return std::clamp<int64_t>(kTilesPerGemm / tiles, 1, std::max<int64_t>(n, 1)); }
+int64_t group_of(int64_t n, int64_t tiles) {
+  return std::clamp<int64_t>(kTilesPerGemm / tiles, 1, std::max<int64_t>(n, 1));
+}
 
 // y (N, rows of u, OH, OW) = the convolution of x (N, cols of u, H, W) whose transformed kernel is u,
 // over the window w (3x3, stride 1), sample group by sample group (Note [Winograd F(2x2, 3x3)]).

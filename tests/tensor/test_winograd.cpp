@@ -20,7 +20,10 @@ double relative_error(const Tensor& a, const Tensor& b) {
   REQUIRE(a.sizes() == b.sizes());
   const auto x = a.to_vector<double>(), y = b.to_vector<double>();
   double err = 0, scale = 0;
-  for (size_t i = 0; i < x.size(); ++i) err = std::max(err, std::abs(x[i] - y[i])), scale = std::max(scale, std::abs(y[i]));
+  for (size_t i = 0; i < x.size(); ++i) {
+    err = std::max(err, std::abs(x[i] - y[i]));
+    scale = std::max(scale, std::abs(y[i]));
+  }
   return err / (1 + scale);
 }
 }  // namespace
