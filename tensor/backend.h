@@ -138,6 +138,20 @@ class Backend {
   // out: (P, OH, OW) in x's dtype; indices: (P, OH, OW) int64. Every window holds at least one input
   // element (raw_conv.cpp checks pad <= kernel/2).
   virtual void max_pool2d(const Tensor& out, const Tensor& indices, const Tensor& x, const Window2d& w) = 0;
+  // Winograd F(2x2, 3x3) transforms of a 3x3, stride-1 convolution (Note [Winograd F(2x2, 3x3)] in
+  // tensor/raw_winograd.cpp). Optional: a backend without them answers false to has_winograd and its
+  // conv2d stays im2col + GEMM. Tiles: TH = ceil(OH/2), TW = ceil(OW/2), T = S·TH·TW over S samples.
+  //   winograd_input:  v[ξ, c, (s·TH + th)·TW + tw] = (Bᵀ·d·B)[ξ], d the 4x4 patch of x[s, c] with its
+  //                    top-left at (2·th - ph, 2·tw - pw), zero outside. x: (S, C, H, W) contiguous;
+  //                    v: (16, C, T); w: the window (kernel 3x3, stride 1, dilation 1).
+  //   winograd_output: y[s, o, 2·th + a, 2·tw + b] = (Aᵀ·m·A)[a, b] (+ bias[o]) where it lies inside y,
+  //                    m[ξ] = m[ξ, o, tile]. m: (16, O, T) contiguous; y: (S, O, OH, OW); bias (O) or undefined.
+  //   winograd_output_backward, winograd_output's adjoint without the bias: m[:, o, tile] = A·e·Aᵀ for
+  //                    the 2x2 tile e of dy[s, o] (zero past OH, OW). dy: (S, O, OH, OW) contiguous; m: (16, O, T).
+  virtual bool has_winograd() const { return false; }
+  virtual void winograd_input(const Tensor& v, const Tensor& x, const Window2d& w);
+  virtual void winograd_output(const Tensor& y, const Tensor& m, const Tensor& bias);
+  virtual void winograd_output_backward(const Tensor& m, const Tensor& dy);
 
   // Waits for queued work (no-op on CPU).
   virtual void synchronize() {}

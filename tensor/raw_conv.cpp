@@ -10,9 +10,12 @@
 //   dw[g]    = Σ_n dy[n, g] · cols[n, g]ᵀ   (Og, L)·(L, K) -> (Og, K)
 //   db       = Σ_{n, l} dy[n, :, l]
 // one sample at a time (Note [Convolution one sample at a time]), skipping im2col/col2im for
-// pointwise (1x1) kernels. The backward recomputes cols instead of saving it from the forward:
-// saved for the whole batch, cols would be kh·kw times the size of x, and im2col costs a fraction
-// of the GEMMs (about 8 of 46 ms in bench/conv.sh's forward).
+// pointwise (1x1) kernels. conv2d and conv2d_backward take Winograd F(2x2, 3x3) instead for 3x3
+// stride-1 layers with enough channels (tensor/raw_winograd.cpp); the im2col forms stay callable
+// (conv2d_im2col, conv2d_backward_im2col), as the reference the tests compare Winograd against.
+// The backward recomputes cols instead of saving it from the forward: saved for the whole batch,
+// cols would be kh·kw times the size of x, and im2col costs a fraction of the GEMMs (about 8 of
+// 46 ms in bench/conv.sh's forward before Winograd took that layer).
 #include "tensor/raw_conv_batched.h"
 #include "tensor/raw_ops.h"
 
@@ -115,7 +118,7 @@ bool is_pointwise(const Window2d& w) {
 // per sample, y[n, g] and dy[n, g] are dense (Og, L) blocks, so groups need no layout copies. The
 // GEMMs keep their full size (M = Og, N = L, K = Cg·kh·kw), which OpenBLAS runs at its peak rate.
 // On CUDA the whole batch goes at once instead (tensor/raw_conv_batched.h): one launch per op, not N.
-Tensor conv2d(const Tensor& x_in, const Tensor& wt, const Tensor& b, const Conv2dOptions& o) {
+Tensor conv2d_im2col(const Tensor& x_in, const Tensor& wt, const Tensor& b, const Conv2dOptions& o) {
   const ConvDims d = conv_dims(x_in, wt, o);
   if (b.defined())
     MT_CHECK(b.dim() == 1 && b.size(0) == d.o && b.dtype() == x_in.dtype(), "conv2d: bias ", b.sizes(),
@@ -144,8 +147,8 @@ Tensor conv2d(const Tensor& x_in, const Tensor& wt, const Tensor& b, const Conv2
   return y;
 }
 
-Conv2dGrads conv2d_backward(const Tensor& dy_in, const Tensor& x_in, const Tensor& wt, const Conv2dOptions& o,
-                            Conv2dNeeds needs) {
+Conv2dGrads conv2d_backward_im2col(const Tensor& dy_in, const Tensor& x_in, const Tensor& wt,
+                                   const Conv2dOptions& o, Conv2dNeeds needs) {
   const ConvDims d = conv_dims(x_in, wt, o);
   if (detail::conv_runs_batched(x_in.device()))
     return detail::conv2d_backward_batched(contiguous(dy_in), contiguous(x_in), contiguous(wt), d, needs);
@@ -183,6 +186,30 @@ Conv2dGrads conv2d_backward(const Tensor& dy_in, const Tensor& x_in, const Tenso
       if (!pointwise) be.col2im(narrow(r.dx, 0, n, 1), cols, d.w);  // dx[n] = col2im(dcols)
     }
   }
+  return r;
+}
+
+// A 3x3 stride-1 layer with enough channels takes Winograd F(2x2, 3x3) for the forward and both
+// gradients (tensor/raw_winograd.cpp); every other layer im2col + GEMM.
+Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dOptions& o) {
+  const ConvDims d = conv_dims(x, w, o);
+  if (!winograd_applies(x, w, o) || d.n * d.o * d.l == 0) return conv2d_im2col(x, w, b, o);
+  MT_CHECK(!b.defined() || (b.dim() == 1 && b.size(0) == d.o && b.dtype() == x.dtype()), "conv2d: bias ",
+           b.sizes(), " must be (", d.o, ") of dtype ", x.dtype());
+  return conv2d_winograd(x, w, b, o);
+}
+
+Conv2dGrads conv2d_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Conv2dOptions& o,
+                            Conv2dNeeds needs) {
+  const ConvDims d = conv_dims(x, w, o);
+  if (!winograd_applies(x, w, o) || d.n * d.c * d.l == 0) return conv2d_backward_im2col(dy, x, w, o, needs);
+  const Shape dy_shape{d.n, d.o, d.w.out_h(), d.w.out_w()};
+  MT_CHECK(dy.sizes() == dy_shape && dy.dtype() == x.dtype(), "conv2d_backward: the output gradient ", dy.sizes(),
+           " (", dy.dtype(), ") must have the output's shape ", dy_shape, " and dtype ", x.dtype());
+  Conv2dGrads r;
+  if (needs.db) r.db = sum(dy, {0, 2, 3});
+  if (needs.dw) r.dw = conv2d_weight_grad_winograd(dy, x, w, o);
+  if (needs.dx) r.dx = conv2d_input_grad_winograd(dy, w, o);
   return r;
 }
 

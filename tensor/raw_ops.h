@@ -102,6 +102,19 @@ struct Conv2dNeeds {
 };
 Conv2dGrads conv2d_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Conv2dOptions& o,
                             Conv2dNeeds needs);
+// The im2col + GEMM formulation for every layer (conv2d and conv2d_backward choose Winograd where
+// winograd_applies; tests compare the two).
+Tensor conv2d_im2col(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dOptions& o);
+Conv2dGrads conv2d_backward_im2col(const Tensor& dy, const Tensor& x, const Tensor& w, const Conv2dOptions& o,
+                                   Conv2dNeeds needs);
+// Winograd F(2x2, 3x3) (tensor/raw_winograd.cpp): 3x3, stride 1, no dilation or groups, padding <= 2,
+// >= 16 input and output channels, on a backend with the transforms. x and w as conv2d's, checked.
+bool winograd_applies(const Tensor& x, const Tensor& w, const Conv2dOptions& o);
+Tensor conv2d_winograd(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dOptions& o);
+// dx of conv2d for dy (N, O, OH, OW): the convolution of dy with w rotated, by Winograd.
+Tensor conv2d_input_grad_winograd(const Tensor& dy, const Tensor& w, const Conv2dOptions& o);
+// dw of conv2d for dy (N, O, OH, OW) and x: the adjoint of the Winograd forward in w.
+Tensor conv2d_weight_grad_winograd(const Tensor& dy, const Tensor& x, const Tensor& w, const Conv2dOptions& o);
 // Max pooling with the argmax of each window: indices[n, c, oh, ow] = h·W + w within x[n, c].
 struct MaxPool2dResult {
   Tensor out, indices;  // (N, C, OH, OW); indices int64

@@ -8,6 +8,7 @@
 //   cpu_random.cpp    uniform, normal             cpu_allocator.cpp    the 64-byte aligned allocator
 //   cpu_layer_norm.cpp, cpu_gelu.cpp, cpu_attention.cpp: the fused transformer kernels
 //   cpu_conv.cpp      im2col, col2im, max_pool2d
+//   cpu_winograd.cpp  Winograd F(2x2, 3x3) input and output transforms
 // and backend_registry.cpp holds the device-type -> Backend table. Shared loops: strided_loop.h
 // (any strides) and elementwise.h (with the contiguous and broadcast-scalar fast paths).
 // Kernels above a size threshold split their loops across the intra-op threads with parallel_for
@@ -58,6 +59,11 @@ class CpuBackend final : public Backend {
   void im2col(const Tensor& cols, const Tensor& x, const Window2d& w) override;
   void col2im(const Tensor& x, const Tensor& cols, const Window2d& w) override;
   void max_pool2d(const Tensor& out, const Tensor& indices, const Tensor& x, const Window2d& w) override;
+  // cpu_winograd.cpp
+  bool has_winograd() const override { return true; }
+  void winograd_input(const Tensor& v, const Tensor& x, const Window2d& w) override;
+  void winograd_output(const Tensor& y, const Tensor& m, const Tensor& bias) override;
+  void winograd_output_backward(const Tensor& m, const Tensor& dy) override;
 };
 
 namespace cpu {

@@ -50,6 +50,8 @@ TEST_CASE("gradcheck: conv2d over stride, padding, dilation and groups") {
       {{1, 4, 4, 4}, {4, 1, 2, 2}, {.stride = 2, .groups = 4}},  // depthwise
       {{2, 3, 4, 4}, {5, 3, 1, 1}, {}},                            // pointwise: no im2col
       {{2, 4, 3, 4}, {2, 2, 1, 1}, {.groups = 2}},
+      {{1, 16, 3, 4}, {16, 16, 3, 3}, {.padding = 1}},  // Winograd F(2x2, 3x3) (tensor/raw_winograd.cpp)
+      {{2, 16, 4, 3}, {16, 16, 3, 3}, {.padding = {0, 2}}},
   };
   for (const Case& c : cases) {
     CAPTURE(c.x);

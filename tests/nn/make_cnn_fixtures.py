@@ -7,7 +7,8 @@ Run with Debian's python3-torch (1.13; scripts/install-deps.sh --bench installs 
 a rerun writes the same values; the files are committed, so the C++ tests need no Python. Each file is
 a safetensors file (float32; indices and counters int64) written by the small writer below, with
 json + numpy only, so it depends on no safetensors package. Names are "<case>.<what>":
-  conv2d.safetensors     Conv2d over stride/padding/dilation/groups: x, weight, bias, y = conv(x),
+  conv2d.safetensors     Conv2d over stride/padding/dilation/groups, and a 3x3 layer that minitrain runs by
+                         Winograd: x, weight, bias, y = conv(x),
                          and grad_x, grad_weight, grad_bias of the loss sum(y * gy)
   pooling.safetensors    MaxPool2d (values and indices), AvgPool2d with and without count_include_pad,
                          AdaptiveAvgPool2d to 1x1 and to sizes that do not divide the input
@@ -54,6 +55,8 @@ def conv_cases():
         "dilated": ((1, 2, 7, 6), dict(in_channels=2, out_channels=3, kernel_size=3, stride=(1, 2), padding=(2, 1),
                                        dilation=2)),
         "grouped": ((1, 4, 5, 5), dict(in_channels=4, out_channels=4, kernel_size=3, padding=1, groups=2, bias=False)),
+        # 3x3, stride 1, 16 channels: minitrain takes Winograd F(2x2, 3x3) here (odd sizes: partial tiles)
+        "winograd": ((1, 16, 3, 5), dict(in_channels=16, out_channels=16, kernel_size=3, padding=1)),
     }
     for name, (shape, kwargs) in cases.items():
         conv = nn.Conv2d(**kwargs)

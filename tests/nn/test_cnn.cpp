@@ -10,6 +10,7 @@
 
 #include "minitrain.h"
 #include "nn/nn.h"
+#include "tensor/raw_ops.h"
 
 using namespace mt;
 
@@ -60,6 +61,7 @@ TEST_CASE("Conv2d equals PyTorch's over stride, padding, dilation and groups, fo
       {"strided", 3, 4, {3, 2}, {.stride = 2, .padding = 1}},
       {"dilated", 2, 3, 3, {.stride = {1, 2}, .padding = {2, 1}, .dilation = 2}},
       {"grouped", 4, 4, 3, {.padding = 1, .groups = 2, .bias = false}},
+      {"winograd", 16, 16, 3, {.padding = 1}},  // conv2d takes Winograd F(2x2, 3x3) here, checked below
   };
   for (const Case& c : cases) {
     CAPTURE(c.name);
@@ -68,6 +70,9 @@ TEST_CASE("Conv2d equals PyTorch's over stride, padding, dilation and groups, fo
     set(conv.weight, f[p + "weight"]);
     if (c.options.bias) set(conv.bias, f[p + "bias"]);
     const Tensor x = f[p + "x"].clone().requires_grad_();
+    CHECK(raw::winograd_applies(x, conv.weight, {.stride = c.options.stride, .padding = c.options.padding,
+                                                 .dilation = c.options.dilation, .groups = c.options.groups}) ==
+          (std::string(c.name) == "winograd"));
     const Tensor y = conv(x);
     check_close(y, f[p + "y"]);
     (y * f[p + "gy"]).sum().backward();
