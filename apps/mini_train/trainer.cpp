@@ -41,6 +41,7 @@
 #include "distributed/heartbeat.h"
 #include "distributed/init.h"
 #include "distributed/sync_batchnorm.h"
+#include "distributed/zero.h"
 #include "distributed/process_group_mpi.h"
 #include "nn/checkpoint.h"
 #include "optim/clip_grad.h"
@@ -238,7 +239,8 @@ void print_config(const Run& r) {
                   (r.d.task_reason.empty() ? "" : " (" + r.d.task_reason + ")"));
   const std::string where = o.gpus.empty() ? std::string("cpu") : "cuda " + o.gpus;
   const std::string nodes = o.nnodes > 1 ? " on " + std::to_string(o.nnodes) + " nodes" : "";
-  const std::string hook = o.comm_hook == "allreduce" ? "" : ", " + o.comm_hook + " compression";
+  const std::string hook = (o.comm_hook == "allreduce" ? "" : ", " + o.comm_hook + " compression") +
+                           (o.zero ? ", ZeRO-1: optimizer state sharded" : "");
   const std::string chosen = o.backend == "auto" && o.gpus.empty() ? ", chosen by --backend auto" : "";
   const std::string backend = r.pg ? r.pg->backend() : "";
   row("device", r.world > 1 ? where + ", " + std::to_string(r.world) + " processes" + nodes + " (" + backend +
@@ -280,6 +282,13 @@ struct EpochResult {
   double seconds = 0;
 };
 
+// --clip-grad: over the whole model's reduced gradients; under --zero 1 only the shards are reduced,
+// so the norm is summed over them (a collective, ZeroRedundancyOptimizer::clip_grad_norm).
+void clip_gradients(Run& r) {
+  if (auto* zero = dynamic_cast<dist::ZeroRedundancyOptimizer*>(r.opt.get())) zero->clip_grad_norm(r.o.clip_grad);
+  else optim::clip_grad_norm_(r.model->parameters(), r.o.clip_grad);
+}
+
 EpochResult train_epoch(Run& r, int64_t epoch) {
   const auto start = Clock::now();
   if (r.pg) test_fail_hook(r.rank, epoch);
@@ -305,7 +314,7 @@ EpochResult train_epoch(Run& r, int64_t epoch) {
     if (r.ddp) r.ddp->zero_grad();  // keeps the gradients views into DDP's buckets
     else r.opt->zero_grad();
     loss.backward();
-    if (r.o.clip_grad > 0) optim::clip_grad_norm_(r.model->parameters(), r.o.clip_grad);  // DDP: reduced grads
+    if (r.o.clip_grad > 0) clip_gradients(r);
     dist::set_phase(dist::Phase::Optimizer);
     r.opt->step();
     if (r.scheduler) r.scheduler->step();
@@ -373,11 +382,12 @@ void report_epoch(Run& r, int64_t epoch, const EpochResult& e) {
 // ================================== checkpoint =================================================
 
 void write_checkpoint(Run& r, int64_t epoch, double loss) {
-  if (!r.lead || r.o.checkpoint_dir.empty()) return;
+  if (r.o.checkpoint_dir.empty() || (!r.lead && !r.o.zero)) return;
   dist::set_phase(dist::Phase::Checkpoint);
   Checkpoint c;
+  c.optimizer = r.opt->state_dict();  // --zero 1: gathered from every rank's shard, a collective
+  if (!r.lead) return;
   c.model = r.model->state_dict();
-  c.optimizer = r.opt->state_dict();
   if (r.scheduler) c.scheduler = r.scheduler->state_dict();
   c.epoch = epoch, c.step = r.step, c.loss = loss;
   c.rng_seed = default_generator().seed(), c.rng_offset = default_generator().offset();
@@ -386,6 +396,16 @@ void write_checkpoint(Run& r, int64_t epoch, double loss) {
             {"max_steps", std::to_string(r.o.max_steps)}};
   save_checkpoint(checkpoint_path(r.o.checkpoint_dir, epoch), c);
   prune_checkpoints(r.o.checkpoint_dir, r.o.keep);
+}
+
+// --zero 1: the optimizer, with whatever state --resume gave it, becomes this rank's shard of itself
+// (distributed/zero.h), and the schedule is rebuilt over it where it was.
+void shard_optimizer(Run& r) {
+  const optim::StateDict schedule = r.scheduler ? r.scheduler->state_dict() : optim::StateDict{};
+  r.scheduler.reset();  // it refers to the optimizer being replaced
+  r.opt = std::make_unique<dist::ZeroRedundancyOptimizer>(r.ddp, std::move(r.opt));
+  r.scheduler = build_scheduler(r.o, *r.opt, total_steps(r.o, r.steps_per_epoch));
+  if (r.scheduler) r.scheduler->load_state_dict(schedule);
 }
 
 // ================================== the end =====================================================
@@ -432,7 +452,10 @@ int train(const Options& opts) {
     r.ddp = std::make_shared<dist::DistributedDataParallel>(r.model, r.pg,
                                                             dist::DDPOptions{.bucket_cap_mb = r.o.bucket_cap_mb});
     r.ddp->register_comm_hook(dist::make_comm_hook(r.o.comm_hook));
+    if (r.o.zero) shard_optimizer(r);
   }
+  MT_CHECK(!r.o.zero || r.ddp, "--zero 1 shards the optimizer state over the ranks of a distributed run, and this "
+           "run is one process: add --nproc N (CPU) or --gpus (or leave --zero 0)");
   if (r.talk) print_config(r);
   if (r.lead && !r.o.log_json.empty()) {
     r.json_log.open(r.o.log_json, r.resumed_from.empty() ? std::ios::trunc : std::ios::app);
@@ -463,6 +486,8 @@ int train(const Options& opts) {
     return 0;
   }
   if (r.ddp && r.o.ddp_stats && r.lead) print_ddp_stats(r.ddp->stats());
+  if (r.ddp && r.o.ddp_stats && r.lead && r.device.is_cpu())  // what --zero 1 saves shows here (bench/zero.sh)
+    std::printf("memory: peak %.1f MiB of CPU tensors on rank 0\n", cpu_memory_stats().peak_bytes_in_use / 1048576.0);
   if (!r.lead) return 0;
   if (r.o.eval) {
     dist::set_phase(dist::Phase::Evaluation);
