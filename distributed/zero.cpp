@@ -5,12 +5,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 
 #include "autograd/grad_mode.h"
 #include "distributed/desync_guard.h"
 #include "optim/adam.h"
-#include "optim/clip_grad.h"
 #include "optim/sgd.h"
 #include "tensor/raw_ops.h"
 
@@ -167,9 +165,9 @@ double ZeroRedundancyOptimizer::clip_grad_norm(double max_norm) {
     const bool tail = piece.bucket_offset >= buckets_[piece.bucket].split.body;
     if (!tail || pg_->rank() == 0) counted.push_back(all.back());
   }
-  // The sum of squares of this rank's part (clip_grad_norm_ with no limit only measures).
-  const double norm = optim::clip_grad_norm_(counted, std::numeric_limits<double>::infinity());
-  Tensor sum = full({1}, norm * norm, {.dtype = kFloat64, .device = pg_->device()});
+  double squares = 0;  // this rank's part of the sum of squares, in double like clip_grad_norm_
+  for (const Tensor& g : counted) squares += raw::sum(raw::unary(UnaryOp::Pow, raw::cast(g, kFloat64), 2.0)).item();
+  Tensor sum = full({1}, squares, {.dtype = kFloat64, .device = pg_->device()});
   pg_->allreduce(sum, ReduceOp::Sum)->wait();
   const double total = std::sqrt(sum.to(kCPU).item());
   const double coef = max_norm / (total + 1e-6);  // as clip_grad_norm_

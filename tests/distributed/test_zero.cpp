@@ -1,5 +1,5 @@
 // ZeRO-1 (distributed/zero.h): training equals plain DDP's, step after step, with SGD momentum and
-// Adam at 2 and 3 ranks; each rank holds about 1/N of the optimizer state, as the CPU allocator
+// Adam (with gradient clipping over the shards) at 2 and 3 ranks; each rank holds about 1/N of the optimizer state, as the CPU allocator
 // counts it; and a checkpoint is the plain optimizer's state, so a run resumes bit-exactly at the
 // same world size and carries on at another. The case names start with "DDP: " so that they also
 // run on MPI (tests/CMakeLists.txt; Note [Tests under mpirun] in multiprocess.h).
@@ -7,6 +7,7 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -19,6 +20,7 @@
 #include "nn/nn.h"
 #include "nn/safetensors.h"
 #include "optim/adam.h"
+#include "optim/clip_grad.h"
 #include "optim/sgd.h"
 #include "tensor/generator.h"
 
@@ -48,13 +50,22 @@ std::unique_ptr<optim::Optimizer> make_optimizer(Kind kind, const nn::Module& mo
   return std::make_unique<optim::Adam>(model.parameters(), optim::AdamOptions{.lr = 0.01, .weight_decay = 0.01});
 }
 
-// One step of rank `rank`'s slice (4 rows) of step `step`'s batch, the same batch on every rank.
-void train_step(DistributedDataParallel& ddp, optim::Optimizer& opt, int64_t step, int rank, int world) {
+// One step of rank `rank`'s slice (4 rows) of step `step`'s batch, the same batch on every rank;
+// with clip > 0 the gradients are clipped to that norm first (over the shards under ZeRO). Returns
+// the norm before clipping (0 without).
+double train_step(DistributedDataParallel& ddp, optim::Optimizer& opt, int64_t step, int rank, int world,
+                  double clip = 0) {
   Generator gen(100 + static_cast<uint64_t>(step));
   const Tensor x = randn({4 * world, 6}, gen), y = randn({4 * world, 3}, gen);
   ddp.zero_grad();
   nn::F::mse_loss(ddp.forward(x.narrow(0, 4 * rank, 4)), y.narrow(0, 4 * rank, 4)).backward();
+  double norm = 0;
+  if (clip > 0) {
+    auto* zero = dynamic_cast<ZeroRedundancyOptimizer*>(&opt);
+    norm = zero ? zero->clip_grad_norm(clip) : optim::clip_grad_norm_(ddp.module()->parameters(), clip);
+  }
   opt.step();
+  return norm;
 }
 
 void check_close(const nn::Module& got, const nn::Module& want, double tol, const std::string& what) {
@@ -106,8 +117,12 @@ TEST_CASE("DDP: ZeRO-1 trains like plain DDP, with SGD momentum and Adam, at 2 a
         ZeroRedundancyOptimizer zero(zddp, make_optimizer(kind, *zero_model));
         MT_CHECK(zddp->stats().comm_hook == "zero", "the ZeRO hook is registered, got ", zddp->stats().comm_hook);
         for (int64_t step = 0; step < 4; ++step) {
-          train_step(*plain, *plain_opt, step, rank, world);
-          train_step(*zddp, zero, step, rank, world);
+          // Adam's run clips to a norm the gradients exceed: the norm over the shards must be the whole one.
+          const double clip = kind == Kind::Adam ? 0.05 : 0.0;
+          const double want = train_step(*plain, *plain_opt, step, rank, world, clip);
+          const double got = train_step(*zddp, zero, step, rank, world, clip);
+          MT_CHECK(std::abs(got - want) <= 1e-6 * want, "step ", step, ": ZeRO's gradient norm ", got, ", plain ", want);
+          MT_CHECK(clip == 0 || want > clip, "the test's clipping must bite: norm ", want);
           check_close(*zero_model, *plain_model, 1e-6, "rank " + std::to_string(rank) + " after step " +
                                                             std::to_string(step));
         }
