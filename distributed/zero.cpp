@@ -32,7 +32,7 @@ namespace mt::dist {
 // against 4P·k for plain DDP. Nothing else is allocated: the pieces the inner optimizer updates are
 // views of the parameters and of the buckets, and the all-gather lands in the buckets themselves
 // (their gradients are spent by then), from where each parameter copies its part. With Adam at
-// N = 2 that is 16P bytes instead of 20P for the three, the optimizer's 8P becoming 4P.
+// N = 2 that is 12P bytes instead of 16P for the three, the optimizer's 8P becoming 4P.
 
 namespace {
 

@@ -22,15 +22,23 @@ namespace {
 
 constexpr const char* kState = "state.";
 constexpr const char* kNumParams = "num_params";
+const std::string kGroups = "param_groups.";
 
 // "state.12.exp_avg" -> (12, "exp_avg"); false for other keys.
 bool split_state_key(const std::string& key, size_t& index, std::string& field) {
+  const size_t start = std::string(kState).size();
   if (key.rfind(kState, 0) != 0) return false;
-  const size_t dot = key.find('.', 6);
+  const size_t dot = key.find('.', start);
   if (dot == std::string::npos) return false;
-  index = std::stoul(key.substr(6, dot - 6));
+  index = std::stoul(key.substr(start, dot - start));
   field = key.substr(dot + 1);
   return true;
+}
+
+// "param_groups.1.lr" -> 1.
+size_t group_of_key(const std::string& key) {
+  MT_CHECK(key.rfind(kGroups, 0) == 0, "ZeroRedundancyOptimizer: unexpected optimizer state key '", key, "'");
+  return std::stoul(key.substr(kGroups.size(), key.find('.', kGroups.size()) - kGroups.size()));
 }
 
 bool ends_with(const std::string& s, const std::string& suffix) {
@@ -50,9 +58,7 @@ optim::StateDict ZeroRedundancyOptimizer::state_dict() const {
     if (!split_state_key(key, j, field)) {
       // param_groups.<g>.<name>: the hyperparameters as they are, the counts as `full` counts.
       const bool count = ends_with(key, std::string(".") + kNumParams);
-      out[key] = count ? optim::detail::scalar_entry(static_cast<double>(
-                             groups_.at(std::stoul(key.substr(13, key.find('.', 13) - 13))).size()))
-                       : value;
+      out[key] = count ? optim::detail::scalar_entry(static_cast<double>(groups_.at(group_of_key(key)).size())) : value;
       continue;
     }
     (value.dim() == 0 ? scalar_fields : tensor_fields).insert(field);
@@ -129,7 +135,7 @@ void ZeroRedundancyOptimizer::load_state_dict(const optim::StateDict& state) {
       inner[key] = value;
       continue;
     }
-    const size_t g = std::stoul(key.substr(13, key.find('.', 13) - 13));
+    const size_t g = group_of_key(key);
     MT_CHECK(g < groups_.size(), "ZeroRedundancyOptimizer::load_state_dict: '", key, "': there are ", groups_.size(),
              " param groups");
     MT_CHECK(value.item() == static_cast<double>(groups_[g].size()), "ZeroRedundancyOptimizer::load_state_dict: "
