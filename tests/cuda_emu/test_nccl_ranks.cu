@@ -112,7 +112,7 @@ TEST_CASE("NCCL on two emulated GPUs: reduce_scatter and allgather_into, out of 
     pg.reduce_scatter(shard, input)->wait();
     shards[r] = shard.to_vector<float>();
     Tensor mine = input.narrow(0, 3 * r, 3);  // in place, as ZeRO's hook does: ncclReduceScatter's own form
-    pg.reduce_scatter(mine, input, ReduceOp::Avg)->wait();
+    pg.reduce_scatter(mine, input, dist::ReduceOp::Avg)->wait();
     pg.allgather_into(input, mine)->wait();  // in place too
     whole[r] = input.to_vector<float>();
   });
