@@ -12,6 +12,11 @@ const char* reduce_op_name(ReduceOp op) {
   return "?";
 }
 
+bool is_own_shard(const Tensor& shard, const Tensor& whole, int rank) {
+  return shard.numel() > 0 && shard.raw_data() == static_cast<const char*>(whole.raw_data()) +
+                                                       static_cast<size_t>(rank) * shard.numel() * element_size(whole.dtype());
+}
+
 std::string describe_tensor(const Tensor& t) {
   return std::to_string(t.numel()) + " " + dtype_name(t.dtype());
 }
@@ -64,6 +69,23 @@ void ProcessGroup::prepare_allgather(std::vector<Tensor>& outputs, const Tensor&
     MT_CHECK(outputs[r].dtype() == input.dtype() && outputs[r].numel() == input.numel(), which, " is ",
              describe_tensor(outputs[r]), "; the input is ", describe_tensor(input));
   }
+}
+
+void ProcessGroup::check_flat(const Tensor& shard, const Tensor& whole, const std::string& what) const {
+  check_tensor(shard, what + " shard");
+  check_tensor(whole, what + " buffer");
+  MT_CHECK(shard.dtype() == whole.dtype(), what, ": the shard is ", describe_tensor(shard), ", the buffer ",
+           describe_tensor(whole), "; both must have one dtype");
+  MT_CHECK(whole.numel() == shard.numel() * size_, what, ": the buffer holds ", whole.numel(), " elements, not ",
+           size_, " shards of ", shard.numel(), " (pad it to a multiple of the world size, or all-reduce the rest)");
+  // In place: a shard that overlaps the buffer must be exactly this rank's shard of it.
+  const size_t bytes = shard.numel() * element_size(whole.dtype());
+  const char* s = static_cast<const char*>(shard.raw_data());
+  const char* w = static_cast<const char*>(whole.raw_data());
+  const bool overlaps = bytes > 0 && s < w + bytes * size_ && w < s + bytes;
+  MT_CHECK(!overlaps || s == w + static_cast<size_t>(rank_) * bytes, what, ": the shard overlaps the buffer but "
+           "is not rank ", rank_, "'s shard of it; in place, pass narrow(buffer, 0, ", rank_ * shard.numel(), ", ",
+           shard.numel(), ")");
 }
 
 }  // namespace mt::dist

@@ -4,6 +4,9 @@
 //   allreduce(t, op)         every rank ends with op(t of rank 0, ..., t of rank n-1), in place
 //   broadcast(t, root)       every rank ends with root's t
 //   allgather(outs, t)       outs[r] = t of rank r, on every rank
+//   reduce_scatter(out, in)  out = shard `rank` of op(in of rank 0, ..., in of rank n-1): in is n
+//                            equal shards, each rank ends with the reduction of its own (ZeRO, zero.h)
+//   allgather_into(out, in)  out = in of rank 0, in of rank 1, ...: n equal shards, flat
 //   barrier()                completes once every rank has called it
 //
 // Backends: ProcessGroupLocal (process_group_local.h; a world of one, so that single-process code
@@ -64,6 +67,15 @@ class ProcessGroup {
   // all-reduce progress while backward computes the next gradients (Note [No comm thread]).
   virtual void progress() {}
 
+  // Flat collectives (Note [Flat shards]). reduce_scatter: `input` holds size() shards of
+  // output.numel() elements; output = op over ranks of shard rank(), Sum or Avg. allgather_into:
+  // `output` holds size() shards of input.numel() elements; shard r = rank r's input. Either may run
+  // in place, with the small tensor being this rank's shard of the large one
+  // (narrow(large, 0, rank() * n, n)); then the other shards of a reduce_scatter's input are left
+  // unspecified.
+  virtual std::shared_ptr<Work> reduce_scatter(Tensor& output, const Tensor& input, ReduceOp op = ReduceOp::Sum) = 0;
+  virtual std::shared_ptr<Work> allgather_into(Tensor& output, const Tensor& input) = 0;
+
  protected:
   ProcessGroup(int rank, int size, std::chrono::milliseconds timeout, Device device = kCPU);
 
@@ -74,6 +86,8 @@ class ProcessGroup {
   void check_root(int root, const std::string& what) const;
   // Checks `outputs` (see allgather) or fills an empty one.
   void prepare_allgather(std::vector<Tensor>& outputs, const Tensor& input, const std::string& what) const;
+  // Checks a flat collective's pair: `shard` (n elements) and `whole` (size()·n, same dtype).
+  void check_flat(const Tensor& shard, const Tensor& whole, const std::string& what) const;
   // Numbers collectives 1, 2, 3... in issue order: the same number on every rank for the same
   // collective (Note [Collective order]).
   uint64_t next_sequence() { return ++issued_; }
@@ -87,6 +101,19 @@ class ProcessGroup {
   Device device_;
   uint64_t issued_ = 0;  // collectives issued so far; numbers them in messages
 };
+
+// Note [Flat shards]: reduce_scatter and allgather_into split a flat buffer into size() equal,
+// consecutive shards, shard r = [r·n, (r+1)·n). Run one after the other they move the bytes of one
+// all-reduce (each rank sends and receives (size()-1)/size() of the buffer in each), which is how
+// ring all-reduces work inside; ZeRO (zero.h) does its optimizer step between the two. Each shard is
+// reduced once, on its one rank, so there is no question of ranks disagreeing on its bits; the order
+// of the sum is fixed per backend and repeats from run to run (Gloo: rank order, x_0 + x_1 + ...,
+// for buffers up to 128 KiB, then halving-doubling; MPI and NCCL: their own reduce-scatter,
+// deterministic for a fixed world size).
+// Uneven buffers are the caller's to split: ZeRO's hook pads nothing and all-reduces the remainder.
+
+// Whether `shard` is rank's shard of `whole`, in place (check_flat has checked that any overlap is that).
+bool is_own_shard(const Tensor& shard, const Tensor& whole, int rank);
 
 // "11 float32": a tensor's element count and dtype, for collective descriptions.
 std::string describe_tensor(const Tensor& t);

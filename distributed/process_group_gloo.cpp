@@ -11,12 +11,15 @@
 #include <gloo/allreduce_halving_doubling.h>
 #include <gloo/barrier_all_to_all.h>
 #include <gloo/broadcast_one_to_all.h>
+#include <gloo/reduce_scatter.h>
 
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "distributed/gloo_connect.h"
+#include "tensor/raw_ops.h"
 #include "tensor/half.h"
 
 namespace mt::dist {
@@ -69,6 +72,31 @@ struct ProcessGroupGloo::Gloo {
     ::gloo::AllgatherRing<T>(context, {data}, slots, n).run();
     std::copy(slots, slots + n, data);
     for (int r = 1; r < size; ++r) reduce->call(data, slots + static_cast<size_t>(r) * n, static_cast<size_t>(n));
+  }
+
+  // Note [Reduce-scatter algorithm]: the same switch as Note [Allreduce algorithm], on the whole
+  // buffer's bytes. Small buffers are allgathered and each rank adds the slots of its own shard in
+  // rank order, x_0 + x_1 + ... (the all-reduce's sum, bit for bit, so a test can compute it).
+  // Large ones go through Gloo's halving-doubling reduce-scatter, which moves (size-1)/size of the
+  // buffer per rank, like a ring, and works in place on `data`: on return, data's FIRST shard holds
+  // this rank's result. (Gloo's unbound-buffer algorithms are out: our pairs are synchronous, Note
+  // [Synchronous pairs] in gloo_connect.cpp.)
+  template <typename T>
+  void reduce_scatter(T* out, T* data, int n_shard) {
+    const int size = context->size, rank = context->rank;
+    const size_t n = static_cast<size_t>(n_shard), total = n * static_cast<size_t>(size);
+    if (total * sizeof(T) <= kGatherMaxBytes) {
+      gathered.resize(total * static_cast<size_t>(size) * sizeof(T));
+      T* slots = reinterpret_cast<T*>(gathered.data());
+      ::gloo::AllgatherRing<T>(context, {data}, slots, static_cast<int>(total)).run();
+      const size_t own = static_cast<size_t>(rank) * n;
+      std::copy(slots + own, slots + own + n, out);
+      for (int r = 1; r < size; ++r) ::gloo::ReductionFunction<T>::sum->call(out, slots + r * total + own, n);
+      return;
+    }
+    ::gloo::ReduceScatterHalvingDoubling<T>(context, {data}, static_cast<int>(total), std::vector<int>(size, n_shard))
+        .run();
+    if (out != data) std::memmove(out, data, n * sizeof(T));
   }
 };
 
@@ -212,6 +240,64 @@ std::shared_ptr<Work> ProcessGroupGloo::allgather(std::vector<Tensor>& outputs, 
   return work;
 }
 
+std::shared_ptr<Work> ProcessGroupGloo::reduce_scatter(Tensor& output, const Tensor& input, ReduceOp op) {
+  check_flat(output, input, "reduce_scatter");
+  check_reduce(output, op, "reduce_scatter");
+  MT_CHECK(op != ReduceOp::Max, "reduce_scatter: Max is not supported (Sum, Avg)");
+  const uint64_t seq = next_sequence();
+  auto work = std::make_shared<Work>(
+      describe(seq, "reduce_scatter", describe_tensor(input) + ", " + reduce_op_name(op)), timeout());
+  output.storage()->bump_version();
+  // Out of place, Gloo works on a copy, so that the input stays as it was.
+  const bool in_place = is_own_shard(output, input, rank());
+  const Tensor work_on = in_place || size() == 1 ? input : raw::clone(input);
+  enqueue(work, [this, output, work_on, op] {
+    const int n = element_count(output);
+    element_count(work_on);
+    if (n == 0) return;
+    with_type(work_on.dtype(), [&](auto zero) {
+      using T = decltype(zero);
+      T* out = static_cast<T*>(output.raw_data());
+      T* data = static_cast<T*>(work_on.raw_data());
+      if (size() == 1) {  // Note [A world of one]
+        if (out != data) std::copy(data, data + n, out);
+      } else {
+        gloo_->reduce_scatter(out, data, n);
+      }
+      if (op == ReduceOp::Avg) divide(out, n, size());
+    });
+  });
+  return work;
+}
+
+std::shared_ptr<Work> ProcessGroupGloo::allgather_into(Tensor& output, const Tensor& input) {
+  check_flat(input, output, "allgather_into");
+  const uint64_t seq = next_sequence();
+  auto work = std::make_shared<Work>(describe(seq, "allgather_into", describe_tensor(input)), timeout());
+  output.storage()->bump_version();
+  enqueue(work, [this, output, input] {
+    const int n = element_count(input);
+    element_count(output);
+    if (n == 0) return;
+    with_type(input.dtype(), [&](auto zero) {
+      using T = decltype(zero);
+      T* out = static_cast<T*>(output.raw_data());
+      const T* in = static_cast<const T*>(input.raw_data());
+      T* own = out + static_cast<int64_t>(rank()) * n;
+      if (size() == 1) {
+        if (own != in) std::copy(in, in + n, own);
+        return;
+      }
+      // The ring first copies its input into its own shard; in place, from a copy (memcpy must not
+      // copy a buffer onto itself).
+      std::vector<T> copy;
+      if (in == own) copy.assign(own, own + n);
+      ::gloo::AllgatherRing<T>(gloo_->context, {copy.empty() ? in : copy.data()}, out, n).run();
+    });
+  });
+  return work;
+}
+
 std::shared_ptr<Work> ProcessGroupGloo::barrier() {
   const uint64_t seq = next_sequence();
   auto work = std::make_shared<Work>(describe(seq, "barrier", ""), timeout());
@@ -241,6 +327,8 @@ std::shared_ptr<Work> ProcessGroupGloo::allreduce(Tensor&, ReduceOp) { MT_FAIL("
 std::shared_ptr<Work> ProcessGroupGloo::broadcast(Tensor&, int) { MT_FAIL("no Gloo backend"); }
 std::shared_ptr<Work> ProcessGroupGloo::allgather(std::vector<Tensor>&, const Tensor&) { MT_FAIL("no Gloo backend"); }
 std::shared_ptr<Work> ProcessGroupGloo::barrier() { MT_FAIL("no Gloo backend"); }
+std::shared_ptr<Work> ProcessGroupGloo::reduce_scatter(Tensor&, const Tensor&, ReduceOp) { MT_FAIL("no Gloo backend"); }
+std::shared_ptr<Work> ProcessGroupGloo::allgather_into(Tensor&, const Tensor&) { MT_FAIL("no Gloo backend"); }
 
 }  // namespace mt::dist
 

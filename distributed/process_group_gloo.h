@@ -56,6 +56,8 @@ class ProcessGroupGloo : public ProcessGroup {
   std::shared_ptr<Work> broadcast(Tensor& tensor, int root = 0) override;
   std::shared_ptr<Work> allgather(std::vector<Tensor>& outputs, const Tensor& input) override;
   std::shared_ptr<Work> barrier() override;
+  std::shared_ptr<Work> reduce_scatter(Tensor& output, const Tensor& input, ReduceOp op = ReduceOp::Sum) override;
+  std::shared_ptr<Work> allgather_into(Tensor& output, const Tensor& input) override;
 
  private:
   struct Gloo;  // Gloo's context; defined in process_group_gloo.cpp so that Gloo's headers stay private

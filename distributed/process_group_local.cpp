@@ -39,6 +39,32 @@ std::shared_ptr<Work> ProcessGroupLocal::allgather(std::vector<Tensor>& outputs,
   return done(what);
 }
 
+// Over one rank both flat collectives copy the input to the output (nothing, when in place).
+namespace {
+void copy_flat(Tensor& output, const Tensor& input) {
+  if (output.raw_data() != input.raw_data())
+    std::memcpy(output.raw_data(), input.raw_data(), input.numel() * element_size(input.dtype()));
+  output.storage()->bump_version();
+}
+}  // namespace
+
+std::shared_ptr<Work> ProcessGroupLocal::reduce_scatter(Tensor& output, const Tensor& input, ReduceOp op) {
+  check_flat(output, input, "reduce_scatter");
+  check_reduce(output, op, "reduce_scatter");
+  MT_CHECK(op != ReduceOp::Max, "reduce_scatter: Max is not supported (Sum, Avg)");
+  const std::string what =
+      describe(next_sequence(), "reduce_scatter", describe_tensor(input) + ", " + reduce_op_name(op));
+  copy_flat(output, input);
+  return done(what);
+}
+
+std::shared_ptr<Work> ProcessGroupLocal::allgather_into(Tensor& output, const Tensor& input) {
+  check_flat(input, output, "allgather_into");
+  const std::string what = describe(next_sequence(), "allgather_into", describe_tensor(input));
+  copy_flat(output, input);
+  return done(what);
+}
+
 std::shared_ptr<Work> ProcessGroupLocal::barrier() { return done(describe(next_sequence(), "barrier", "")); }
 
 }  // namespace mt::dist

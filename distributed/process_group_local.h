@@ -17,6 +17,8 @@ class ProcessGroupLocal : public ProcessGroup {
   std::shared_ptr<Work> broadcast(Tensor& tensor, int root = 0) override;
   std::shared_ptr<Work> allgather(std::vector<Tensor>& outputs, const Tensor& input) override;
   std::shared_ptr<Work> barrier() override;
+  std::shared_ptr<Work> reduce_scatter(Tensor& output, const Tensor& input, ReduceOp op = ReduceOp::Sum) override;
+  std::shared_ptr<Work> allgather_into(Tensor& output, const Tensor& input) override;
 
  private:
   std::shared_ptr<Work> done(const std::string& description);

@@ -520,6 +520,48 @@ std::shared_ptr<Work> ProcessGroupMPI::allgather(std::vector<Tensor>& outputs, c
   });
 }
 
+// MPI's own reduce-scatter (the sum's order is the library's, fixed for a given world size). In
+// place, MPI_IN_PLACE takes the input from the whole buffer and leaves the result in its FIRST shard;
+// it is moved to this rank's shard on completion.
+std::shared_ptr<Work> ProcessGroupMPI::reduce_scatter(Tensor& output, const Tensor& input, ReduceOp op) {
+  check_flat(output, input, "reduce_scatter");
+  check_reduce(output, op, "reduce_scatter");
+  MT_CHECK(op != ReduceOp::Max, "reduce_scatter: Max is not supported (Sum, Avg)");
+  const int count = mpi_count(output, "reduce_scatter");
+  mpi_count(input, "reduce_scatter");
+  const std::string description =
+      describe(next_sequence(), "reduce_scatter", describe_tensor(input) + ", " + reduce_op_name(op));
+  output.storage()->bump_version();
+  const bool in_place = is_own_shard(output, input, rank());
+  const size_t bytes = static_cast<size_t>(output.numel()) * element_size(output.dtype());
+  std::function<void()> after = [output, input, in_place, bytes, op, n = size()] {
+    if (in_place && output.raw_data() != input.raw_data()) std::memmove(output.raw_data(), input.raw_data(), bytes);
+    if (op == ReduceOp::Avg) divide(output, n);
+  };
+  return issue(state_, description, timeout(), {output, input}, std::move(after), [&](MPI_Request* request) {
+    const MPI_Datatype type = mpi_type(input.dtype());
+    const MPI_Op mop = mpi_op(input.dtype(), ReduceOp::Sum);
+    if (in_place)
+      return MPI_Ireduce_scatter_block(MPI_IN_PLACE, input.raw_data(), count, type, mop, state_->comm, request);
+    return MPI_Ireduce_scatter_block(input.raw_data(), output.raw_data(), count, type, mop, state_->comm, request);
+  });
+}
+
+// In place (the input is this rank's shard of the output) is MPI_IN_PLACE's own meaning here.
+std::shared_ptr<Work> ProcessGroupMPI::allgather_into(Tensor& output, const Tensor& input) {
+  check_flat(input, output, "allgather_into");
+  const int count = mpi_count(input, "allgather_into");
+  mpi_count(output, "allgather_into");
+  const std::string description = describe(next_sequence(), "allgather_into", describe_tensor(input));
+  output.storage()->bump_version();
+  const bool in_place = is_own_shard(input, output, rank());
+  return issue(state_, description, timeout(), {output, input}, nullptr, [&](MPI_Request* request) {
+    const MPI_Datatype type = mpi_type(input.dtype());
+    return MPI_Iallgather(in_place ? MPI_IN_PLACE : input.raw_data(), count, type, output.raw_data(), count, type,
+                          state_->comm, request);
+  });
+}
+
 std::shared_ptr<Work> ProcessGroupMPI::barrier() {
   const std::string description = describe(next_sequence(), "barrier", "");
   return issue(state_, description, timeout(), {}, nullptr,
@@ -561,6 +603,8 @@ std::shared_ptr<Work> ProcessGroupMPI::broadcast(Tensor&, int) { no_mpi(); }
 std::shared_ptr<Work> ProcessGroupMPI::allgather(std::vector<Tensor>&, const Tensor&) { no_mpi(); }
 std::shared_ptr<Work> ProcessGroupMPI::barrier() { no_mpi(); }
 void ProcessGroupMPI::progress() {}
+std::shared_ptr<Work> ProcessGroupMPI::reduce_scatter(Tensor&, const Tensor&, ReduceOp) { no_mpi(); }
+std::shared_ptr<Work> ProcessGroupMPI::allgather_into(Tensor&, const Tensor&) { no_mpi(); }
 
 }  // namespace mt::dist
 

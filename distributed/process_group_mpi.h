@@ -31,7 +31,8 @@
 // group's collectives from one thread (Note [Collective order]); wait() may be called from any.
 //
 // Not here: GPU-aware MPI (CUDA tensors), sub-communicators, ReduceOp beyond Sum/Avg/Max,
-// reduce/scatter/all-to-all. Built only where CMake found MPI (MT_MPI, cmake/Dependencies.cmake);
+// reduce/scatter/all-to-all (reduce_scatter and allgather_into are MPI_Ireduce_scatter_block
+// and MPI_Iallgather). Built only where CMake found MPI (MT_MPI, cmake/Dependencies.cmake);
 // elsewhere is_available() is false and the constructor says how to get it.
 #pragma once
 
@@ -86,6 +87,8 @@ class ProcessGroupMPI : public ProcessGroup {
   std::shared_ptr<Work> barrier() override;
   // Tests every request in flight once (Note [Progress] in process_group.h).
   void progress() override;
+  std::shared_ptr<Work> reduce_scatter(Tensor& output, const Tensor& input, ReduceOp op = ReduceOp::Sum) override;
+  std::shared_ptr<Work> allgather_into(Tensor& output, const Tensor& input) override;
 
   struct State;  // the communicator and the requests in flight; process_group_mpi.cpp
 

@@ -417,6 +417,35 @@ std::shared_ptr<Work> ProcessGroupNCCL::allgather(std::vector<Tensor>& outputs, 
   });
 }
 
+// NCCL's own flat collectives; in place is their native form (recv = send + rank·n for
+// ncclReduceScatter, send = recv + rank·n for ncclAllGather), and Avg is ncclAvg.
+std::shared_ptr<Work> ProcessGroupNCCL::reduce_scatter(Tensor& output, const Tensor& input, ReduceOp op) {
+  check_flat(output, input, "reduce_scatter");
+  check_reduce(output, op, "reduce_scatter");
+  MT_CHECK(op != ReduceOp::Max, "reduce_scatter: Max is not supported (Sum, Avg)");
+  const std::string what =
+      describe(next_sequence(), "reduce_scatter", describe_tensor(input) + ", " + reduce_op_name(op));
+  output.storage()->bump_version();
+  return issue(*nccl_, what, {output, input}, [&](ncclComm_t comm, cudaStream_t stream, Clock::time_point deadline) {
+    if (output.numel() == 0) return;
+    MT_NCCL_CHECK_NONBLOCKING(ncclReduceScatter(input.raw_data(), output.raw_data(), static_cast<size_t>(output.numel()),
+                                                nccl_type(input.dtype()), nccl_op(op), comm, stream),
+                              comm, deadline);
+  });
+}
+
+std::shared_ptr<Work> ProcessGroupNCCL::allgather_into(Tensor& output, const Tensor& input) {
+  check_flat(input, output, "allgather_into");
+  const std::string what = describe(next_sequence(), "allgather_into", describe_tensor(input));
+  output.storage()->bump_version();
+  return issue(*nccl_, what, {output, input}, [&](ncclComm_t comm, cudaStream_t stream, Clock::time_point deadline) {
+    if (input.numel() == 0) return;
+    MT_NCCL_CHECK_NONBLOCKING(ncclAllGather(input.raw_data(), output.raw_data(), static_cast<size_t>(input.numel()),
+                                            nccl_type(input.dtype()), comm, stream),
+                              comm, deadline);
+  });
+}
+
 std::shared_ptr<Work> ProcessGroupNCCL::barrier() {
   // NCCL has no barrier: a one-element all-reduce completes on every rank only once all have issued it.
   Tensor token = zeros({1}, {.device = device()});
@@ -449,6 +478,8 @@ std::shared_ptr<Work> ProcessGroupNCCL::allreduce(Tensor&, ReduceOp) { MT_FAIL("
 std::shared_ptr<Work> ProcessGroupNCCL::broadcast(Tensor&, int) { MT_FAIL("no NCCL backend"); }
 std::shared_ptr<Work> ProcessGroupNCCL::allgather(std::vector<Tensor>&, const Tensor&) { MT_FAIL("no NCCL backend"); }
 std::shared_ptr<Work> ProcessGroupNCCL::barrier() { MT_FAIL("no NCCL backend"); }
+std::shared_ptr<Work> ProcessGroupNCCL::reduce_scatter(Tensor&, const Tensor&, ReduceOp) { MT_FAIL("no NCCL backend"); }
+std::shared_ptr<Work> ProcessGroupNCCL::allgather_into(Tensor&, const Tensor&) { MT_FAIL("no NCCL backend"); }
 
 }  // namespace mt::dist
 

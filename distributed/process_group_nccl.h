@@ -71,6 +71,8 @@ class ProcessGroupNCCL : public ProcessGroup {
   std::shared_ptr<Work> allgather(std::vector<Tensor>& outputs, const Tensor& input) override;
   // A one-element all-reduce, waited for by the Work's wait() like any other.
   std::shared_ptr<Work> barrier() override;
+  std::shared_ptr<Work> reduce_scatter(Tensor& output, const Tensor& input, ReduceOp op = ReduceOp::Sum) override;
+  std::shared_ptr<Work> allgather_into(Tensor& output, const Tensor& input) override;
 
  private:
   std::shared_ptr<Store> store_;  // kept: rank 0's may host the TCPStore server for the whole job

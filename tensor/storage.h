@@ -28,6 +28,16 @@ struct CacheStats;  // tensor/caching_allocator.h
 // (returns the bytes released).
 CacheStats cpu_cache_stats();
 size_t cpu_empty_cache();
+// Bytes of every live CPU tensor block, small and large, as requested (not rounded), and the most
+// there were since the last reset: what a test reads to see what a phase of training allocated
+// (tests/distributed/test_zero.cpp: the optimizer state per rank). Two relaxed atomic adds per
+// allocation and free.
+struct CpuMemoryStats {
+  size_t bytes_in_use = 0;
+  size_t peak_bytes_in_use = 0;
+};
+CpuMemoryStats cpu_memory_stats();
+void reset_cpu_peak_memory();  // peak := what is in use now
 
 class Storage {
  public:

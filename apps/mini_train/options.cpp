@@ -119,6 +119,9 @@ bool parse_options(int argc, char** argv, Options& o, int* exit_code) {
   app.add_option("--comm-hook", o.comm_hook, "how DDP communicates gradients: allreduce, or fp16 (compressed "
                  "to half precision: half the bytes, about 3 significant digits)")
       ->check(CLI::IsMember({"allreduce", "fp16"}))->group(dist);
+  app.add_option("--zero", o.zero, "1: ZeRO-1, shard the optimizer state over the ranks (each keeps 1/N; "
+                 "gradients reduce-scattered, parameters all-gathered); 0: every rank keeps all of it")
+      ->check(CLI::IsMember({0, 1}))->group(dist);
   // Guards against hangs and silent divergence (distributed/; docs/ddp.md).
   app.add_option("--timeout", o.timeout, "seconds the rendezvous and each collective may wait for the "
                  "other ranks before the job fails, naming them")->group(dist);
@@ -291,6 +294,8 @@ void validate(const Options& o) {
   // Issue 13: the GPT and step limits.
   MT_CHECK(o.max_steps >= 0, "--max-steps must be >= 0, got ", o.max_steps);
   MT_CHECK(o.clip_grad >= 0 && std::isfinite(o.clip_grad), "--clip-grad must be >= 0, got ", o.clip_grad);
+  MT_CHECK(o.zero == 0 || o.comm_hook == "allreduce", "--zero 1 reduce-scatters the gradients itself: it does not "
+           "combine with --comm-hook ", o.comm_hook);
   MT_CHECK(!o.sync_bn || o.model == "cnn", "--sync-bn synchronises BatchNorm, and only --model cnn has it (this "
            "run: --model ", o.model, ")");
   MT_CHECK(o.bucket_cap_mb > 0 && o.bucket_cap_mb <= 1 << 20, "--bucket-cap-mb must be in (0, 1048576], got ",

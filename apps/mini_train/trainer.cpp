@@ -45,6 +45,7 @@
 #include "distributed/heartbeat.h"
 #include "distributed/init.h"
 #include "distributed/sync_batchnorm.h"
+#include "distributed/zero.h"
 #include "distributed/process_group_mpi.h"
 #include "nn/checkpoint.h"
 #include "optim/clip_grad.h"
@@ -248,7 +249,8 @@ void print_config(const Run& r) {
                   (r.d.task_reason.empty() ? "" : " (" + r.d.task_reason + ")"));
   const std::string where = o.gpus.empty() ? std::string("cpu") : "cuda " + o.gpus;
   const std::string nodes = o.nnodes > 1 ? " on " + std::to_string(o.nnodes) + " nodes" : "";
-  const std::string hook = o.comm_hook == "allreduce" ? "" : ", " + o.comm_hook + " compression";
+  const std::string hook = (o.comm_hook == "allreduce" ? "" : ", " + o.comm_hook + " compression") +
+                           (o.zero ? ", ZeRO-1: optimizer state sharded" : "");
   const std::string chosen = o.backend == "auto" && o.gpus.empty() ? ", chosen by --backend auto" : "";
   const std::string backend = r.pg ? r.pg->backend() : "";
   row("device", r.world > 1 ? where + ", " + std::to_string(r.world) + " processes" + nodes + " (" + backend +
@@ -293,6 +295,13 @@ struct EpochResult {
 
 void write_step_checkpoint(Run& r, int64_t epoch, const EpochProgress& progress);
 
+// --clip-grad: over the whole model's reduced gradients; under --zero 1 only the shards are reduced,
+// so the norm is summed over them (a collective, ZeroRedundancyOptimizer::clip_grad_norm).
+void clip_gradients(Run& r) {
+  if (auto* zero = dynamic_cast<dist::ZeroRedundancyOptimizer*>(r.opt.get())) zero->clip_grad_norm(r.o.clip_grad);
+  else optim::clip_grad_norm_(r.model->parameters(), r.o.clip_grad);
+}
+
 EpochResult train_epoch(Run& r, int64_t epoch) {
   const auto start = Clock::now();
   if (r.pg) test_fail_hook(r.rank, epoch);
@@ -331,7 +340,7 @@ EpochResult train_epoch(Run& r, int64_t epoch) {
     trace::Span backward_span("backward");
     loss.backward();
     backward_span.end();
-    if (r.o.clip_grad > 0) optim::clip_grad_norm_(r.model->parameters(), r.o.clip_grad);  // DDP: reduced grads
+    if (r.o.clip_grad > 0) clip_gradients(r);  // DDP: reduced grads
     dist::set_phase(dist::Phase::Optimizer);
     trace::Span optimizer_span("optimizer");
     r.opt->step();
@@ -405,11 +414,14 @@ void report_epoch(Run& r, int64_t epoch, const EpochResult& e) {
 
 // ================================== checkpoint =================================================
 
-// Everything but the epoch counters; GPU tensors are copied to the host as they are written.
+// Everything but the epoch counters; GPU tensors are copied to the host as they are written. Under
+// --zero 1 every rank calls it: the optimizer's state_dict gathers the shards (a collective), and
+// only rank 0's checkpoint, the one written, is filled in.
 Checkpoint checkpoint_of(const Run& r, int64_t epoch, double loss) {
   Checkpoint c;
-  c.model = r.model->state_dict();
   c.optimizer = r.opt->state_dict();
+  if (!r.lead) return c;
+  c.model = r.model->state_dict();
   if (r.scheduler) c.scheduler = r.scheduler->state_dict();
   c.epoch = epoch, c.step = r.step, c.loss = loss;
   c.rng_seed = default_generator().seed(), c.rng_offset = default_generator().offset();
@@ -420,10 +432,12 @@ Checkpoint checkpoint_of(const Run& r, int64_t epoch, double loss) {
 }
 
 void write_checkpoint(Run& r, int64_t epoch, double loss) {
-  if (!r.lead || r.o.checkpoint_dir.empty()) return;
+  if (r.o.checkpoint_dir.empty() || (!r.lead && !r.o.zero)) return;
   dist::set_phase(dist::Phase::Checkpoint);
   const trace::Span span("checkpoint");
-  save_checkpoint(checkpoint_path(r.o.checkpoint_dir, epoch), checkpoint_of(r, epoch, loss));
+  const Checkpoint c = checkpoint_of(r, epoch, loss);  // --zero 1: a collective
+  if (!r.lead) return;
+  save_checkpoint(checkpoint_path(r.o.checkpoint_dir, epoch), c);
   prune_checkpoints(r.o.checkpoint_dir, r.o.keep);
 }
 
@@ -433,15 +447,27 @@ void write_step_checkpoint(Run& r, int64_t epoch, const EpochProgress& progress)
   dist::set_phase(dist::Phase::Checkpoint);
   const trace::Span span("checkpoint");
   const Tensor sums = gather_progress(r.pg.get(), r.world, r.rank, progress);
-  if (r.lead) {
+  if (r.lead || r.o.zero) {  // --zero 1: every rank, for the optimizer state's gather
     const Tensor totals = raw::sum(sums, {0});  // (2,): Σ loss·n, Σ n over the ranks
     const std::vector<double> t = totals.to_vector<double>();
     Checkpoint c = checkpoint_of(r, epoch - 1, t[0] / std::max(t[1], 1.0));
-    add_progress(c, progress.batches, sums);
-    save_checkpoint(step_checkpoint_path(r.o.checkpoint_dir, epoch, r.step), c);
-    prune_checkpoints(r.o.checkpoint_dir, r.o.keep);
+    if (r.lead) {
+      add_progress(c, progress.batches, sums);
+      save_checkpoint(step_checkpoint_path(r.o.checkpoint_dir, epoch, r.step), c);
+      prune_checkpoints(r.o.checkpoint_dir, r.o.keep);
+    }
   }
   dist::set_phase(dist::Phase::Data);
+}
+
+// --zero 1: the optimizer, with whatever state --resume gave it, becomes this rank's shard of itself
+// (distributed/zero.h), and the schedule is rebuilt over it where it was.
+void shard_optimizer(Run& r) {
+  const optim::StateDict schedule = r.scheduler ? r.scheduler->state_dict() : optim::StateDict{};
+  r.scheduler.reset();  // it refers to the optimizer being replaced
+  r.opt = std::make_unique<dist::ZeroRedundancyOptimizer>(r.ddp, std::move(r.opt));
+  r.scheduler = build_scheduler(r.o, *r.opt, total_steps(r.o, r.steps_per_epoch));
+  if (r.scheduler) r.scheduler->load_state_dict(schedule);
 }
 
 // ================================== the end =====================================================
@@ -479,8 +505,11 @@ int train(const Options& opts) {
     r.ddp = std::make_shared<dist::DistributedDataParallel>(r.model, r.pg,
                                                             dist::DDPOptions{.bucket_cap_mb = r.o.bucket_cap_mb});
     r.ddp->register_comm_hook(dist::make_comm_hook(r.o.comm_hook));
+    if (r.o.zero) shard_optimizer(r);
   }
   if (!r.o.trace.empty()) r.tracer = start_trace(r.o.trace, r.o.trace_steps, r.pg.get(), *r.model);  // tracing.h
+  MT_CHECK(!r.o.zero || r.ddp, "--zero 1 shards the optimizer state over the ranks of a distributed run, and this "
+           "run is one process: add --nproc N (CPU) or --gpus (or leave --zero 0)");
   if (r.talk) print_config(r);
   if (r.lead && !r.o.log_json.empty()) {
     if (!r.resumed_from.empty()) trim_json_log(r.o.log_json, r.first_epoch - 1);  // Note [Mid-epoch resume]
@@ -516,6 +545,8 @@ int train(const Options& opts) {
     const std::vector<dist::BucketArrival> arrivals = r.ddp->bucket_arrivals();  // a collective: every rank
     if (r.lead) std::fputs(dist::describe_ddp_stats(r.ddp->stats(), arrivals).c_str(), stdout);
   }
+  if (r.ddp && r.o.ddp_stats && r.lead && r.device.is_cpu())  // what --zero 1 saves shows here (bench/zero.sh)
+    std::printf("memory: peak %.1f MiB of CPU tensors on rank 0\n", cpu_memory_stats().peak_bytes_in_use / 1048576.0);
   if (!r.lead) return 0;
   if (r.o.eval) {
     dist::set_phase(dist::Phase::Evaluation);

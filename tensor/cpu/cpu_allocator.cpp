@@ -24,6 +24,7 @@
 // bookkeeping the CUDA allocator uses too; tensor/caching_allocator.h), which keeps freed memory
 // mapped and hands it out again: after the first steps, no step maps anything. The price is that
 // freed large blocks stay with the process until cpu_empty_cache().
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 
@@ -46,23 +47,39 @@ BlockCache& large_blocks() {
   return *cache;
 }
 
+// cpu_memory_stats(): relaxed, since the counts are read only as numbers, never to order memory.
+std::atomic<size_t> bytes_in_use{0}, peak_bytes_in_use{0};
+
+void count_allocation(size_t nbytes) {
+  const size_t now = bytes_in_use.fetch_add(nbytes, std::memory_order_relaxed) + nbytes;
+  size_t peak = peak_bytes_in_use.load(std::memory_order_relaxed);
+  while (now > peak && !peak_bytes_in_use.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+  }
+}
+
 class CpuAllocator final : public Allocator {
  public:
   constexpr CpuAllocator() = default;
 
   // A 0-byte tensor still gets a real block, so every storage has a unique, freeable pointer.
   void* allocate(size_t nbytes) override {
-    if (nbytes >= kLargeBlock) return large_blocks().allocate(nbytes, /*stream=*/0);
+    if (nbytes >= kLargeBlock) {
+      void* block = large_blocks().allocate(nbytes, /*stream=*/0);
+      count_allocation(nbytes);
+      return block;
+    }
     void* raw = std::malloc(nbytes + kAlignment);
     MT_CHECK(raw != nullptr, "out of memory: could not allocate ", nbytes, " bytes on the CPU");
     const uintptr_t aligned = (reinterpret_cast<uintptr_t>(raw) + kAlignment) & ~uintptr_t{kAlignment - 1};
     void* ptr = reinterpret_cast<void*>(aligned);
     static_cast<void**>(ptr)[-1] = raw;
+    count_allocation(nbytes);
     return ptr;
   }
   // Storage passes back the size it asked for, which says which of the two the block came from.
   void deallocate(void* ptr, size_t nbytes) override {
     if (ptr == nullptr) return;
+    bytes_in_use.fetch_sub(nbytes, std::memory_order_relaxed);
     if (nbytes >= kLargeBlock) large_blocks().deallocate(ptr);
     else std::free(static_cast<void**>(ptr)[-1]);
   }
@@ -79,5 +96,12 @@ Allocator& cpu_allocator() {
 
 CacheStats cpu_cache_stats() { return large_blocks().stats(); }
 size_t cpu_empty_cache() { return large_blocks().empty_cache(); }
+
+CpuMemoryStats cpu_memory_stats() {
+  return {.bytes_in_use = bytes_in_use.load(std::memory_order_relaxed),
+          .peak_bytes_in_use = peak_bytes_in_use.load(std::memory_order_relaxed)};
+}
+
+void reset_cpu_peak_memory() { peak_bytes_in_use.store(bytes_in_use.load(std::memory_order_relaxed), std::memory_order_relaxed); }
 
 }  // namespace mt

@@ -753,6 +753,27 @@ env)
   expect_error "--threads must be a whole number of threads in 1..1024, got 'two'" --threads two
   MT_NUM_THREADS=lots expect_error "MT_NUM_THREADS must be a whole number of threads in 1..1024, got 'lots'" --epochs 1
   ;;
+zero_nproc2)
+  # --zero 1 (ZeRO-1) on 2 processes: the losses of plain DDP; stopped and resumed, the bytes of an
+  # uninterrupted --zero 1 run; its checkpoint carried on by 3 processes; clipping over the shards (the
+  # GPT preset clips); refused in a one-process run.
+  flags=(--model mlp --hidden 16,8 --optimizer adam --samples 300 --backend gloo --epochs 3)
+  losses() { sed -n 's/^\(Epoch .*Loss: [0-9.]*\),.*/\1/p'; }
+  "$bin" "${flags[@]}" --nproc 2 --save plain.safetensors >plain.txt || fail "plain DDP failed"
+  "$bin" "${flags[@]}" --nproc 2 --zero 1 --checkpoint-dir a --save full.safetensors >zero.txt || fail "--zero 1 failed"
+  grep -q 'ZeRO-1: optimizer state sharded' zero.txt || { cat zero.txt; fail "the config table does not say ZeRO-1"; }
+  [[ -n $(losses <zero.txt) && $(losses <zero.txt) == "$(losses <plain.txt)" ]] ||
+    { losses <plain.txt; losses <zero.txt; fail "--zero 1 losses differ from plain DDP's"; }
+  "$bin" "${flags[@]}" --nproc 2 --zero 1 --stop-after 2 --checkpoint-dir b --save half.safetensors >/dev/null || fail "first half"
+  "$bin" "${flags[@]}" --nproc 2 --zero 1 --checkpoint-dir b --resume auto --save resumed.safetensors >/dev/null || fail "resume"
+  cmp full.safetensors resumed.safetensors || fail "resumed --zero 1 weights differ from the uninterrupted run"
+  "$bin" "${flags[@]}" --nproc 3 --zero 1 --resume b/checkpoint-epoch-000002.safetensors --quiet \
+    --save three.safetensors >/dev/null || fail "the 2-process ZeRO checkpoint does not carry on at 3 processes"
+  for i in $(seq 40); do echo "the quick brown fox $i jumps over the lazy dog"; done >t.txt
+  "$bin" --nproc 2 --backend gloo --zero 1 --text t.txt --layers 1 --heads 2 --dim 16 --context 16 --batch-size 16 \
+    --max-steps 3 --quiet --save gpt.safetensors >/dev/null || fail "--zero 1 with the GPT preset (--clip-grad 1) failed"
+  expect_error "this run is one process" --zero 1 --epochs 1
+  ;;
 *)
   fail "unknown case $case_name"
   ;;

@@ -223,39 +223,66 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   return ncclSuccess;
 }
 
+namespace {
+
+// op over ranks of elements [offset, offset + count) of every rank's send buffer, in rank order, in
+// double (then rounded once to the type: the emulator's sums are exact for the small tests).
+std::vector<double> reduce_ranks(const Collective& c, size_t offset, size_t count, ncclDataType_t type,
+                                 ncclRedOp_t op) {
+  const int n = static_cast<int>(c.send.size());
+  std::vector<double> acc(count);
+  for (int r = 0; r < n; ++r) {
+    switch (type) {
+      case ncclFloat32: reduce_into(acc, static_cast<const float*>(c.send[r]) + offset, count, op, r == 0); break;
+      case ncclFloat64: reduce_into(acc, static_cast<const double*>(c.send[r]) + offset, count, op, r == 0); break;
+      case ncclInt64: reduce_into(acc, static_cast<const int64_t*>(c.send[r]) + offset, count, op, r == 0); break;
+      case ncclFloat16: {
+        std::vector<float> f(count);
+        for (size_t i = 0; i < count; ++i)
+          f[i] = __half2float(__ushort_as_half(static_cast<const uint16_t*>(c.send[r])[offset + i]));
+        reduce_into(acc, f.data(), count, op, r == 0);
+        break;
+      }
+    }
+  }
+  if (op == ncclAvg)
+    for (double& v : acc) v /= n;
+  return acc;
+}
+
+void store(void* recv, const std::vector<double>& acc, ncclDataType_t type) {
+  for (size_t i = 0; i < acc.size(); ++i) {
+    switch (type) {
+      case ncclFloat32: static_cast<float*>(recv)[i] = static_cast<float>(acc[i]); break;
+      case ncclFloat64: static_cast<double*>(recv)[i] = acc[i]; break;
+      case ncclInt64: static_cast<int64_t*>(recv)[i] = static_cast<int64_t>(acc[i]); break;
+      case ncclFloat16:
+        static_cast<uint16_t*>(recv)[i] = __half_as_ushort(__float2half_rn(static_cast<float>(acc[i])));
+        break;
+    }
+  }
+}
+
+}  // namespace
+
 ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataType_t type, ncclRedOp_t op,
                            ncclComm_t comm, cudaStream_t stream) {
   if (!ready(comm, "ncclAllReduce")) return ncclInvalidUsage;
   return collective(comm, stream, send, recv, [count, type, op](Collective& c) {
-    const int n = static_cast<int>(c.send.size());
-    std::vector<double> acc(count);
-    for (int r = 0; r < n; ++r) {
-      switch (type) {
-        case ncclFloat32: reduce_into(acc, static_cast<const float*>(c.send[r]), count, op, r == 0); break;
-        case ncclFloat64: reduce_into(acc, static_cast<const double*>(c.send[r]), count, op, r == 0); break;
-        case ncclInt64: reduce_into(acc, static_cast<const int64_t*>(c.send[r]), count, op, r == 0); break;
-        case ncclFloat16: {
-          std::vector<float> f(count);
-          for (size_t i = 0; i < count; ++i)
-            f[i] = __half2float(__ushort_as_half(static_cast<const uint16_t*>(c.send[r])[i]));
-          reduce_into(acc, f.data(), count, op, r == 0);
-          break;
-        }
-      }
-    }
-    if (op == ncclAvg)
-      for (double& v : acc) v /= n;
-    for (int r = 0; r < n; ++r)
-      for (size_t i = 0; i < count; ++i) {
-        switch (type) {
-          case ncclFloat32: static_cast<float*>(c.recv[r])[i] = static_cast<float>(acc[i]); break;
-          case ncclFloat64: static_cast<double*>(c.recv[r])[i] = acc[i]; break;
-          case ncclInt64: static_cast<int64_t*>(c.recv[r])[i] = static_cast<int64_t>(acc[i]); break;
-          case ncclFloat16:
-            static_cast<uint16_t*>(c.recv[r])[i] = __half_as_ushort(__float2half_rn(static_cast<float>(acc[i])));
-            break;
-        }
-      }
+    const std::vector<double> acc = reduce_ranks(c, 0, count, type, op);
+    for (void* r : c.recv) store(r, acc, type);
+  });
+}
+
+// Rank r's recv gets the reduction of shard r ([r·count, (r+1)·count) of every send buffer). Every
+// shard is reduced before any is stored, so in place (recv = send + r·count) reads no result.
+ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t recv_count, ncclDataType_t type, ncclRedOp_t op,
+                               ncclComm_t comm, cudaStream_t stream) {
+  if (!ready(comm, "ncclReduceScatter")) return ncclInvalidUsage;
+  return collective(comm, stream, send, recv, [recv_count, type, op](Collective& c) {
+    std::vector<std::vector<double>> shards;
+    for (size_t r = 0; r < c.recv.size(); ++r) shards.push_back(reduce_ranks(c, r * recv_count, recv_count, type, op));
+    for (size_t r = 0; r < c.recv.size(); ++r) store(c.recv[r], shards[r], type);
   });
 }
 

@@ -100,6 +100,27 @@ TEST_CASE("NCCL on two emulated GPUs: collectives wait for the compute stream an
   }
 }
 
+TEST_CASE("NCCL on two emulated GPUs: reduce_scatter and allgather_into, out of place and in place") {
+  std::vector<std::vector<float>> shards(2), whole(2);
+  as_ranks(2, 10s, [&](ProcessGroupNCCL& pg, int r) {
+    const Device gpu(DeviceType::CUDA, r);
+    // Rank r's input: element i is (r + 1)(i + 1); two shards of 3. The sum over ranks is 3(i + 1).
+    std::vector<float> values(6);
+    for (int i = 0; i < 6; ++i) values[i] = static_cast<float>((r + 1) * (i + 1));
+    Tensor input = from_vector(values, {6}).to(gpu);
+    Tensor shard = empty({3}, {.device = gpu});
+    pg.reduce_scatter(shard, input)->wait();
+    shards[r] = shard.to_vector<float>();
+    Tensor mine = input.narrow(0, 3 * r, 3);  // in place, as ZeRO's hook does: ncclReduceScatter's own form
+    pg.reduce_scatter(mine, input, dist::ReduceOp::Avg)->wait();
+    pg.allgather_into(input, mine)->wait();  // in place too
+    whole[r] = input.to_vector<float>();
+  });
+  CHECK(shards[0] == std::vector<float>{3, 6, 9});
+  CHECK(shards[1] == std::vector<float>{12, 15, 18});
+  for (int r = 0; r < 2; ++r) CHECK(whole[r] == std::vector<float>{1.5, 3, 4.5, 6, 7.5, 9});
+}
+
 TEST_CASE("NCCL on two emulated GPUs: a Work keeps its tensor's memory until its collective is done") {
   std::vector<int> reused(2, -1);
   as_ranks(2, 10s, [&](ProcessGroupNCCL& pg, int r) {

@@ -17,6 +17,7 @@
 #include "distributed/socket.h"
 #include "distributed/tcp_store.h"
 #include "collectives.h"
+#include "flat_collectives.h"
 #include "multiprocess.h"
 #include "tensor/tensor.h"
 
@@ -94,6 +95,32 @@ TEST_CASE("ProcessGroupGloo: every rank holds the same bits after an allreduce, 
     CAPTURE(world);
     const int port = find_free_port();
     test::run_ranks(world, [&](int rank) { test::check_same_bits(*join(rank, world, port)); }, 60s);
+  }
+}
+
+TEST_CASE("ProcessGroupLocal: reduce_scatter and allgather_into over one rank, and their argument checks") {
+  ProcessGroupLocal pg;
+  test::check_flat_collectives(pg);
+  Tensor shard = zeros({3}), whole = zeros({4});
+  CHECK_THROWS_WITH_AS(pg.reduce_scatter(shard, whole), doctest::Contains("holds 4 elements, not 1 shards of 3"),
+                       Error);
+  Tensor doubles = zeros({3}, {.dtype = kFloat64});
+  CHECK_THROWS_WITH_AS(pg.allgather_into(doubles, shard), doctest::Contains("both must have one dtype"), Error);
+  Tensor buffer = zeros({5});
+  Tensor first = buffer.narrow(0, 0, 3), overlapping = buffer.narrow(0, 2, 3);
+  CHECK_THROWS_WITH_AS(pg.allgather_into(first, overlapping), doctest::Contains("is not rank 0's shard of it"), Error);
+  CHECK_THROWS_WITH_AS(pg.reduce_scatter(shard, shard, ReduceOp::Max), doctest::Contains("Max is not supported"),
+                       Error);
+}
+
+TEST_CASE("ProcessGroupGloo: reduce_scatter and allgather_into, small buffers summed in rank order, at 2 and 3 ranks" *
+          doctest::skip(kNoGloo)) {
+  for (int world = 2; world <= 3; ++world) {
+    CAPTURE(world);
+    const int port = find_free_port();
+    test::run_ranks(world, [&](int rank) {
+      test::check_flat_collectives(*join(rank, world, port), {.rank_order_max_bytes = 128 * 1024});
+    }, 60s);
   }
 }
 

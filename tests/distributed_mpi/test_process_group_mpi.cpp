@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "collectives.h"
+#include "flat_collectives.h"
 #include "distributed/init.h"
 #include "distributed/process_group_mpi.h"
 #include "distributed/rendezvous.h"
@@ -45,6 +46,7 @@ TEST_CASE("ProcessGroupMPI: rank and size come from the launcher, and the collec
              ProcessGroupMPI::thread_level());
     test::check_collectives(*pg);
     test::check_same_bits(*pg);  // Note [Same bits on every rank]
+    test::check_flat_collectives(*pg, {.rank_order_max_bytes = 0});  // MPI's reduce-scatter sums in its own order
     // float16 has no MPI type: it is reduced by our own MPI_Op, through float32.
     const int n = who.world_size;
     Tensor half = full({5}, rank + 1.0).to(DType::Float16);

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# bench/zero.sh: ZeRO-1 against plain DDP on the GPT preset widened until the optimizer state
+# matters (`mini_train --model gpt --dim 256`, AdamW: about 3.3 M parameters, 25 MiB of Adam
+# moments per rank under plain DDP), 2 CPU processes, in the same run: peak tensor memory per rank
+# (the CPU allocator's count, printed by --ddp-stats), peak RSS (the largest process, /usr/bin/time),
+# and the time per step. Plain and --zero 1 alternate, MT_BENCH_ROUNDS times (default 3); each figure
+# is the median over the rounds.
+#   bench/zero.sh            MT_BENCH_STEPS (default 30) steps per run
+#   MT_BENCH_BUILD_DIR=build MT_BENCH_SKIP_BUILD=1 bench/zero.sh   uses an existing build's mini_train
+set -euo pipefail
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${MT_BENCH_BUILD_DIR:-$repo/build-bench}
+rounds=${MT_BENCH_ROUNDS:-3}
+steps=${MT_BENCH_STEPS:-30}
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
+work=$(mktemp -d /tmp/minitrain-zero-bench.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+say() { echo "zero.sh: $*" >&2; }
+
+generator=()
+command -v ninja >/dev/null && generator=(-G Ninja)
+if [[ -z ${MT_BENCH_SKIP_BUILD:-} ]]; then
+  say "building mini_train (Release) in $build"
+  cmake -S "$repo" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DMT_BUILD_TESTS=OFF -DMT_CUDA=OFF >/dev/null
+  cmake --build "$build" --target mini_train >/dev/null
+fi
+
+# One run: prints "<zero> <peak tensor MiB> <peak RSS MiB> <wall ms per step> <CPU ms per step>"; the
+# CPU time is every process's user + system time, which a loaded machine distorts less than the wall.
+run() {
+  local zero=$1
+  /usr/bin/time -v -o "$work/time.txt" "$build/mini_train" --model gpt --dim 256 --heads 4 --layers 4 \
+    --nproc 2 --backend gloo --zero "$zero" --max-steps "$steps" --epochs 1 --batch-size 8 --ddp-stats \
+    --log-json "$work/log.json" --save "$work/model.safetensors" >"$work/out.txt" 2>&1 ||
+    { cat "$work/out.txt" >&2; exit 1; }
+  local peak rss seconds cpu
+  peak=$(sed -n 's/^memory: peak \([0-9.]*\) MiB.*/\1/p' "$work/out.txt")
+  rss=$(awk '/Maximum resident set size/ { printf "%.1f", $NF / 1024 }' "$work/time.txt")
+  seconds=$(tail -1 "$work/log.json" | sed 's/.*"seconds":\([0-9.e+-]*\).*/\1/')
+  cpu=$(awk -F': ' '/User time|System time/ { t += $2 } END { printf "%.3f", t }' "$work/time.txt")
+  echo "$zero $peak $rss $(awk -v s="$seconds" -v c="$cpu" -v n="$steps" 'BEGIN { printf "%.2f %.2f", 1000 * s / n, 1000 * c / n }')"
+}
+
+results="$work/results.txt"
+for round in $(seq 1 "$rounds"); do
+  say "round $round of $rounds"
+  run 0 >>"$results"
+  run 1 >>"$results"
+done
+
+cpu=$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //' || true)
+echo
+echo "ZeRO-1 vs plain DDP, GPT dim 256 x 4 layers, AdamW, 2 processes (Gloo), batch 8 per rank, $steps steps," \
+  "$(date +%F), ${cpu:-unknown CPU} ($(getconf _NPROCESSORS_ONLN) cores), median of $rounds round(s)"
+echo
+awk '
+  { peak[$1] = peak[$1] " " $2; rss[$1] = rss[$1] " " $3; ms[$1] = ms[$1] " " $4; cpu[$1] = cpu[$1] " " $5 }
+  function med(s,    n, v, i, j, t) {
+    n = split(s, v, " ")
+    for (i = 2; i <= n; i++) for (j = i; j > 1 && v[j - 1] + 0 > v[j] + 0; j--) { t = v[j]; v[j] = v[j - 1]; v[j - 1] = t }
+    return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
+  }
+  END {
+    print "| | plain DDP | --zero 1 | ratio |"
+    print "|---|---:|---:|---:|"
+    printf "| peak CPU tensor memory, rank 0 [MiB] | %.1f | %.1f | %.2f |\n", med(peak[0]), med(peak[1]), med(peak[1]) / med(peak[0])
+    printf "| peak RSS, largest process [MiB] | %.1f | %.1f | %.2f |\n", med(rss[0]), med(rss[1]), med(rss[1]) / med(rss[0])
+    printf "| wall time per step (epoch seconds / steps) [ms] | %.2f | %.2f | %.2f |\n", med(ms[0]), med(ms[1]), med(ms[1]) / med(ms[0])
+    printf "| CPU time per step, all processes, whole run / steps [ms] | %.2f | %.2f | %.2f |\n", med(cpu[0]), med(cpu[1]), med(cpu[1]) / med(cpu[0])
+  }' "$results"
