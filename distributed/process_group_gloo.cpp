@@ -96,7 +96,8 @@ struct ProcessGroupGloo::Gloo {
     }
     ::gloo::ReduceScatterHalvingDoubling<T>(context, {data}, static_cast<int>(total), std::vector<int>(size, n_shard))
         .run();
-    if (out != data) std::memmove(out, data, n * sizeof(T));
+    // A byte copy: gloo::float16 declares a copy assignment of its own, but it only copies the bits.
+    if (out != data) std::memmove(static_cast<void*>(out), data, n * sizeof(T));
   }
 };
 
