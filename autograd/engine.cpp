@@ -25,8 +25,9 @@
 // allocates nothing more (bench/ seed_step: 2.77 µs CPU time before and after the check).
 #include "autograd/engine.h"
 
+#include <algorithm>
 #include <deque>
-#include <queue>
+#include <memory>
 #include <vector>
 
 #include "autograd/accumulate_grad.h"
@@ -45,20 +46,33 @@ struct NodeTask {
   TensorList inputs;  // summed gradients, one per output slot of the node
 };
 
-// One backward call: its nodes' state and its queued callbacks. A node points at its NodeTask
-// while the backward runs (Node::engine_task_), so lookups cost nothing; the destructor clears
-// those pointers, also when a node throws.
+// One backward call: its nodes' state, its queued callbacks and the work lists of the walk. A node
+// points at its NodeTask while the backward runs (Node::engine_task_), so lookups cost nothing;
+// reset() clears those pointers, also when a node throws.
+//
+// Note [Reused graph tasks]: a backward of a small model is mostly bookkeeping, and allocating
+// these containers afresh each call was a dozen heap allocations per step (bench/ seed_step). So a
+// thread keeps finished GraphTasks (GraphTaskLease) and the next backward reuses their capacity:
+// reset() empties every list and drops every tensor, keeping only the buffers. A backward started
+// from inside another one (a hook, a callback) leases a second task, so nesting stays correct. What
+// stays allocated per thread is the capacity of the largest graph run so far: a few dozen bytes
+// per node.
 struct GraphTask {
-  std::deque<NodeTask> storage;  // deque: pointers stay valid as it grows
+  std::deque<NodeTask> storage;  // deque: pointers stay valid as it grows; [0, used) are in use
+  size_t used = 0;
   std::vector<Node*> nodes;
   std::vector<std::function<void()>> callbacks;
+  std::vector<std::pair<Edge, Tensor>> root_edges;
+  std::vector<Node*> stack;  // step 1's walk
+  std::vector<Node*> ready;  // step 3's heap, newest first (Newest)
 
   // The task of n, created on first sight; `fresh` tells whether it was.
   NodeTask& task(Node* n, bool* fresh = nullptr) {
     NodeTask*& slot = Engine::task_slot(*n);
     if (fresh) *fresh = slot == nullptr;
     if (slot == nullptr) {
-      slot = &storage.emplace_back();
+      if (used == storage.size()) storage.emplace_back();
+      slot = &storage[used++];
       slot->owner = this;
       nodes.push_back(n);
     }
@@ -66,14 +80,41 @@ struct GraphTask {
              "this thread (a hook started a backward through the same graph)");
     return *slot;
   }
-  ~GraphTask() {
+  // Back to empty, keeping the containers' capacity (Note [Reused graph tasks]).
+  void reset() {
     for (Node* n : nodes) Engine::task_slot(*n) = nullptr;
+    for (size_t i = 0; i < used; ++i) storage[i] = NodeTask{};
+    used = 0;
+    nodes.clear();
+    callbacks.clear();
+    root_edges.clear();
+    stack.clear();
+    ready.clear();
   }
 };
 
 namespace {
 
 thread_local GraphTask* current_task = nullptr;
+
+// A GraphTask for one backward, taken from this thread's finished ones when there is one and handed
+// back reset when the backward ends, also by exception (Note [Reused graph tasks]).
+thread_local std::vector<std::unique_ptr<GraphTask>> spare_tasks;
+struct GraphTaskLease {
+  std::unique_ptr<GraphTask> task;
+  GraphTaskLease() {
+    if (spare_tasks.empty()) {
+      task = std::make_unique<GraphTask>();
+    } else {
+      task = std::move(spare_tasks.back());
+      spare_tasks.pop_back();
+    }
+  }
+  ~GraphTaskLease() {
+    task->reset();
+    spare_tasks.push_back(std::move(task));
+  }
+};
 
 // Restores the outer backward (if any) when this one ends, also by exception.
 struct CurrentTaskGuard {
@@ -109,14 +150,15 @@ struct Newest {
 void Engine::backward(const TensorList& roots, const TensorList& grad_outputs, BackwardOptions opts) {
   MT_CHECK(roots.size() == grad_outputs.size(), "backward: ", roots.size(), " roots but ",
            grad_outputs.size(), " gradients");
-  GraphTask graph;
+  GraphTaskLease lease;
+  GraphTask& graph = *lease.task;
   CurrentTaskGuard guard(&graph);
   // Backward formulas use raw ops and record nothing; hooks that call differentiable ops must not
   // extend the graph being run either.
   NoGradGuard no_grad;
 
   // The gradient edges of the roots.
-  std::vector<std::pair<Edge, Tensor>> root_edges;
+  auto& root_edges = graph.root_edges;
   for (size_t i = 0; i < roots.size(); ++i) {
     const Tensor& r = roots[i];
     AutogradMeta* m = detail::autograd_meta_or_null(r);
@@ -135,7 +177,7 @@ void Engine::backward(const TensorList& roots, const TensorList& grad_outputs, B
   }
 
   // 1. Count the edges into each node reachable from the roots (Note [Dependency counting]).
-  std::vector<Node*> stack;
+  auto& stack = graph.stack;
   for (auto& [edge, g] : root_edges) {
     bool fresh = false;
     graph.task(edge.fn.get(), &fresh);
@@ -153,20 +195,25 @@ void Engine::backward(const TensorList& roots, const TensorList& grad_outputs, B
   }
 
   // 2. Seed the roots' buffers; roots nobody else feeds are ready now.
-  std::priority_queue<Node*, std::vector<Node*>, Newest> ready;
+  auto& ready = graph.ready;
+  const auto push_ready = [&ready](Node* n) {
+    ready.push_back(n);
+    std::push_heap(ready.begin(), ready.end(), Newest{});
+  };
   for (auto& [edge, g] : root_edges) accumulate(graph.task(edge.fn.get()).inputs, edge.input_nr, g);
   for (auto& [edge, g] : root_edges) {
     NodeTask& t = graph.task(edge.fn.get());
     if (t.dependencies == 0) {
       t.dependencies = -1;  // queued once even if it is the root of several outputs
-      ready.push(edge.fn.get());
+      push_ready(edge.fn.get());
     }
   }
 
   // 3. Run nodes as their gradients complete.
   while (!ready.empty()) {
-    Node* n = ready.top();
-    ready.pop();
+    std::pop_heap(ready.begin(), ready.end(), Newest{});
+    Node* n = ready.back();
+    ready.pop_back();
     const trace::Span traced = trace_node(*n);  // node begin; it ends with this iteration (node_trace.h)
     TensorList inputs = std::move(graph.task(n).inputs);
     if (inputs.empty()) inputs.resize(1);
@@ -185,7 +232,7 @@ void Engine::backward(const TensorList& roots, const TensorList& grad_outputs, B
         check_gradient(*n, i, outputs[i], e);
         accumulate(t.inputs, e.input_nr, std::move(outputs[i]));
       }
-      if (--t.dependencies == 0) ready.push(e.fn.get());
+      if (--t.dependencies == 0) push_ready(e.fn.get());
     }
   }
 

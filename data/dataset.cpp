@@ -75,9 +75,27 @@ Example TensorDataset::get(int64_t index) const {
           raw::squeeze(raw::narrow(targets_, 0, index, 1), 0)};
 }
 
+namespace {
+// Rows `indices` of a contiguous CPU tensor t: (n, ...) -> (k, ...), a fresh tensor. What
+// index_select(t, 0, index) computes (the same row copies), without building an index tensor and
+// the views around the kernel: for the seed job's 32-row batches those were a fifth of a step.
+Tensor gather_rows(const Tensor& t, std::span<const int64_t> indices) {
+  Shape shape = t.sizes();
+  shape[0] = static_cast<int64_t>(indices.size());
+  Tensor out = empty(shape, {.dtype = t.dtype()});
+  const size_t row = t.size(0) == 0 ? 0 : t.numel() / t.size(0) * element_size(t.dtype());
+  const char* src = static_cast<const char*>(t.raw_data());
+  char* dst = static_cast<char*>(out.raw_data());
+  for (size_t j = 0; j < indices.size(); ++j) std::memcpy(dst + j * row, src + indices[j] * row, row);
+  return out;
+}
+}  // namespace
+
 Batch TensorDataset::get_batch(std::span<const int64_t> indices) const {
   const int64_t k = static_cast<int64_t>(indices.size());
   for (int64_t i : indices) check_index(i, size(), "TensorDataset::get_batch");
+  if (inputs_.device() == kCPU)  // inputs_ and targets_ are contiguous (the constructor made them so)
+    return {gather_rows(inputs_, indices), gather_rows(targets_, indices)};
   Tensor index = empty({k}, {.dtype = kInt64});
   if (k > 0) std::memcpy(index.data_ptr<int64_t>(), indices.data(), k * sizeof(int64_t));
   index = raw::to_device(index, inputs_.device());

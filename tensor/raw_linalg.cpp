@@ -119,12 +119,16 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
              out_features, ") for weight ", w.sizes());
   }
   // x: (N, in)  wᵀ: (in, out) as a transposed view  y: (N, out)
-  const Tensor x2 = reshape(x, Shape{-1, w.sizes()[1]});
+  // A 2-D x is used as it is and y returned as it is: two view objects fewer per call, which is
+  // measurable on small models (bench/ seed_step).
+  const bool flat = x.dim() == 2;
+  const Tensor x2 = flat ? x : reshape(x, Shape{-1, w.sizes()[1]});
   const int64_t rows = x2.sizes()[0];
   Tensor y = empty(Shape{rows, out_features}, {.dtype = x.dtype(), .device = x.device()});
   Backend& be = backend(x.device());
   if (b.defined()) be.copy(y, expand(b, y.sizes()));  // y = b, then the GEMM adds x·wᵀ onto it
   be.gemm(as_batch(y), gemm_operand(as_batch(x2)), gemm_operand(as_batch(transpose(w, 0, 1))), b.defined());
+  if (flat) return y;
   Shape shape = x.sizes();
   shape[shape.size() - 1] = out_features;
   return view(y, shape);

@@ -43,6 +43,11 @@ bool Tensor::is_sole_owner() const {
 
 double Tensor::item() const {
   MT_CHECK(numel() == 1, "item: expected a tensor with one element, got shape ", sizes());
+  // The training loop reads its loss with item() every step: on the CPU a float32 or float64 value
+  // is read in place (widening float to double is exact, as the cast kernel's is), not through a
+  // cast tensor and a vector.
+  if (device() == kCPU && dtype() == kFloat32) return static_cast<double>(*data_ptr<float>());
+  if (device() == kCPU && dtype() == kFloat64) return *data_ptr<double>();
   return to_vector<double>()[0];
 }
 

@@ -103,7 +103,10 @@ void CpuBackend::where(const Tensor& out, const Tensor& cond, const Tensor& a, c
         const bool a_dense = cpu::is_contiguous(a), b_dense = cpu::is_contiguous(b);
         if (a_dense && b_dense) {
           parallel_for(n, cpu::kGrainElementwise, [=](int64_t lo, int64_t hi) {
-            for (int64_t i = lo; i < hi; ++i) o[i] = c[i] != C(0) ? x[i] : y[i];
+            T* const dst = o;  // Note [Loop pointers in locals] (tensor/cpu/elementwise.h)
+            const C* const mask = c;
+            const T *const src_a = x, *const src_b = y;
+            for (int64_t i = lo; i < hi; ++i) dst[i] = mask[i] != C(0) ? src_a[i] : src_b[i];
           });
           return;
         }
@@ -112,14 +115,22 @@ void CpuBackend::where(const Tensor& out, const Tensor& cond, const Tensor& a, c
         if (a_dense && cpu::is_broadcast_scalar(b)) {
           const T y0 = *y;
           parallel_for(n, cpu::kGrainElementwise, [=](int64_t lo, int64_t hi) {
-            for (int64_t i = lo; i < hi; ++i) o[i] = c[i] != C(0) ? x[i] : y0;
+            T* const dst = o;  // Note [Loop pointers in locals] (tensor/cpu/elementwise.h)
+            const C* const mask = c;
+            const T* const src = x;
+            const T scalar = y0;
+            for (int64_t i = lo; i < hi; ++i) dst[i] = mask[i] != C(0) ? src[i] : scalar;
           });
           return;
         }
         if (b_dense && cpu::is_broadcast_scalar(a)) {
           const T x0 = *x;
           parallel_for(n, cpu::kGrainElementwise, [=](int64_t lo, int64_t hi) {
-            for (int64_t i = lo; i < hi; ++i) o[i] = c[i] != C(0) ? x0 : y[i];
+            T* const dst = o;  // Note [Loop pointers in locals] (tensor/cpu/elementwise.h)
+            const C* const mask = c;
+            const T* const src = y;
+            const T scalar = x0;
+            for (int64_t i = lo; i < hi; ++i) dst[i] = mask[i] != C(0) ? scalar : src[i];
           });
           return;
         }
