@@ -5,10 +5,13 @@
 # file left by a dead writer is removed when the workers start (Note [Stale temporaries]).
 # With WHEN=step the kill lands mid-epoch, after a --checkpoint-every step checkpoint, and the
 # restart resumes from that step (Note [Mid-epoch resume] in apps/mini_train/checkpoint_step.h).
-#   restart.sh MINI_TRAIN BACKEND NPROC [WHEN]  (BACKEND gloo or mpi; WHEN epoch (default) or step;
-#                                                exit 77: skipped)
+# WHEN=step-zero is step with --zero 1, whose checkpoints gather every rank's optimizer shard.
+#   restart.sh MINI_TRAIN BACKEND NPROC [WHEN]  (BACKEND gloo or mpi; WHEN epoch (default), step or
+#                                                step-zero; exit 77: skipped)
 set -euo pipefail
 bin=$1 backend=$2 nproc=$3 when=${4:-epoch}
+zero=()
+[[ $when == step-zero ]] && zero=(--zero 1) when=step
 work=$(mktemp -d /tmp/minitrain-restart.XXXXXX)
 launcher=
 cleanup() {
@@ -28,7 +31,7 @@ if [[ $when == step ]]; then
   # sends itself SIGKILL after step 45 (MT_TEST_KILL_STEP, apps/mini_train/checkpoint_step.h), five
   # steps after the step checkpoint of step 40, which is mid-epoch for both. The restarted workers
   # resumed, so the hook leaves them alone.
-  job=(--nproc "$nproc" --backend "$backend" --samples 2000 --epochs 3 --seed 3 --num-workers 2 -q)
+  job=(--nproc "$nproc" --backend "$backend" --samples 2000 --epochs 3 --seed 3 --num-workers 2 -q "${zero[@]}")
   "$bin" "${job[@]}" --save "$work/ref.safetensors" >"$work/ref.log" 2>&1 || { cat "$work/ref.log"; fail "reference run failed"; }
   rc=0
   MT_TEST_KILL_STEP=45 MT_TEST_KILL_RANK=$((nproc - 1)) "$bin" "${job[@]}" --checkpoint-dir "$work/ck" \
@@ -39,7 +42,7 @@ if [[ $when == step ]]; then
     "$work/log" || fail "the restart did not resume from the step checkpoint of step 40"
   cmp "$work/ref.safetensors" "$work/got.safetensors" || fail "final weights differ from the uninterrupted run"
   cat "$work/log"
-  echo "restart.sh: $backend x $nproc: SIGKILL mid-epoch, resumed at step 40; final weights bit-identical"
+  echo "restart.sh: $backend x $nproc${zero[*]:+ ${zero[*]}}: SIGKILL mid-epoch, resumed at step 40; final weights bit-identical"
   exit 0
 fi
 # 40 short epochs: an MPI job of the seed model runs 16 of them in half a second, faster than the
