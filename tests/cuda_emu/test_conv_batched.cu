@@ -10,19 +10,14 @@
 
 #include "minitrain.h"
 #include "tensor/raw_ops.h"
+#include "tests/cuda/cuda_test_util.h"
 
 using namespace mt;
 
 namespace {
 
-const Device kGpu = cuda_device(0);
-
-Tensor sample(const Shape& s, DType dtype, uint64_t seed) {
-  Generator gen(seed);
-  Tensor t = empty(s, {.dtype = dtype});
-  raw::uniform_(t, gen, -2.0, 2.0);
-  return t;
-}
+using test::kGpu;
+using test::sample;
 
 // Launches of each name while `f` runs, once its work has finished.
 template <typename F>
