@@ -115,8 +115,16 @@ void gemv_loops(const Tensor& out, const Tensor& a, const Tensor& b, bool accumu
 //     on the GEMM's (Note [Fixed chunks], tensor/parallel.h);
 //   - one pool: OpenBLAS's idle threads spin for a while after each call, and would compete for the
 //     cores with the pool's threads running the elementwise kernels between GEMMs.
-// Each block costs a repacking of the operand it shares, O(rows·K) beside O(rows·K·block) work.
+// Each block costs a repacking of the operand it shares, O(rows·K) beside O(rows·K·block) work,
+// and a narrow block runs OpenBLAS's kernels below their rate. Measured here (OpenBLAS 0.3.21, one
+// thread, thread CPU time): C (1024, 1024) = A (1024, 1024)·B in blocks of 64 / 128 / 256 / 512 / 1024
+// rows ran at 75 / 83 / 88 / 93 / 94 GFLOP/s, and (256, 784)·(784, 128), an MLP layer's size, in
+// blocks of 16 / 32 / 64 / 128 / 256 rows at 75 / 87 / 90 / 98 / 101. So a block is at least
+// kGemmGrain multiply-adds and at least min(kGemmBlockRows, half the dimension split) rows: a big
+// GEMM still splits in two or more for two threads, but never into slivers. Both bounds depend on
+// the shape alone (bits).
 constexpr int64_t kGemmGrain = int64_t{1} << 22;  // multiply-adds per block, at least
+constexpr int64_t kGemmBlockRows = 512;           // rows (or columns) per block, at least, where the GEMM has them
 
 template <typename T>
 void blas_call(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, const T* A, int64_t lda,
@@ -142,7 +150,9 @@ void gemm_blas(const Tensor& out, const Tensor& a, const Tensor& b, bool accumul
   // Blocks of `block` rows of C (split_rows) or columns, a multiple of 64, fixed by the shapes.
   const bool split_rows = d.m >= d.n;
   const int64_t along = split_rows ? d.m : d.n, per_line = (split_rows ? d.n : d.m) * d.k;
-  const int64_t block = std::max<int64_t>(64, (kGemmGrain / std::max<int64_t>(per_line, 1) + 63) / 64 * 64);
+  const auto round_up_64 = [](int64_t x) { return std::max<int64_t>(64, (x + 63) / 64 * 64); };
+  const int64_t block = std::max(round_up_64(kGemmGrain / std::max<int64_t>(per_line, 1)),
+                                 std::min(kGemmBlockRows, round_up_64((along + 1) / 2)));
   const int64_t blocks = (along + block - 1) / block;
   parallel_for(d.batch * blocks, 1, [&](int64_t lo, int64_t hi) {
     for (int64_t t = lo; t < hi; ++t) {
