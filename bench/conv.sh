@@ -9,30 +9,15 @@
 # MT_BENCH_CLOCK=wall|cpu (default cpu here: a layer this size is long enough for the thread's CPU
 # time to be the steadier figure on a shared machine; bench/timing.h).
 set -euo pipefail
-repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-build=${MT_BENCH_BUILD_DIR:-$repo/build-bench}
-torch_build=${MT_BENCH_TORCH_BUILD_DIR:-$repo/build-bench-torch}
-python=${MT_BENCH_PYTHON:-/usr/bin/python3}
-rounds=${MT_BENCH_ROUNDS:-3}
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 clock=${MT_BENCH_CLOCK:-cpu}
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 MT_NUM_THREADS=1
-generator=()
-command -v ninja >/dev/null && generator=(-G Ninja)
+bench_one_thread
 results=$(mktemp)
 trap 'rm -f "$results"' EXIT
 
-cmake -S "$repo" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DMT_NATIVE=ON -DMT_BUILD_TESTS=OFF \
-  -DMT_BUILD_BENCH=ON -DMT_CUDA=OFF >/dev/null
-cmake --build "$build" --target bench_conv >/dev/null
-have_libtorch=0
-if cmake -S "$repo/bench/torch" -B "$torch_build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release >/dev/null 2>&1; then
-  cmake --build "$torch_build" --target bench_conv_torch >/dev/null
-  have_libtorch=1
-else
-  echo "conv.sh: libtorch not found (apt install libtorch-dev): no libtorch column" >&2
-fi
-have_pytorch=0
-if "$python" -c "import torch" 2>/dev/null; then have_pytorch=1; else echo "conv.sh: $python has no torch" >&2; fi
+bench_build bench_conv
+bench_build_libtorch bench_conv_torch
+bench_find_pytorch
 
 for round in $(seq 1 "$rounds"); do
   echo "conv.sh: round $round of $rounds" >&2
@@ -47,14 +32,8 @@ echo
 echo "Conv2d 3x3 with x (64, 64, 28, 28), and the CNN step; one thread, $clock clock, median of $rounds round(s), $(date +%F)"
 echo "| metric | minitrain | libtorch | PyTorch | libtorch/minitrain | PyTorch/minitrain |"
 echo "|---|---:|---:|---:|---:|---:|"
-awk -v suffix="$suffix" '
-  { values[$1 " " $2] = values[$1 " " $2] " " $3 }
-  function med(key,    n, v, i, j, t) {
-    n = split(values[key], v, " ")
-    if (n == 0) return ""
-    for (i = 2; i <= n; i++) for (j = i; j > 1 && v[j - 1] + 0 > v[j] + 0; j--) { t = v[j]; v[j] = v[j - 1]; v[j - 1] = t }
-    return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
-  }
+awk -v suffix="$suffix" -f "$median_awk" -f <(cat <<'AWK'
+  { collect() }
   function cell(x) { return x == "" ? "n/a" : sprintf("%.1f", x) }
   # time(other)/time(minitrain): ms are times; gflops is a rate (inverted).
   function ratio(other, mine, rate) { return other == "" || mine == "" ? "n/a" : sprintf("%.2f×", rate ? mine / other : other / mine) }
@@ -65,4 +44,6 @@ awk -v suffix="$suffix" '
       a = med("minitrain " m); l = med("libtorch " m); p = med("pytorch " m)
       printf "| %s | %s | %s | %s | %s | %s |\n", metrics[k], cell(a), cell(l), cell(p), ratio(l, a, rate), ratio(p, a, rate)
     }
-  }' "$results"
+  }
+AWK
+) "$results"

@@ -11,11 +11,8 @@
 # all-reduce latencies (MPI and Gloo) that explain the step times.
 #   bench/ddp.sh        (needs OpenMPI for the MPI column and python3-torch for PyTorch's)
 set -euo pipefail
-repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-build=${MT_BENCH_BUILD_DIR:-$repo/build-bench}
-python=${MT_BENCH_PYTHON:-/usr/bin/python3}
-rounds=${MT_BENCH_ROUNDS:-3}
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 MT_NUM_THREADS=1
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+bench_one_thread
 # OpenMPI refuses to start as root without both of these (docs/mpi.md).
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 log=$(mktemp /tmp/minitrain-ddp-bench.XXXXXX.log)
@@ -24,12 +21,9 @@ trap 'rm -f "$results"' EXIT
 say() { echo "ddp.sh: $*" >&2; }
 fail() { say "$*"; say "raw output: $log"; exit 1; }
 
-generator=()
-command -v ninja >/dev/null && generator=(-G Ninja)
 say "building bench_allreduce_mpi (Release) in $build"
-cmake -S "$repo" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DMT_BUILD_TESTS=OFF -DMT_CUDA=OFF \
-  >>"$log" 2>&1 || fail "configuring failed"
-cmake --build "$build" --target bench_allreduce_mpi >>"$log" 2>&1 ||
+bench_log=$log
+bench_build bench_allreduce_mpi ||
   fail "building bench_allreduce_mpi failed (this build needs MPI and Gloo: scripts/install-deps.sh)"
 command -v mpirun >/dev/null || fail "no mpirun (apt install openmpi-bin)"
 have_pytorch=1
@@ -51,14 +45,8 @@ echo
 echo "DDP at world size 2, $(date +%F), ${cpu:-unknown CPU} ($(getconf _NPROCESSORS_ONLN) cores), one thread per" \
   "rank, median of $rounds round(s); ratio = time(PyTorch DDP) / time(minitrain)"
 echo
-awk '
-  { values[$1 " " $2] = values[$1 " " $2] " " $3 }
-  function med(key,    n, v, i, j, t) {
-    n = split(values[key], v, " ")
-    if (n == 0) return ""
-    for (i = 2; i <= n; i++) for (j = i; j > 1 && v[j - 1] + 0 > v[j] + 0; j--) { t = v[j]; v[j] = v[j - 1]; v[j - 1] = t }
-    return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
-  }
+awk -f "$median_awk" -f <(cat <<'AWK'
+  { collect() }
   function fmt(x) { return x == "" ? "n/a" : sprintf("%.4g", x) }
   function ratio(torch, mine) { return torch == "" || mine == "" ? "n/a" : sprintf("%.1f×", torch / mine) }
   function row(title, what,    m, g, p) {
@@ -83,6 +71,8 @@ awk '
     n = med("minitrain mpi_nothread_ddp_mlp4_overlap_pct")
     printf "| … its gradient bytes reduced during backward (overlap) [%%] | %s (%s without) | %s | | | |\n", fmt(m), fmt(n), fmt(g)
     latency(11); latency(1000); latency(203530)
-  }' "$results"
+  }
+AWK
+) "$results"
 echo
 echo "Overlap and the split of each step (DDPStats) are in the raw output: $log"

@@ -21,11 +21,7 @@
 #   MT_BENCH_LOG              where the raw output goes (default a temporary file, shown at the end)
 set -euo pipefail
 
-repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-build=${MT_BENCH_BUILD_DIR:-$repo/build-bench}
-torch_build=${MT_BENCH_TORCH_BUILD_DIR:-$repo/build-bench-torch}
-python=${MT_BENCH_PYTHON:-/usr/bin/python3}
-rounds=${MT_BENCH_ROUNDS:-3}
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 clock=${MT_BENCH_CLOCK:-wall}
 case "$clock" in
   wall | cpu) ;;
@@ -34,12 +30,8 @@ esac
 log=${MT_BENCH_LOG:-$(mktemp /tmp/minitrain-bench.XXXXXX.log)}
 results=$(mktemp /tmp/minitrain-bench.XXXXXX.txt)
 trap 'rm -f "$results"' EXIT
-
-# One thread everywhere: OpenBLAS (ours and torch's) and OpenMP (torch) read these at start-up.
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 MT_NUM_THREADS=1
-
-generator=()
-if command -v ninja >/dev/null; then generator=(-G Ninja); fi
+bench_one_thread
+bench_log=$log
 
 say() { echo "run.sh: $*" >&2; }
 fail() { say "$*"; say "raw output: $log"; exit 1; }
@@ -47,28 +39,14 @@ fail() { say "$*"; say "raw output: $log"; exit 1; }
 
 # ---- build ----------------------------------------------------------------------------------------
 say "building minitrain's bench_core (Release, MT_NATIVE=ON) in $build"
-cmake -S "$repo" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DMT_NATIVE=ON \
-  -DMT_BUILD_TESTS=OFF -DMT_BUILD_BENCH=ON -DMT_CUDA=OFF >>"$log" 2>&1 || fail "configuring minitrain failed"
-cmake --build "$build" --target bench_core >>"$log" 2>&1 || fail "building bench_core failed"
-
-have_libtorch=0 libtorch_note=""
+bench_build bench_core || fail "building bench_core failed"
 say "building bench/torch (libtorch C++) in $torch_build"
-if cmake -S "$repo/bench/torch" -B "$torch_build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release >>"$log" 2>&1; then
-  # libtorch was found: from here on a failure is a real one.
-  cmake --build "$torch_build" >>"$log" 2>&1 || fail "building bench/torch failed"
-  have_libtorch=1
-else
-  libtorch_note="libtorch C++: not available (CMake could not find Torch; Debian: apt install libtorch-dev)"
-  say "$libtorch_note"
-fi
-
-have_pytorch=0 pytorch_note=""
-if "$python" -c "import torch" >>"$log" 2>&1; then
-  have_pytorch=1
-else
-  pytorch_note="PyTorch Python: not available ($python cannot import torch; Debian: apt install python3-torch)"
-  say "$pytorch_note"
-fi
+bench_build_libtorch || fail "building bench/torch failed"
+libtorch_note=""
+[ "$have_libtorch" = 1 ] || libtorch_note="libtorch C++: not available (CMake could not find Torch; Debian: apt install libtorch-dev)"
+bench_find_pytorch
+pytorch_note=""
+[ "$have_pytorch" = 1 ] || pytorch_note="PyTorch Python: not available ($python cannot import torch; Debian: apt install python3-torch)"
 
 # ---- run ------------------------------------------------------------------------------------------
 # Each program prints `<impl> <metric> <value>` lines on stdout (collected for the table, and
@@ -94,16 +72,11 @@ echo
 echo "minitrain vs PyTorch, $(date +%F), ${cpu:-unknown CPU} ($(getconf _NPROCESSORS_ONLN) cores)," \
   "single-threaded, median of $rounds round(s)"
 echo "Ratios are time(other) / time(minitrain): larger = minitrain faster."
-awk -v have_libtorch="$have_libtorch" -v have_pytorch="$have_pytorch" -v clock="$clock" '
-  { values[$1 " " $2] = values[$1 " " $2] " " $3 }
+awk -v have_libtorch="$have_libtorch" -v have_pytorch="$have_pytorch" -v clock="$clock" -f "$median_awk" -f <(cat <<'AWK'
+  { collect() }
   $2 == "cpu_share" && (min_share == "" || $3 + 0 < min_share + 0) { min_share = $3 }
   # The median over the rounds of what impl reported for metric on the current clock; "" if none.
-  function med(impl, metric,    n, v, i, j, t) {
-    n = split(values[impl " " metric suffix], v, " ")
-    if (n == 0) return ""
-    for (i = 2; i <= n; i++) for (j = i; j > 1 && v[j - 1] + 0 > v[j] + 0; j--) { t = v[j]; v[j] = v[j - 1]; v[j - 1] = t }
-    return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
-  }
+  function figure(impl, metric) { return med(impl " " metric suffix) }
   function fmt(x) { return x == "" ? "n/a" : (x + 0 >= 100 ? sprintf("%.0f", x) : sprintf("%.3g", x)) }
   # time(other)/time(minitrain), from times (lower is better) or rates (higher is better).
   function ratio(label, other, mine, rate) {
@@ -112,15 +85,15 @@ awk -v have_libtorch="$have_libtorch" -v have_pytorch="$have_pytorch" -v clock="
   }
   function join(a, b) { return a == "" ? b : (b == "" ? a : a ", " b) }
   function row(title, metric, rate,    m, l, p, o, r) {
-    m = med("minitrain", metric); l = med("libtorch", metric); p = med("pytorch", metric)
+    m = figure("minitrain", metric); l = figure("libtorch", metric); p = figure("pytorch", metric)
     r = join(ratio("libtorch", l, m, rate), ratio("pytorch", p, m, rate))
-    o = med("openblas", metric)
+    o = figure("openblas", metric)
     if (metric == "gemm1024_gflops" && o != "" && m != "")
       r = join(sprintf("minitrain = %.0f %% of OpenBLAS", 100 * m / o), r)
     printf "| %s | %s | %s | %s | %s |\n", title, fmt(m), have_libtorch ? fmt(l) : "—", have_pytorch ? fmt(p) : "—", r
   }
   function reference(title, impl) {
-    if (med(impl, "gemm1024_gflops") != "") printf "| %s | %s | | | |\n", title, fmt(med(impl, "gemm1024_gflops"))
+    if (figure(impl, "gemm1024_gflops") != "") printf "| %s | %s | | | |\n", title, fmt(figure(impl, "gemm1024_gflops"))
   }
   function table(which) {
     suffix = which == "cpu" ? ":cpu" : ""
@@ -146,7 +119,9 @@ awk -v have_libtorch="$have_libtorch" -v have_pytorch="$have_pytorch" -v clock="
       print "was timed, so the wall-clock figures above are inflated and noisy. The same runs on CPU time:"
       table("cpu")
     }
-  }' "$results"
+  }
+AWK
+) "$results"
 echo
 if [ -n "$libtorch_note" ]; then echo "$libtorch_note"; fi
 if [ -n "$pytorch_note" ]; then echo "$pytorch_note"; fi

@@ -8,28 +8,13 @@
 #   bench/threads.sh        (libtorch-dev and python3-torch for the other columns)
 # Environment: MT_BENCH_BUILD_DIR, MT_BENCH_TORCH_BUILD_DIR, MT_BENCH_PYTHON, MT_BENCH_ROUNDS.
 set -euo pipefail
-repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-build=${MT_BENCH_BUILD_DIR:-$repo/build-bench}
-torch_build=${MT_BENCH_TORCH_BUILD_DIR:-$repo/build-bench-torch}
-python=${MT_BENCH_PYTHON:-/usr/bin/python3}
-rounds=${MT_BENCH_ROUNDS:-3}
-generator=()
-command -v ninja >/dev/null && generator=(-G Ninja)
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 results=$(mktemp)
 trap 'rm -f "$results"' EXIT
 
-cmake -S "$repo" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DMT_NATIVE=ON -DMT_BUILD_TESTS=OFF \
-  -DMT_BUILD_BENCH=ON -DMT_CUDA=OFF >/dev/null
-cmake --build "$build" --target bench_core bench_conv bench_gpt >/dev/null
-have_libtorch=0
-if cmake -S "$repo/bench/torch" -B "$torch_build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release >/dev/null 2>&1; then
-  cmake --build "$torch_build" --target bench_torch bench_conv_torch bench_torch_gpt >/dev/null
-  have_libtorch=1
-else
-  echo "threads.sh: libtorch not found (apt install libtorch-dev): no libtorch column" >&2
-fi
-have_pytorch=0
-if "$python" -c "import torch" 2>/dev/null; then have_pytorch=1; else echo "threads.sh: $python has no torch" >&2; fi
+bench_build bench_core bench_conv bench_gpt
+bench_build_libtorch bench_torch bench_conv_torch bench_torch_gpt
+bench_find_pytorch
 
 # Runs "$@" with $threads threads and prefixes each output line with the count.
 at() {
@@ -41,7 +26,7 @@ at() {
 
 for round in $(seq 1 "$rounds"); do
   for threads in 1 2; do
-    echo "threads.sh: round $round of $rounds, $threads thread(s), load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+    echo "threads.sh: round $round of $rounds, $threads thread(s), $(bench_load)" >&2
     at "$threads" "$build/bench/bench_core"
     at "$threads" "$build/bench/bench_conv"
     at "$threads" "$build/bench/bench_gpt"
@@ -61,14 +46,8 @@ echo
 echo "Training steps at 1 and 2 threads [ms], wall clock, median of $rounds round(s), $(date +%F)"
 echo "| step | minitrain 1 | minitrain 2 | libtorch 1 | libtorch 2 | PyTorch 1 | PyTorch 2 | minitrain 1/2 | libtorch 2 / minitrain 2 | PyTorch 2 / minitrain 2 |"
 echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-awk '
-  { values[$1 " " $2 " " $3] = values[$1 " " $2 " " $3] " " $4 }
-  function med(key,    n, v, i, j, t) {
-    n = split(values[key], v, " ")
-    if (n == 0) return ""
-    for (i = 2; i <= n; i++) for (j = i; j > 1 && v[j - 1] + 0 > v[j] + 0; j--) { t = v[j]; v[j] = v[j - 1]; v[j - 1] = t }
-    return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
-  }
+awk -f "$median_awk" -f <(cat <<'AWK'
+  { collect() }
   function cell(x) { return x == "" ? "n/a" : sprintf("%.2f", x) }
   function ratio(a, b) { return a == "" || b == "" ? "n/a" : sprintf("%.2f×", a / b) }
   END {
@@ -87,4 +66,6 @@ awk '
              values["2 minitrain " m], values["1 libtorch " m], values["2 libtorch " m], values["1 pytorch " m],
              values["2 pytorch " m]
     }
-  }' "$results"
+  }
+AWK
+) "$results"

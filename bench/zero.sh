@@ -8,21 +8,16 @@
 #   bench/zero.sh            MT_BENCH_STEPS (default 30) steps per run
 #   MT_BENCH_BUILD_DIR=build MT_BENCH_SKIP_BUILD=1 bench/zero.sh   uses an existing build's mini_train
 set -euo pipefail
-repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-build=${MT_BENCH_BUILD_DIR:-$repo/build-bench}
-rounds=${MT_BENCH_ROUNDS:-3}
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 steps=${MT_BENCH_STEPS:-30}
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
+bench_one_thread
 work=$(mktemp -d /tmp/minitrain-zero-bench.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 say() { echo "zero.sh: $*" >&2; }
 
-generator=()
-command -v ninja >/dev/null && generator=(-G Ninja)
 if [[ -z ${MT_BENCH_SKIP_BUILD:-} ]]; then
   say "building mini_train (Release) in $build"
-  cmake -S "$repo" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DMT_BUILD_TESTS=OFF -DMT_CUDA=OFF >/dev/null
-  cmake --build "$build" --target mini_train >/dev/null
+  bench_build mini_train
 fi
 
 # One run: prints "<zero> <peak tensor MiB> <peak RSS MiB> <wall ms per step> <CPU ms per step>"; the
@@ -53,18 +48,15 @@ echo
 echo "ZeRO-1 vs plain DDP, GPT dim 256 x 4 layers, AdamW, 2 processes (Gloo), batch 8 per rank, $steps steps," \
   "$(date +%F), ${cpu:-unknown CPU} ($(getconf _NPROCESSORS_ONLN) cores), median of $rounds round(s)"
 echo
-awk '
+awk -f "$median_awk" -f <(cat <<'AWK'
   { peak[$1] = peak[$1] " " $2; rss[$1] = rss[$1] " " $3; ms[$1] = ms[$1] " " $4; cpu[$1] = cpu[$1] " " $5 }
-  function med(s,    n, v, i, j, t) {
-    n = split(s, v, " ")
-    for (i = 2; i <= n; i++) for (j = i; j > 1 && v[j - 1] + 0 > v[j] + 0; j--) { t = v[j]; v[j] = v[j - 1]; v[j - 1] = t }
-    return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
-  }
   END {
     print "| | plain DDP | --zero 1 | ratio |"
     print "|---|---:|---:|---:|"
-    printf "| peak CPU tensor memory, rank 0 [MiB] | %.1f | %.1f | %.2f |\n", med(peak[0]), med(peak[1]), med(peak[1]) / med(peak[0])
-    printf "| peak RSS, largest process [MiB] | %.1f | %.1f | %.2f |\n", med(rss[0]), med(rss[1]), med(rss[1]) / med(rss[0])
-    printf "| wall time per step (epoch seconds / steps) [ms] | %.2f | %.2f | %.2f |\n", med(ms[0]), med(ms[1]), med(ms[1]) / med(ms[0])
-    printf "| CPU time per step, all processes, whole run / steps [ms] | %.2f | %.2f | %.2f |\n", med(cpu[0]), med(cpu[1]), med(cpu[1]) / med(cpu[0])
-  }' "$results"
+    printf "| peak CPU tensor memory, rank 0 [MiB] | %.1f | %.1f | %.2f |\n", median(peak[0]), median(peak[1]), median(peak[1]) / median(peak[0])
+    printf "| peak RSS, largest process [MiB] | %.1f | %.1f | %.2f |\n", median(rss[0]), median(rss[1]), median(rss[1]) / median(rss[0])
+    printf "| wall time per step (epoch seconds / steps) [ms] | %.2f | %.2f | %.2f |\n", median(ms[0]), median(ms[1]), median(ms[1]) / median(ms[0])
+    printf "| CPU time per step, all processes, whole run / steps [ms] | %.2f | %.2f | %.2f |\n", median(cpu[0]), median(cpu[1]), median(cpu[1]) / median(cpu[0])
+  }
+AWK
+) "$results"
