@@ -16,8 +16,9 @@
 // no atomics, no locks and no extra pass. Splitting by output ROWS (a task owning a range of the
 // n rows) would keep that order too, but every task would have to scan all k indices to find its
 // own, or a serial pass would have to bucket them first. What the column split cannot do is split
-// an index_add whose rows are narrower than two blocks (an embedding dim under 2·kColumnBlock, a
-// 1-D index_add): that runs on one thread, unless it has several outer slices.
+// an index_add whose rows are narrower than two blocks (an embedding dim under 2·kColumnBlock, as
+// the GPT preset's 128; a 1-D index_add): that runs on one thread, unless it has several outer
+// slices. Such an index_add is small beside the GEMMs around it (0.05 ms in the GPT step).
 #include <algorithm>
 
 #include "tensor/cpu/cpu_backend.h"
@@ -47,9 +48,11 @@ void check_bounds(const char* op, const int64_t* index, int64_t count, int64_t n
              " is out of range for a dim of size ", n, " (valid range [0, ", n, "))");
 }
 
-// Columns per index_add / scatter_add task (Note [Parallel scatters]): 256 bytes of float32, four
-// cache lines, so two tasks share a line only at a block's ends when a row is not a multiple of it.
-constexpr int64_t kColumnBlock = 64;
+// Columns per index_add / scatter_add task (Note [Parallel scatters]): 512 bytes of float32. Each
+// block is a pass over the k indices and rows, so narrower blocks cost at one thread: the GPT
+// preset's embedding backward (2048 rows of 128) in two blocks of 64 took 1.15-1.2x the time of
+// one pass (bench/README.md, "Threads"). Two tasks share a cache line only at a block's ends.
+constexpr int64_t kColumnBlock = 128;
 
 // Runs task(a, i0, i1) for every block [i0, i1) of kColumnBlock columns of every outer slice a, on
 // the intra-op threads; `per_column` is the work one column costs (its k source elements).

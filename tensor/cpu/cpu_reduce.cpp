@@ -33,6 +33,10 @@ constexpr int64_t kLanes = 16;          // independent row accumulators: 1-2 vec
 // error bound stays ~128 ulps instead of growing with the row.
 constexpr int64_t kPairwiseRow = 2048;
 constexpr int64_t kPairwiseRows = 64;   // column sums over more rows than this are split
+// Parallel splits (Note [Parallel reductions]).
+constexpr int64_t kParallelRow = 65536;  // rows longer than this are split into subtrees
+constexpr int64_t kColumnBlock = 256;    // columns per task of a column reduction
+constexpr int64_t kUnitStrideChunk = 1024;  // at least, per chunk of the general path along in's unit stride
 
 // Each reduction is an identity and a combine step. NaN handling for Max/Min: the result is NaN if
 // any input is (PyTorch's rule). "x != x" is true only for NaN, so once acc is NaN no later x
@@ -193,17 +197,20 @@ void reduce_general(const Tensor& out, const Tensor& in, uint32_t dim_mask) {
   T* o = cpu::data<T>(out);
   const T* x = cpu::data<const T>(in);
   const GeneralLoop loop = general_loop(out, in, dim_mask);
-  // The loop dim to split: the longest kept one (the first of equals), else the outermost one
-  // longer than 1; none when in has one element.
+  // The loop dim to split: the outermost kept one longer than 1, else the outermost one longer
+  // than 1 (every dim reduced); none when in has one element.
   const int ndim = loop.sizes.size();
   int split = -1;
-  for (int i = 0; i < ndim; ++i)
-    if (loop.out_strides[i] != 0 && loop.sizes[i] > 1 && (split < 0 || loop.sizes[i] > loop.sizes[split])) split = i;
+  for (int i = 0; i < ndim && split < 0; ++i)
+    if (loop.out_strides[i] != 0 && loop.sizes[i] > 1) split = i;
   const bool kept = split >= 0;
   for (int i = 0; i < ndim && split < 0; ++i)
     if (loop.sizes[i] > 1) split = i;
   const int64_t size = split >= 0 ? loop.sizes[split] : 1;
-  const int64_t grain = std::max<int64_t>(cpu::kGrainWork / std::max<int64_t>(in.numel() / size, 1), 1);
+  int64_t grain = std::max<int64_t>(cpu::kGrainWork / std::max<int64_t>(in.numel() / size, 1), 1);
+  // Split along in's unit-stride dim, a chunk reads a piece of every row: at least kUnitStrideChunk
+  // elements of it (a 4 KB page of float32), or the pieces cost more in misses than a thread saves.
+  if (split >= 0 && std::abs(loop.in_strides[split]) == 1) grain = std::max(grain, kUnitStrideChunk);
   const int64_t chunks = (size + grain - 1) / grain;  // parallel_for's chunks
   // Each chunk: the loop with the split dim narrowed to [lo, hi), into out itself (a kept dim: the
   // chunks' output slots are disjoint) or into its own partial slot (a reduced dim).
@@ -230,15 +237,16 @@ void reduce_general(const Tensor& out, const Tensor& in, uint32_t dim_mask) {
 //   - a single row longer than kParallelRow is cut into the subtrees of reduce_row's own pairwise
 //     tree (split_row); the subtrees are reduced in parallel and then combined up the same tree.
 //   - the general path (any strides, reduced dims anywhere) splits one dim of its loop into chunks
-//     fixed by the shapes: its longest KEPT dim when it has one, so each output element is combined
-//     by one chunk, in the loop's order as on one thread; when every dim is reduced (the whole of a
-//     strided tensor into one value), its outermost dim, each chunk into a partial result of its
-//     own, and the partials combined in chunk order (a tree of a different shape than one loop
-//     over everything, so such a sum changed in the last bits when this came; it is fixed by the
+//     fixed by the shapes: its outermost KEPT dim when it has one, so each output element is
+//     combined by one chunk, in the loop's order as on one thread (a chunk along in's unit-stride
+//     dim holds at least kUnitStrideChunk elements: summing dim 1 of a transposed 1024x1024 in
+//     chunks of 32 columns was 8x slower at one thread than whole rows, in chunks of 256 still
+//     1.4x); when every dim is reduced (the whole of a strided
+//     tensor into one value), its outermost dim, each chunk into a partial result of its own, and
+//     the partials combined in chunk order (a tree of a different shape than one loop over
+//     everything, so such a sum changed in the last bits when this came; it is fixed by the
 //     shapes, so the same at any thread count).
 // Max and Min are exact, so any split gives the same value.
-constexpr int64_t kParallelRow = 65536;  // rows longer than this are split into subtrees
-constexpr int64_t kColumnBlock = 256;    // columns per task of a column reduction
 
 // The pieces of [0, n) that reduce_row's pairwise halving reaches at or below kParallelRow
 // elements, left to right.

@@ -144,17 +144,19 @@ TEST_CASE("Adam and SGD steps and a few MLP training steps give the same bits at
 
 TEST_CASE("strided reductions (the general path) give the same bits at 1, 2 and 3 threads, and the right values") {
   Generator gen(14);
-  const Tensor x = randn({1000, 300}, gen), y = randn({40, 50, 60}, gen);
-  const Tensor xt = transpose(x, 0, 1);  // (300, 1000), strides (1, 300)
-  // Split along a kept dim (outer, then inner in memory), along a reduced one into partial results
-  // (the whole tensor into one value), and a contiguous input whose reduced dims are not adjacent.
+  const Tensor xt = transpose(randn({1000, 300}, gen), 0, 1);  // (300, 1000), strides (1, 300)
+  const Tensor zt = transpose(randn({40, 3000}, gen), 0, 1);   // (3000, 40), strides (1, 3000)
+  const Tensor y = randn({40, 50, 60}, gen);
+  // Split along a kept dim (outer in memory; inner, in chunks of 1024), along a reduced one into
+  // partial results (the whole tensor into one value), and a contiguous input whose reduced dims
+  // are not adjacent.
   const auto compute = [&] {
-    return std::vector<Tensor>{sum(xt, {0}), sum(xt, {1}), max(xt, {0}), min(xt, {1}), sum(xt),
+    return std::vector<Tensor>{sum(xt, {0}), max(xt, {0}), sum(zt, {1}), min(zt, {1}), sum(xt),
                                mean(xt),     max(xt),      sum(y, {0, 2}), max(y, {0, 2})};
   };
   check_independent(compute);
-  const Tensor c = contiguous(xt);  // the same values through the contiguous paths
-  const std::vector<Tensor> want = {sum(c, {0}), sum(c, {1}), max(c, {0}), min(c, {1}), sum(c), mean(c), max(c),
+  const Tensor c = contiguous(xt), d = contiguous(zt);  // the same values through the contiguous paths
+  const std::vector<Tensor> want = {sum(c, {0}), max(c, {0}), sum(d, {1}), min(d, {1}), sum(c), mean(c), max(c),
                                     sum(sum(y, {2}), {0}), max(max(y, {2}), {0})};
   const std::vector<Tensor> got = compute();
   for (size_t i = 0; i < got.size(); ++i) {
