@@ -21,12 +21,14 @@
 // default: the step of a batch-of-fewer-ranks is smaller. Because every rank applied the same
 // updates (the active ones in their loop, the joined ones in JoinOptions::step), the replicas stay
 // bit-for-bit the same, which check_replicas can confirm.
+//
 // With ZeRO-1 (distributed/zero.h) the same holds: the shadow backward goes through the registered
 // comm hook, so a joined rank reduce-scatters its zeros like any bucket (ZeroHook), and
-// JoinOptions::step is the ZeroRedundancyOptimizer's step, whose all-gather the active ranks' steps
-// wait for; its own shard it updates with the average it got back (tests/distributed/
-// test_join_zero.cpp). So there a Join without a step is refused when it is made. A collective the loop adds between backward and step (ZeRO's
-// clip_grad_norm) belongs in JoinOptions::step too, or the ranks' collectives no longer pair up.
+// JoinOptions::step is the ZeroRedundancyOptimizer's step: it updates this rank's shard with the
+// average it got back, and its all-gather is the one the active ranks' steps wait for
+// (tests/distributed/test_join_zero.cpp). So under ZeRO a Join without a step is refused when it is
+// made. A collective the loop adds between backward and step (ZeRO's clip_grad_norm) belongs in
+// JoinOptions::step too, or the ranks' collectives no longer pair up.
 //
 // Not here: collectives of the user's own between steps (only DDP's are shadowed), several DDP
 // models in one Join, dividing by the number of active ranks.

@@ -229,23 +229,23 @@ void reduce_general(const Tensor& out, const Tensor& in, uint32_t dim_mask) {
   *o = acc;
 }
 
-// Note [Parallel reductions]: every split below is fixed by the shapes, and each output element is
-// combined in the same order as on one thread, so sums are the same bits for any thread count
-// (and the same as before the threads came):
+// Note [Parallel reductions]: every split here is fixed by the shapes, so sums are the same bits
+// for any thread count; all but one also combine each output element in the same order as the
+// serial code did before the threads came:
 //   - rows of a (outer, r) reduction, and blocks of kColumnBlock columns of an (outer, r, inner)
 //     one, are independent outputs: chunks of them run on different threads;
 //   - a single row longer than kParallelRow is cut into the subtrees of reduce_row's own pairwise
-//     tree (split_row); the subtrees are reduced in parallel and then combined up the same tree.
-//   - the general path (any strides, reduced dims anywhere) splits one dim of its loop into chunks
-//     fixed by the shapes: its outermost KEPT dim when it has one, so each output element is
-//     combined by one chunk, in the loop's order as on one thread (a chunk along in's unit-stride
-//     dim holds at least kUnitStrideChunk elements: summing dim 1 of a transposed 1024x1024 in
-//     chunks of 32 columns was 8x slower at one thread than whole rows, in chunks of 256 still
-//     1.4x); when every dim is reduced (the whole of a strided
-//     tensor into one value), its outermost dim, each chunk into a partial result of its own, and
-//     the partials combined in chunk order (a tree of a different shape than one loop over
-//     everything, so such a sum changed in the last bits when this came; it is fixed by the
-//     shapes, so the same at any thread count).
+//     tree (split_row); the subtrees are reduced in parallel and then combined up the same tree;
+//   - the general path (reduce_general: any strides, reduced dims anywhere) splits one dim of its
+//     loop: its outermost KEPT dim when it has one, so each output element is combined by one
+//     chunk, in the loop's order. A chunk along in's unit-stride dim holds at least
+//     kUnitStrideChunk elements: summing dim 1 of a transposed 1024x1024 in chunks of 32 columns
+//     (a narrow piece of every 4 KB row each) took 8x the serial time at one thread, in chunks of
+//     256 still 1.4x;
+//   - the exception: when every dim is reduced (a whole strided tensor into one value), the general
+//     path splits its outermost dim, each chunk into a partial result of its own, combined in chunk
+//     order afterwards: a different tree than one loop over everything, so such a sum changed in
+//     its last bits when the split came (thread counts still agree).
 // Max and Min are exact, so any split gives the same value.
 
 // The pieces of [0, n) that reduce_row's pairwise halving reaches at or below kParallelRow

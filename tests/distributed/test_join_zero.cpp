@@ -3,7 +3,8 @@
 // and equal to one process running plain Adam on each step's average over the whole world. A joined
 // rank's shadow backward goes through the same ZeroHook (zero gradients reduce-scattered into the
 // active ranks' shards), and its JoinOptions::step is the ZeRO step: its own shard's update, then
-// the all-gather the active ranks' steps wait for. The case name starts with "DDP: " and holds
+// the all-gather the active ranks' steps wait for; clipping over the shards, a collective, runs in
+// both, as docs/ddp.md says it must. The case name starts with "DDP: " and holds
 // "ZeRO-1", so it also runs on MPI at 2, 3 and 4 ranks (tests/CMakeLists.txt). A Join without a
 // step is refused under ZeRO: the active ranks would wait in an all-gather the joined one skips.
 #include <doctest/doctest.h>
@@ -19,6 +20,7 @@
 #include "multiprocess.h"
 #include "nn/nn.h"
 #include "optim/adam.h"
+#include "optim/clip_grad.h"
 #include "tensor/generator.h"
 
 using namespace mt;
@@ -38,6 +40,7 @@ std::shared_ptr<nn::Sequential> make_model() {
 }
 constexpr DDPOptions kSmallBuckets{.bucket_cap_mb = 300.0 / (1024 * 1024), .first_bucket_cap_mb = 300.0 / (1024 * 1024)};
 constexpr optim::AdamOptions kAdam{.lr = 0.01, .weight_decay = 0.01};
+constexpr double kClip = 0.05;  // below the gradients' norm, so clipping bites
 
 // Rank r's batch b: the same on every process that asks.
 std::pair<Tensor, Tensor> batch(int rank, int b) {
@@ -63,13 +66,17 @@ TEST_CASE("DDP: Join with ZeRO-1 lets ranks with uneven batches finish together,
                ddp->stats().bucket_parameters.size());
       int64_t shadowed = 0;
       {
-        Join join(*ddp, {.step = [&] { opt.step(); }});
+        const auto clip_and_step = [&] {
+          MT_CHECK(opt.clip_grad_norm(kClip) > kClip, "the test's clipping must bite");
+          opt.step();
+        };
+        Join join(*ddp, {.step = clip_and_step});
         for (int b = 0; b < batches_of(rank); ++b) {
           MT_CHECK(join.step() == world - (b >= 2 ? b - 1 : 0), "active ranks at step ", b);
           opt.zero_grad();
           const auto [x, y] = batch(rank, b);
           nn::F::mse_loss(ddp->forward(x), y).backward();
-          opt.step();
+          clip_and_step();
         }
         shadowed = join.join();
       }
@@ -77,7 +84,7 @@ TEST_CASE("DDP: Join with ZeRO-1 lets ranks with uneven batches finish together,
       ddp->check_replicas("after the uneven epoch under ZeRO-1");
 
       // The reference: one process with plain Adam, each step the sum of the active ranks'
-      // gradients over the world (the joined ranks' zeros included).
+      // gradients over the world (the joined ranks' zeros included), clipped.
       auto ref = make_model();
       optim::Adam ref_opt(ref->parameters(), kAdam);
       for (int b = 0; b < batches_of(world - 1); ++b) {
@@ -87,6 +94,7 @@ TEST_CASE("DDP: Join with ZeRO-1 lets ranks with uneven batches finish together,
           const auto [x, y] = batch(r, b);
           mul(nn::F::mse_loss(ref->forward(x), y), 1.0 / world).backward();
         }
+        optim::clip_grad_norm_(ref->parameters(), kClip);
         ref_opt.step();
       }
       const NamedTensors got = model->named_parameters(), want = ref->named_parameters();
