@@ -5,14 +5,27 @@
 // 200 calls, wall clock in µs (the point is what the second thread saves, so thread CPU time would
 // not do). Run on an idle machine for figures worth keeping: on a loaded one the second thread
 // waits for a core, and the crossover moves with the load.
-//   build-bench/bench/bench_parallel
+// Then whole kernels at 1 and 2 threads, at the sizes the CNN and GPT steps give them (strided
+// reductions, the embedding's lookup and backward, max pooling's backward, the Winograd
+// convolution): rounds of 1 then 2 threads, interleaved, each the median of 5 repetitions; the table
+// has each count's median over the rounds, the median of the rounds' 1-thread / 2-thread ratios, and
+// the calling thread's CPU time at 2 threads over that at 1 (about 0.5 when the worker ran half the
+// chunks, 1 when it got no core in time: a second reading of the load). The load average is printed
+// before and after.
+//   build-bench/bench/bench_parallel            # both parts
+//   build-bench/bench/bench_parallel kernels    # the kernels only (grains: the chunks only)
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <functional>
+#include <string>
 #include <vector>
 
 #include "minitrain.h"
+#include "tensor/raw_ops.h"
 
 namespace {
 
@@ -29,9 +42,101 @@ double median_us(F f) {
   return t[t.size() / 2];
 }
 
-}  // namespace
+// Seconds of CPU time the calling thread has used.
+double thread_cpu_s() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
 
-int main() {
+// Per call of f, over 5 repetitions of `calls` calls: the median wall ms, and the calling thread's
+// CPU ms over all of them (with 2 threads, what the worker took off it shows as less).
+struct Time {
+  double wall_ms, caller_cpu_ms;
+};
+Time time_calls(const std::function<void()>& f, int calls) {
+  std::vector<double> t;
+  const double cpu0 = thread_cpu_s();
+  for (int r = 0; r < 5; ++r) {
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < calls; ++i) f();
+    t.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() / calls);
+  }
+  std::sort(t.begin(), t.end());
+  return {t[t.size() / 2], (thread_cpu_s() - cpu0) * 1e3 / (5.0 * calls)};
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+void print_load(const char* when) {
+  double load[3] = {0, 0, 0};
+  if (getloadavg(load, 3) == 3) std::printf("# load average %s: %.2f %.2f %.2f\n", when, load[0], load[1], load[2]);
+}
+
+struct Kernel {
+  const char* name;
+  std::function<void()> run;
+  int calls;  // per repetition
+};
+
+// The kernels at 1 and 2 threads, interleaved rounds (see the file comment).
+void kernels_at_1_and_2_threads() {
+  using namespace mt;
+  Generator gen(1);
+  const Tensor xt = transpose(randn({1024, 1024}, gen), 0, 1);  // strides (1, 1024)
+  const Tensor wt = transpose(randn({256, 4096}, gen), 0, 1);   // (4096, 256), strides (1, 4096)
+  const Tensor tokens = cast(mul(rand({2048}, gen), 256.0), DType::Int64);  // GPT preset: 32 x 64
+  const Tensor table = randn({256, 128}, gen), rows = randn({2048, 128}, gen);
+  const Tensor wide_table = randn({256, 512}, gen), wide_rows = randn({2048, 512}, gen);
+  // The CNN's first max pool, backward: 64 samples x 32 planes of 28x28, a winner per 2x2 window.
+  const Tensor winners = cast(mul(rand({64 * 32, 196}, gen), 784.0), DType::Int64);
+  const Tensor pooled = randn({64 * 32, 196}, gen);
+  // The CNN's second convolution (32 -> 64, 14x14, batch 64): Winograd.
+  const Tensor x = randn({64, 32, 14, 14}, gen), w = randn({64, 32, 3, 3}, gen), b = randn({64}, gen);
+  const Tensor dy = randn({64, 64, 14, 14}, gen);
+  const Conv2dOptions pad1{.padding = 1};
+  const std::vector<Kernel> kernels = {
+      {"sum(dim 0) of a transposed 1024x1024", [&] { sum(xt, {0}); }, 50},
+      {"sum of all of a transposed 1024x1024", [&] { sum(xt); }, 50},
+      {"sum(dim 1) of a transposed 256x4096", [&] { sum(wt, {1}); }, 50},
+      {"embedding lookup, 2048 x 128 of 256", [&] { raw::index_select(table, 0, tokens); }, 200},
+      {"embedding backward (index_add), dim 128", [&] { raw::index_add_zeros(table.sizes(), 0, tokens, rows); }, 200},
+      {"embedding backward (index_add), dim 512",
+       [&] { raw::index_add_zeros(wide_table.sizes(), 0, tokens, wide_rows); }, 100},
+      {"max pool backward (scatter_add)", [&] { raw::scatter_add_zeros(Shape{64 * 32, 784}, 1, winners, pooled); }, 20},
+      {"Winograd conv 32->64 14x14 b64, forward", [&] { raw::conv2d_winograd(x, w, b, pad1); }, 5},
+      {"Winograd conv, input gradient", [&] { raw::conv2d_input_grad_winograd(dy, w, pad1); }, 5},
+      {"Winograd conv, weight gradient", [&] { raw::conv2d_weight_grad_winograd(dy, x, w, pad1); }, 5},
+  };
+  constexpr int kRounds = 5;
+  const size_t n = kernels.size();
+  std::vector<std::vector<double>> one(n), two(n), ratio(n), caller(n);
+  print_load("before");
+  for (int round = 0; round < kRounds; ++round)
+    for (size_t k = 0; k < n; ++k) {
+      set_num_threads(1);
+      kernels[k].run();  // warm: allocator bins, caches
+      const Time a = time_calls(kernels[k].run, kernels[k].calls);
+      set_num_threads(2);
+      kernels[k].run();
+      const Time b = time_calls(kernels[k].run, kernels[k].calls);
+      one[k].push_back(a.wall_ms);
+      two[k].push_back(b.wall_ms);
+      ratio[k].push_back(a.wall_ms / b.wall_ms);
+      caller[k].push_back(b.caller_cpu_ms / a.caller_cpu_ms);
+    }
+  print_load("after");
+  std::printf("# kernel | wall ms at 1 thread | at 2 | 1 / 2 | the caller's CPU time at 2 / at 1 (medians of %d "
+              "rounds)\n", kRounds);
+  for (size_t k = 0; k < n; ++k)
+    std::printf("%-42s %9.3f %9.3f %6.2fx %6.2f\n", kernels[k].name, median(one[k]), median(two[k]), median(ratio[k]),
+                median(caller[k]));
+}
+
+void grains() {
   mt::set_num_threads(2);
   std::vector<float> x(1 << 20, 1.0f), y(1 << 20, 2.0f), o(1 << 20);
   float* po = o.data();
@@ -55,5 +160,17 @@ int main() {
     };
     std::printf("%8ld %10.2f %10.2f %10.2f %10.2f\n", static_cast<long>(n), add(n), add(n / 2), exp(n), exp(n / 2));
   }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string part = argc > 1 ? argv[1] : "";
+  if (part != "" && part != "grains" && part != "kernels") {
+    std::fprintf(stderr, "usage: bench_parallel [grains|kernels]\n");
+    return 2;
+  }
+  if (part != "kernels") grains();
+  if (part != "grains") kernels_at_1_and_2_threads();
   return 0;
 }

@@ -5,7 +5,13 @@
 
 namespace mt::dist {
 
-Join::Join(DistributedDataParallel& ddp, JoinOptions opts) : ddp_(ddp), opts_(std::move(opts)) {}
+// Without a step, plain DDP's joined replicas only fall behind; ZeRO's active ranks would wait in
+// an all-gather that the joined rank never joins (Note [Join]).
+Join::Join(DistributedDataParallel& ddp, JoinOptions opts) : ddp_(ddp), opts_(std::move(opts)) {
+  MT_CHECK(opts_.step || ddp_.stats().comm_hook != "zero",
+           "Join: this DDP model trains with a ZeroRedundancyOptimizer, so JoinOptions::step must be set and "
+           "call its step(): the other ranks' steps all-gather from this rank's shard");
+}
 
 Join::~Join() noexcept(false) {
   if (!joined_ && std::uncaught_exceptions() == 0) join();

@@ -22,6 +22,14 @@
 // updates (the active ones in their loop, the joined ones in JoinOptions::step), the replicas stay
 // bit-for-bit the same, which check_replicas can confirm.
 //
+// With ZeRO-1 (distributed/zero.h) the same holds: the shadow backward goes through the registered
+// comm hook, so a joined rank reduce-scatters its zeros like any bucket (ZeroHook), and
+// JoinOptions::step is the ZeroRedundancyOptimizer's step: it updates this rank's shard with the
+// average it got back, and its all-gather is the one the active ranks' steps wait for
+// (tests/distributed/test_join_zero.cpp). So under ZeRO a Join without a step is refused when it is
+// made. A collective the loop adds between backward and step (ZeRO's clip_grad_norm) belongs in
+// JoinOptions::step too, or the ranks' collectives no longer pair up.
+//
 // Not here: collectives of the user's own between steps (only DDP's are shadowed), several DDP
 // models in one Join, dividing by the number of active ranks.
 #pragma once
@@ -36,7 +44,7 @@ namespace mt::dist {
 struct JoinOptions {
   // Runs on a joined rank after each step it shadowed, with the averaged gradient in .grad: the same
   // optimizer (and scheduler) step the active ranks take in their loop. Empty: nothing, and the
-  // joined ranks' parameters fall behind (call check_replicas to see it).
+  // joined ranks' parameters fall behind (call check_replicas to see it); refused under ZeRO-1.
   std::function<void()> step{};
 };
 

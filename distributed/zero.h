@@ -18,9 +18,11 @@
 // collectives and of DDP's buckets, and optim/ sits below distributed/ (nothing there knows that
 // distribution exists).
 //
-// Not here: ZeRO-2/3 (sharding the gradients and the parameters themselves), gradient clipping
-// over the shards (a global norm needs one more all-reduce), Join (uneven inputs), optimizers
-// whose update is not elementwise (LAMB, Shampoo: they need the whole parameter).
+// Uneven inputs: a dist::Join over the DDP model works with it, with {.step = [&] { zero.step(); }}
+// (Note [Join], distributed/join.h).
+//
+// Not here: ZeRO-2/3 (sharding the gradients and the parameters themselves), optimizers whose
+// update is not elementwise (LAMB, Shampoo: they need the whole parameter).
 #pragma once
 
 #include <functional>

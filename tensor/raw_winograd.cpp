@@ -23,6 +23,12 @@
 //   dw[o, c] = Gᵀ·du[:, o, c]·G                 (transform_weight_backward)
 // Accuracy: the transforms add and subtract a few inputs (the ½ in G is exact), so the result differs
 // from im2col's by rounding only (about 1e-6 relative in float32; tests/tensor/test_winograd.cpp).
+// Threads: each of the three steps of a sample group is its own parallel region, one after the
+// other: the transforms split their channel planes (tensor/cpu/cpu_winograd.cpp), and the batched
+// GEMM splits its 16 products into blocks (Note [GEMM on the pool], tensor/cpu/cpu_gemm.cpp). The
+// groups themselves stay in order on the calling thread: a GEMM inside a parallel_for chunk would
+// run its blocks serially (nested calls do, tensor/parallel.h), and the weight gradient adds the
+// groups' products into du in group order, which keeps it the same bits at any thread count.
 #include <algorithm>
 
 #include "tensor/raw_ops.h"

@@ -75,7 +75,8 @@ namespace cpu {
 // 64 K; exp won from about 4 K.
 constexpr int64_t kGrainElementwise = 32768;    // add, mul, relu, copy: a fraction of a ns per element
 constexpr int64_t kGrainTranscendental = 4096;  // exp, log, tanh, erf, pow, softmax, GELU: a libm call each
-constexpr int64_t kGrainWork = 32768;           // rows of reductions, layer norm, im2col planes, heads
+constexpr int64_t kGrainWork = 32768;           // rows of reductions, layer norm, im2col and Winograd planes,
+                                                // heads, index_add / scatter_add column blocks
 
 // Row-major dense (tensor/layout.h): the elements are data[0 .. numel) in order.
 inline bool is_contiguous(const Tensor& t) { return is_dense(t); }

@@ -5,6 +5,20 @@
 // raw_ops.cpp views every operand as 3-D (outer, n, inner) around the indexed dim, so these kernels
 // never see the original rank. Every index is bounds-checked here, before any write, so a bad label
 // is an error naming the op, the index and the valid range, never a silent out-of-bounds write.
+//
+// Note [Parallel scatters]: index_select and gather write each output element once, so their rows
+// split across the intra-op threads freely. index_add and scatter_add ADD into out, and repeated
+// indices (the same token twice in a batch: embedding's backward) send several source rows to the
+// same output row. So they are split by output COLUMNS instead: a task owns a block of
+// kColumnBlock columns i of one outer slice, and adds every source row j into them in order
+// j = 0, 1, ..., k-1, exactly as one thread does. Each output element then receives the same
+// additions in the same order at any thread count (Note [Fixed chunks], tensor/parallel.h), with
+// no atomics, no locks and no extra pass. Splitting by output ROWS (a task owning a range of the
+// n rows) would keep that order too, but every task would have to scan all k indices to find its
+// own, or a serial pass would have to bucket them first. What the column split cannot do is split
+// an index_add whose rows are narrower than two blocks (an embedding dim under 2·kColumnBlock, as
+// the GPT preset's 128; a 1-D index_add): that runs on one thread, unless it has several outer
+// slices. Such an index_add is small beside the GEMMs around it (0.05 ms in the GPT step).
 #include <algorithm>
 
 #include "tensor/cpu/cpu_backend.h"
@@ -34,6 +48,26 @@ void check_bounds(const char* op, const int64_t* index, int64_t count, int64_t n
              " is out of range for a dim of size ", n, " (valid range [0, ", n, "))");
 }
 
+// Columns per index_add / scatter_add task (Note [Parallel scatters]): 512 bytes of float32. Each
+// block is a pass over the k indices and rows, so narrower blocks cost at one thread: the GPT
+// preset's embedding backward (2048 rows of 128) in two blocks of 64 took 1.15-1.2x the time of
+// one pass (bench/README.md, "Threads"). Two tasks share a cache line only at a block's ends.
+constexpr int64_t kColumnBlock = 128;
+
+// Runs task(a, i0, i1) for every block [i0, i1) of kColumnBlock columns of every outer slice a, on
+// the intra-op threads; `per_column` is the work one column costs (its k source elements).
+template <typename F>
+void for_column_blocks(int64_t outer, int64_t inner, int64_t per_column, F task) {
+  const int64_t blocks = (inner + kColumnBlock - 1) / kColumnBlock;
+  const int64_t work = std::max<int64_t>(per_column * std::min(inner, kColumnBlock), 1);
+  parallel_for(outer * blocks, cpu::kGrainWork / work, [&](int64_t lo, int64_t hi) {
+    for (int64_t t = lo; t < hi; ++t) {
+      const int64_t a = t / blocks, i0 = t % blocks * kColumnBlock;
+      task(a, i0, std::min(inner, i0 + kColumnBlock));
+    }
+  });
+}
+
 }  // namespace
 
 // out(outer, k, inner)[o, j, :] = in(outer, n, inner)[o, index[j], :]
@@ -49,11 +83,14 @@ void CpuBackend::index_select(const Tensor& out, const Tensor& in, const Tensor&
   MT_DISPATCH_ALL(in.dtype(), "index_select", [&]<typename T>() {
     const T* x = cpu::data<const T>(in);
     T* y = cpu::data<T>(out);
-    for (int64_t a = 0; a < d.outer; ++a)
-      for (int64_t j = 0; j < k; ++j) {
+    // Output rows (a, j) are written once each: any split is safe (Note [Parallel scatters]).
+    parallel_for(d.outer * k, cpu::kGrainElementwise / std::max<int64_t>(d.inner, 1), [=](int64_t lo, int64_t hi) {
+      for (int64_t row = lo; row < hi; ++row) {
+        const int64_t a = row / k, j = row % k;
         const T* src = x + (a * d.n + idx[j]) * d.inner;
-        std::copy(src, src + d.inner, y + (a * k + j) * d.inner);
+        std::copy(src, src + d.inner, y + row * d.inner);
       }
+    });
   });
 }
 
@@ -70,12 +107,14 @@ void CpuBackend::index_add(const Tensor& out, const Tensor& index, const Tensor&
   MT_DISPATCH_ALL(out.dtype(), "index_add", [&]<typename T>() {
     const T* x = cpu::data<const T>(src);
     T* y = cpu::data<T>(out);
-    for (int64_t a = 0; a < d.outer; ++a)
+    // Repeated indices add into the same row: split by columns, j in order (Note [Parallel scatters]).
+    for_column_blocks(d.outer, d.inner, k, [=](int64_t a, int64_t i0, int64_t i1) {
       for (int64_t j = 0; j < k; ++j) {
         const T* from = x + (a * k + j) * d.inner;
         T* to = y + (a * d.n + idx[j]) * d.inner;
-        for (int64_t i = 0; i < d.inner; ++i) to[i] += from[i];
+        for (int64_t i = i0; i < i1; ++i) to[i] += from[i];
       }
+    });
   });
 }
 
@@ -91,12 +130,16 @@ void CpuBackend::gather(const Tensor& out, const Tensor& in, const Tensor& index
   MT_DISPATCH_ALL(in.dtype(), "gather", [&]<typename T>() {
     const T* x = cpu::data<const T>(in);
     T* y = cpu::data<T>(out);
-    for (int64_t a = 0; a < o.outer; ++a)
-      for (int64_t j = 0; j < o.n; ++j)
+    // Output rows (a, j) are written once each: any split is safe (Note [Parallel scatters]).
+    parallel_for(o.outer * o.n, cpu::kGrainElementwise / std::max<int64_t>(o.inner, 1), [=](int64_t lo, int64_t hi) {
+      for (int64_t row = lo; row < hi; ++row) {
+        const int64_t a = row / o.n;
         for (int64_t i = 0; i < o.inner; ++i) {
-          const int64_t pos = (a * o.n + j) * o.inner + i;
+          const int64_t pos = row * o.inner + i;
           y[pos] = x[(a * d.n + idx[pos]) * d.inner + i];
         }
+      }
+    });
   });
 }
 
@@ -112,12 +155,15 @@ void CpuBackend::scatter_add(const Tensor& out, const Tensor& index, const Tenso
   MT_DISPATCH_ALL(out.dtype(), "scatter_add", [&]<typename T>() {
     const T* x = cpu::data<const T>(src);
     T* y = cpu::data<T>(out);
-    for (int64_t a = 0; a < s.outer; ++a)
+    // Column i of src only ever reaches column i of out: split by columns, j in order (Note
+    // [Parallel scatters]). Max pooling's backward is this with inner 1 and one slice per plane.
+    for_column_blocks(s.outer, s.inner, s.n, [=](int64_t a, int64_t i0, int64_t i1) {
       for (int64_t j = 0; j < s.n; ++j)
-        for (int64_t i = 0; i < s.inner; ++i) {
+        for (int64_t i = i0; i < i1; ++i) {
           const int64_t pos = (a * s.n + j) * s.inner + i;
           y[(a * d.n + idx[pos]) * d.inner + i] += x[pos];
         }
+    });
   });
 }
 

@@ -5,9 +5,10 @@
 // the 3x3 stride-1 case exists; raw_winograd.cpp decides when it is used.
 //
 // Each kernel works one channel plane at a time: `planes(begin, end)` runs a range of them with its
-// own scratch, so a thread pool can split the range as it is. Within a plane, one row of tiles at a
-// time, with the tile column tw innermost: the 16 values of a tile go to 16 different rows of v,
-// each written contiguously along tw, so the loops vectorise.
+// own scratch, and the intra-op threads split the range (run_planes). Planes write disjoint parts of
+// their output, so the result is the same bits at any thread count (Note [Fixed chunks]). Within a
+// plane, one row of tiles at a time, with the tile column tw innermost: the 16 values of a tile go
+// to 16 different rows of v, each written contiguously along tw, so the loops vectorise.
 #include <algorithm>
 #include <vector>
 
@@ -17,6 +18,13 @@ namespace mt {
 namespace {
 
 int64_t tiles_of(int64_t out) { return (out + 1) / 2; }
+
+// planes(begin, end) over [0, count) on the intra-op threads, a plane being 16 values per tile of
+// work (what each kernel writes or reads in the Winograd domain).
+template <typename F>
+void run_planes(int64_t count, int64_t tiles, const F& planes) {
+  parallel_for(count, cpu::kGrainWork / (16 * tiles + 1), [&](int64_t lo, int64_t hi) { planes(lo, hi); });
+}
 
 // The plane x (H, W) copied into pad (4 + 2·(TH-1) rows, 4 + 2·(TW-1) columns) with its top-left
 // element at (ph, pw) and zeros around it, so that every tile's 4x4 patch lies inside pad.
@@ -78,7 +86,7 @@ void CpuBackend::winograd_input(const Tensor& v, const Tensor& x, const Window2d
         }
       }
     };
-    planes(0, samples * channels);
+    run_planes(samples * channels, tiles, planes);
   });
 }
 
@@ -126,7 +134,7 @@ void CpuBackend::winograd_output(const Tensor& y, const Tensor& m, const Tensor&
         }
       }
     };
-    planes(0, samples * outs);
+    run_planes(samples * outs, tiles, planes);
   });
 }
 
@@ -175,7 +183,7 @@ void CpuBackend::winograd_output_backward(const Tensor& m, const Tensor& dy) {
         }
       }
     };
-    planes(0, samples * outs);
+    run_planes(samples * outs, tiles, planes);
   });
 }
 

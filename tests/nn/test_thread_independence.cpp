@@ -1,16 +1,22 @@
 // Results do not depend on the thread count (Note [Fixed chunks], tensor/parallel.h): the same
-// computation at 1, 2 and 3 threads gives the same bits, for elementwise ops, reductions, softmax,
-// layer norm, convolution and pooling, attention, an optimizer step and a few MLP training steps.
-// Each tensor is large enough that its kernels split into several chunks (tensor/cpu/cpu_backend.h's
-// grains), and kept small enough that the whole file runs in well under a second.
+// computation at 1, 2 and 3 threads gives the same bits, for elementwise ops, reductions (strided
+// ones too), softmax, layer norm, convolution (im2col and Winograd) and pooling, attention,
+// index_select / gather / embedding and their scatter-adding backward, an optimizer step and a few
+// MLP training steps. Each tensor is large enough that its kernels split into several chunks
+// (tensor/cpu/cpu_backend.h's grains), and kept small enough that the whole file runs in well under
+// a second. The chunks are the same at 1 thread, so where a kernel's split is new, its values are
+// also checked against an unsplit computation.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <memory>
 #include <vector>
 
 #include "minitrain.h"
+#include "tensor/raw_ops.h"
 
 using namespace mt;
 
@@ -50,6 +56,24 @@ void check_independent(const std::function<std::vector<Tensor>()>& compute) {
 Tensor leaf(const Shape& shape, uint64_t seed) {
   Generator gen(seed);
   return randn(shape, gen).requires_grad_();
+}
+
+// max |a - b| / (1 + max |b|), in double.
+double relative_error(const Tensor& a, const Tensor& b) {
+  REQUIRE(a.sizes() == b.sizes());
+  const auto x = a.to_vector<double>(), y = b.to_vector<double>();
+  double err = 0, scale = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    err = std::max(err, std::abs(x[i] - y[i]));
+    scale = std::max(scale, std::abs(y[i]));
+  }
+  return err / (1 + scale);
+}
+
+// n int64 indices in [0, bound), several of them repeated.
+Tensor indices(const Shape& shape, int64_t bound, uint64_t seed) {
+  Generator gen(seed);
+  return cast(mul(rand(shape, gen), static_cast<double>(bound)), DType::Int64);
 }
 
 }  // namespace
@@ -131,4 +155,85 @@ TEST_CASE("Adam and SGD steps and a few MLP training steps give the same bits at
     for (const Tensor& param : mlp.parameters()) out.push_back(param.detach());
     return out;
   });
+}
+
+TEST_CASE("strided reductions (the general path) give the same bits at 1, 2 and 3 threads, and the right values") {
+  Generator gen(14);
+  const Tensor xt = transpose(randn({1000, 300}, gen), 0, 1);  // (300, 1000), strides (1, 300)
+  const Tensor zt = transpose(randn({40, 3000}, gen), 0, 1);   // (3000, 40), strides (1, 3000)
+  const Tensor y = randn({40, 50, 60}, gen);
+  // Split along a kept dim (outer in memory; inner, in chunks of 1024), along a reduced one into
+  // partial results (the whole tensor into one value), and a contiguous input whose reduced dims
+  // are not adjacent.
+  const auto compute = [&] {
+    return std::vector<Tensor>{sum(xt, {0}), max(xt, {0}), sum(zt, {1}), min(zt, {1}), sum(xt),
+                               mean(xt),     max(xt),      sum(y, {0, 2}), max(y, {0, 2})};
+  };
+  check_independent(compute);
+  const Tensor c = contiguous(xt), d = contiguous(zt);  // the same values through the contiguous paths
+  const std::vector<Tensor> want = {sum(c, {0}), max(c, {0}), sum(d, {1}), min(d, {1}), sum(c), mean(c), max(c),
+                                    sum(sum(y, {2}), {0}), max(max(y, {2}), {0})};
+  const std::vector<Tensor> got = compute();
+  for (size_t i = 0; i < got.size(); ++i) {
+    CAPTURE(i);
+    CHECK(relative_error(got[i], want[i]) < 1e-5);
+  }
+}
+
+TEST_CASE("index_select, gather, an embedding and their backward (index_add, scatter_add) give the same bits at 1, "
+          "2 and 3 threads, and the right values") {
+  const Tensor tokens = indices({16, 128}, 50, 15);  // 2048 lookups of 50 rows: every row many times
+  const Tensor rows = indices({300, 1000}, 100, 16);
+  const auto compute = [&] {
+    const Tensor table = leaf({50, 256}, 17), g = leaf({16, 128, 256}, 18).detach();
+    const Tensor e = embedding(table, tokens);  // index_select; backward: index_add
+    sum(e * g).backward();
+    const Tensor x = leaf({100, 1000}, 19), h = leaf({300, 1000}, 20).detach();
+    const Tensor picked = gather(x, 0, rows);  // backward: scatter_add
+    sum(picked * h).backward();
+    return std::vector<Tensor>{e, table.grad(), picked, x.grad(), g, h};
+  };
+  check_independent(compute);
+  // The values, element by element in double: e[b, t] = table[tokens[b, t]], the table's gradient
+  // sums g's rows per token; picked[j, i] = x[rows[j, i], i], x's gradient sums h per picked slot.
+  const std::vector<Tensor> r = compute();
+  const auto tok = tokens.to_vector<int64_t>(), at = rows.to_vector<int64_t>();
+  const auto table = leaf({50, 256}, 17).to_vector<double>(), x = leaf({100, 1000}, 19).to_vector<double>();
+  const auto g = r[4].to_vector<double>(), h = r[5].to_vector<double>();
+  std::vector<double> e(2048 * 256), dtable(50 * 256, 0.0), picked(300 * 1000), dx(100 * 1000, 0.0);
+  for (size_t j = 0; j < tok.size(); ++j)
+    for (size_t i = 0; i < 256; ++i) {
+      e[j * 256 + i] = table[tok[j] * 256 + i];
+      dtable[tok[j] * 256 + i] += g[j * 256 + i];
+    }
+  for (size_t j = 0; j < 300; ++j)
+    for (size_t i = 0; i < 1000; ++i) {
+      picked[j * 1000 + i] = x[at[j * 1000 + i] * 1000 + i];
+      dx[at[j * 1000 + i] * 1000 + i] += h[j * 1000 + i];
+    }
+  CHECK(relative_error(r[0], from_vector(e, r[0].sizes())) == 0);
+  CHECK(relative_error(r[1], from_vector(dtable, r[1].sizes())) < 1e-5);
+  CHECK(relative_error(r[2], from_vector(picked, r[2].sizes())) == 0);
+  CHECK(relative_error(r[3], from_vector(dx, r[3].sizes())) < 1e-5);
+}
+
+TEST_CASE("Winograd convolution, forward and backward, gives the same bits at 1, 2 and 3 threads, and the right "
+          "values") {
+  const Conv2dOptions o{.padding = 1};
+  const auto compute = [&] {
+    const Tensor x = leaf({4, 32, 14, 14}, 21), w = leaf({32, 32, 3, 3}, 22), b = leaf({32}, 23);
+    REQUIRE(raw::winograd_applies(x, w, o));
+    const Tensor y = conv2d(x, w, b, o);
+    sum(y * y).backward();
+    return std::vector<Tensor>{y, x.grad(), w.grad(), b.grad()};
+  };
+  check_independent(compute);
+  const std::vector<Tensor> r = compute();
+  const Tensor x = leaf({4, 32, 14, 14}, 21).detach(), w = leaf({32, 32, 3, 3}, 22).detach();
+  const Tensor b = leaf({32}, 23).detach();
+  const Tensor y = raw::conv2d_im2col(x, w, b, o);
+  const raw::Conv2dGrads want = raw::conv2d_backward_im2col(mul(y, 2.0), x, w, o, {});
+  CHECK(relative_error(r[0], y) < 2e-6);
+  CHECK(relative_error(r[1], want.dx) < 2e-6);
+  CHECK(relative_error(r[2], want.dw) < 2e-6);
 }
