@@ -38,7 +38,8 @@ std::shared_ptr<nn::Sequential> make_model() {
                                           std::make_shared<nn::Linear>(16, 16), std::make_shared<nn::ReLU>(),
                                           std::make_shared<nn::Linear>(16, 2));
 }
-constexpr DDPOptions kSmallBuckets{.bucket_cap_mb = 300.0 / (1024 * 1024), .first_bucket_cap_mb = 300.0 / (1024 * 1024)};
+constexpr DDPOptions kSmallBuckets{.bucket_cap_mb = 300.0 / (1024 * 1024),
+                                  .first_bucket_cap_mb = 300.0 / (1024 * 1024)};
 constexpr optim::AdamOptions kAdam{.lr = 0.01, .weight_decay = 0.01};
 constexpr double kClip = 0.05;  // below the gradients' norm, so clipping bites
 
