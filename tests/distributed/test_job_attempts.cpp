@@ -46,7 +46,7 @@ void check_results(const std::vector<test::RankResult>& results) {
 
 }  // namespace
 
-TEST_CASE("JobAttempts: a meeting returns every node's value; a node that never comes is named, on every node") {
+TEST_CASE("JobAttempts: a meeting returns every node's value, and names a node that never comes, on every node") {
   TCPStore host({.host = "127.0.0.1", .port = 0, .is_server = true});
   const int port = host.port();
   test::Ranks nodes(3, [port](int node) {
@@ -63,7 +63,7 @@ TEST_CASE("JobAttempts: a meeting returns every node's value; a node that never 
   check_results(nodes.wait());
 }
 
-TEST_CASE("JobAttempts: the first failure posted is the attempt's cause on every node; end() stops every attempt") {
+TEST_CASE("JobAttempts: the first failure posted is the attempt's cause on every node, and end() stops every attempt") {
   TCPStore host({.host = "127.0.0.1", .port = 0, .is_server = true});
   const int port = host.port();
   test::Ranks nodes(2, [port](int node) {
