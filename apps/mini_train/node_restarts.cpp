@@ -131,7 +131,8 @@ void begin_attempt(Node& n, int attempt, const std::string& cause) {
 }
 
 // What run_workers does for attempt k on this node: its workers meet under the attempt's prefix, a
-// failure here is posted, a failure elsewhere stops them. A store error is kept in `lost`.
+// failure here is posted, a failure elsewhere stops them, an interrupt ends the job. A store error
+// is kept in `lost`.
 AttemptHooks hooks_for(Node& n, int attempt, std::string& lost) {
   return {
       .store_prefix = dist::JobAttempts::workers_prefix(attempt),
@@ -157,6 +158,16 @@ AttemptHooks hooks_for(Node& n, int attempt, std::string& lost) {
           return "stopped " + n.who + "'s workers: lost the job's store";
         }
         return std::nullopt;
+      },
+      // Posted before this node's workers stop, so that the others, whose workers now fail, find
+      // the end of the job and not their own failure to restart from.
+      .on_interrupt = [&n](int sig) {
+        try {
+          n.job->end(n.who + " was interrupted (signal " + std::to_string(sig) + "): the job ends there, "
+                     "an interrupt is never restarted");
+        } catch (const Error&) {
+          // The store is gone too: the other nodes learn it from that.
+        }
       }};
 }
 
@@ -179,15 +190,7 @@ int launch_nodes(const Options& o, std::vector<std::string> worker_argv, int npr
       const int rc = run_workers(o, worker_argv, nproc, hooks_for(n, attempt, lost));
       if (!lost.empty()) MT_FAIL("lost the job's store, which node 0's launcher hosts (it ended, or its machine "
                                  "cannot be reached): ", lost);
-      if (rc > 128) {
-        try {
-          n.job->end(n.who + " was interrupted (signal " + std::to_string(rc - 128) + "): the job ends there, "
-                     "an interrupt is never restarted");
-        } catch (const Error&) {
-          // The store is gone too: the other nodes learn it from that.
-        }
-        return rc;
-      }
+      if (rc > 128) return rc;  // interrupted: the job was ended (hooks_for)
       const std::optional<dist::JobStop> stop = rc == 0 ? n.job->finish(attempt) : n.job->stop_of(attempt);
       if (!stop) return 0;  // every node's workers succeeded
       if (stop->final) throw dist::JobEnded(stop->cause);

@@ -130,6 +130,7 @@ int supervise(std::vector<Worker>& workers, const sigset_t& watched, const Super
     timespec wait_for{0, 200 * 1000 * 1000};  // wake on a signal or every 200 ms and reap
     const int sig = sigtimedwait(&watched, nullptr, &wait_for);
     if (sig == SIGINT || sig == SIGTERM) {
+      if (how.on_interrupt) how.on_interrupt(sig);
       stop_all(workers);
       std::fprintf(stderr, "mini_train: interrupted (signal %d), stopped the workers\n", sig);
       return 128 + sig;
@@ -214,7 +215,8 @@ int run_workers(const Options& o, const std::vector<std::string>& worker_argv, i
   return supervise(workers, signals.watched,
                    {.describe_failure = [first_rank](int index, int status) { return describe(first_rank + index, status); },
                     .watchdog = watchdog,
-                    .on_failure = hooks.on_failure});
+                    .on_failure = hooks.on_failure,
+                    .on_interrupt = hooks.on_interrupt});
 }
 
 // Note [Stale temporaries]: a save writes "<file>.tmp.<pid>" and renames it (nn/safetensors.cpp);

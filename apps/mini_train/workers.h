@@ -52,6 +52,8 @@ struct Supervision {
   // The multi-node launcher posts it to the other nodes at once, and adds the cause another node
   // posted first (Note [Restarts across nodes] in node_restarts.h).
   std::function<std::string(const std::string& line)> on_failure{};
+  // Called on SIGINT/SIGTERM before the children are stopped (the multi-node launcher ends the job).
+  std::function<void(int sig)> on_interrupt{};
 };
 
 // Waits for the children; the first to fail, a watchdog line, or SIGINT/SIGTERM stops them all.
@@ -63,6 +65,7 @@ struct AttemptHooks {
   std::string store_prefix;  // MT_STORE_PREFIX: node 0's launcher hosts the store (init.cpp)
   std::function<std::string(const std::string& line)> on_failure{};  // a failure on this node (Supervision)
   std::function<std::optional<std::string>()> poll{};         // a failure elsewhere: a line, and stop
+  std::function<void(int sig)> on_interrupt{};                 // this launcher was interrupted (Supervision)
 };
 
 // One run of this node's workers: spawn them, supervise them (Note [Heartbeat] included). Returns

@@ -11,6 +11,7 @@
 #   stopped node 1's launcher is stopped (SIGSTOP: a machine gone without a TCP reset) while its
 #           workers train on: node 0 names it within --heartbeat-timeout, stops its own workers, and
 #           ends the job at the next meeting instead of waiting --timeout for node 1
+#   interrupt  Ctrl-C (SIGINT) to node 1's launcher ends the job on both nodes, never restarted
 #   folder  the nodes' --checkpoint-dir are different folders: both end before training, saying so
 #   restart_nodes.sh MINI_TRAIN CASE
 set -euo pipefail
@@ -59,6 +60,10 @@ kill)
 killed by signal 9: the workers of all 2 nodes again, from .*/checkpoint-epoch-000003-step-000000040.safetensors" \
       "$work/got.$k.log" || fail "node $k did not print the restart from the step checkpoint of step 40"
   done
+  # Node 0's own workers fail too (their collective with rank 3 broke) or are stopped: either way its
+  # line names node 1's failure as the cause.
+  grep -Eq "^mini_train: (stopped node 0's workers: |rank [01] exited with code 1, after )node 1: rank 3 was killed \
+by signal 9$" "$work/got.0.log" || fail "node 0 did not name node 1's failure when it stopped"
   cmp "$work/ref.safetensors" "$work/got.safetensors" || fail "final weights differ from the uninterrupted run"
   cat "$work/got.0.log" "$work/got.1.log"
   echo "restart_nodes.sh kill: SIGKILL of rank 3 on node 1 mid-epoch, both nodes restarted at step 40; final weights bit-identical"
@@ -118,6 +123,32 @@ stopped)
     fail "node 0 did not end the job at the meeting of attempt 1"
   cat "$work/stopped.0.log"
   echo "restart_nodes.sh stopped: node 0 named node 1's stopped launcher and ended the job after $((SECONDS - start)) s"
+  ;;
+interrupt)
+  port=$(free_port)
+  long=(--nproc 2 --backend gloo --samples 2000 --epochs 1000 --seed 3 -q --max-restarts 1 --save "$work/i.safetensors")
+  "$bin" --nnodes 2 --node-rank 1 --master-port "$port" "${long[@]}" >"$work/interrupt.1.log" 2>&1 &
+  node1=$!
+  "$bin" --nnodes 2 --node-rank 0 --master-port "$port" "${long[@]}" >"$work/interrupt.0.log" 2>&1 &
+  node0=$!
+  for _ in $(seq 1 500); do  # up to 10 s for node 1's workers to be training
+    [[ $(pgrep -c -P "$node1") == 2 ]] && break
+    sleep 0.02
+  done
+  sleep 0.5
+  kill -INT "$node1"
+  rc0=0 rc1=0
+  wait "$node1" || rc1=$?
+  node1=
+  for _ in $(seq 1 500); do kill -0 "$node0" 2>/dev/null || break; sleep 0.02; done  # up to 10 s
+  wait "$node0" || rc0=$?
+  node0=
+  [[ $rc1 == 130 && $rc0 == 1 ]] || fail "exit codes $rc0 (node 0) and $rc1 (node 1), expected 1 and 130"
+  grep -q "^mini_train: the job ended: node 1 was interrupted (signal 2): the job ends there, an interrupt is never \
+restarted" "$work/interrupt.0.log" || fail "node 0 did not end the job naming node 1's interrupt"
+  grep -q "restart 1 of 1" "$work/interrupt.0.log" "$work/interrupt.1.log" && fail "an interrupt was restarted"
+  cat "$work/interrupt.0.log" "$work/interrupt.1.log"
+  echo "restart_nodes.sh interrupt: SIGINT to node 1 ended the job on both nodes, no restart"
   ;;
 folder)
   port=$(free_port)
