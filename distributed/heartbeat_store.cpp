@@ -144,8 +144,10 @@ std::shared_ptr<Store> connect_job_store(const RendezvousInfo& info, std::chrono
         "minitrain/" + process_env("TORCHELASTIC_RESTART_COUNT").value_or("0"),
         std::make_shared<TorchTCPStore>(
             TorchTCPStoreOptions{.host = info.master_addr, .port = info.master_port, .timeout = timeout}));
-  return std::make_shared<TCPStore>(
+  std::shared_ptr<Store> store = std::make_shared<TCPStore>(
       TCPStoreOptions{.host = info.master_addr, .port = info.master_port, .timeout = timeout});
+  if (info.store_prefix.empty()) return store;
+  return std::make_shared<PrefixStore>(info.store_prefix, store);  // Note [Launcher-hosted store] in init.cpp
 }
 
 }  // namespace mt::dist

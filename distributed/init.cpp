@@ -47,7 +47,12 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& given) {
                                                              .timeout = opts.timeout, .notices = notices}));
   }
   if (!store) {
-    const bool host = opts.rank0_hosts_store && info.rank == 0;
+    // Note [Launcher-hosted store]: a launcher that restarts its workers hosts the store itself, so
+    // that it outlives every one of them (mini_train --nnodes with --max-restarts: node 0's launcher,
+    // for the whole job). It names a fresh prefix per attempt in info.store_prefix (keys are never
+    // deleted, so attempt k+1 must not find attempt k's addresses), and every rank, rank 0 too,
+    // connects as a client.
+    const bool host = opts.rank0_hosts_store && info.store_prefix.empty() && info.rank == 0;
     MT_CHECK(info.master_port > 0 || (host && info.world_size == 1), "init_process_group: rank ", info.rank,
              " of ", info.world_size, " has no master_port to meet the others at");
     store = std::make_shared<TCPStore>(TCPStoreOptions{.host = info.master_addr,
@@ -58,6 +63,7 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& given) {
                                                        // everyone is on this machine: nobody else may connect
                                                        .loopback_only = host && is_loopback(info.master_addr),
                                                        .notices = notices});
+    if (!info.store_prefix.empty()) store = std::make_shared<PrefixStore>(info.store_prefix, store);
   }
   // The group's keys live under their own prefix, so the store can serve a launcher (or a second
   // group) without collisions.

@@ -85,6 +85,7 @@ RendezvousInfo from_torchrun(const EnvLookup& env) {
              "): set it to the address of the machine of rank 0");
     info.master_addr = "127.0.0.1";
   }
+  if (const auto prefix = env("MT_STORE_PREFIX")) info.store_prefix = *prefix;
   validate_with(info, "env://", kEnvNames);
   require_port(info);
   return info;

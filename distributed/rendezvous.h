@@ -3,7 +3,7 @@
 // launchers hand it over:
 //
 //   env:// (torchrun, mini_train's launcher)   RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT,
-//                                               LOCAL_RANK, LOCAL_WORLD_SIZE
+//                                               LOCAL_RANK, LOCAL_WORLD_SIZE (and MT_STORE_PREFIX)
 //   mpirun/mpiexec, when RANK is not set        see rendezvous_from_mpi_launcher below; MASTER_PORT is
 //                                               optional (master_port 0 = no store: fine for the mpi
 //                                               backend, an error naming it for gloo)
@@ -37,6 +37,10 @@ struct RendezvousInfo {
   int local_world_size = 1;   // processes on this machine
   std::string master_addr = "127.0.0.1";  // where the TCPStore is hosted (Note [Rendezvous defaults])
   int master_port = 0;  // its port; 0: none (a world of one, or ranks that meet through a given store)
+  // Non-empty: a launcher hosts the store at master_addr:master_port (rank 0 connects like everyone
+  // else) and this job's keys live under this prefix. env:// reads it from MT_STORE_PREFIX, which
+  // mini_train's multi-node launcher sets per attempt (Note [Launcher-hosted store] in init.cpp).
+  std::string store_prefix{};
 };
 
 // Looks up one environment variable; tests pass a map instead of the real environment.

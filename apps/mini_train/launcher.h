@@ -7,7 +7,7 @@
 //   2. fork+execs N workers of this binary (/proc/self/exe) with the same arguments minus --nproc;
 //      each child gets PR_SET_PDEATHSIG(SIGKILL), so none outlives the launcher;
 //   3. supervises them: the first worker to exit non-zero or by a signal ends the job (the others
-//      get SIGTERM, then SIGKILL after kKillGraceSeconds) and the launcher prints ONE line naming
+//      get SIGTERM, then SIGKILL after a grace period, workers.h) and the launcher prints ONE line naming
 //      the rank ("mini_train: rank 1 exited with code 3", "... was killed by signal 9") and exits 1.
 //      SIGINT/SIGTERM to the launcher stop every worker the same way (exit 128 + signal). A worker
 //      that stops sending heartbeats (SIGSTOP) ends the job too, named (Note [Heartbeat]);
@@ -19,10 +19,13 @@
 //
 // Several machines (--nnodes M): run the same command on each, with --node-rank 0..M-1 and node 0's
 // --master-addr and a fixed --master-port. Each launcher starts its --nproc workers as global ranks
-// node_rank·nproc ... (Note [Ranks across nodes] in launcher.cpp); global rank 0, on node 0, hosts
+// node_rank·nproc ... (Note [Ranks across nodes] in workers.cpp); global rank 0, on node 0, hosts
 // the store. Every node must present the same job token: export one MT_JOB_TOKEN on all of them (or
 // none, and the store checks nothing, as torchrun's does). A launcher supervises only its own node:
 // when a rank elsewhere dies, this node's ranks fail at their next collective, and it reports that.
+// With --max-restarts the launchers work together instead: node 0's hosts the store for the whole
+// job, a failure anywhere stops every node, and they restart together, one count for the job
+// (Note [Restarts across nodes] in node_restarts.h).
 #pragma once
 
 #include "apps/mini_train/options.h"

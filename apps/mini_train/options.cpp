@@ -129,7 +129,8 @@ bool parse_options(int argc, char** argv, Options& o, int* exit_code) {
                  "every K steps as well as at each epoch end (a divergence names the parameter and ranks)")
       ->group(dist);
   app.add_option("--max-restarts", o.max_restarts, "after a worker fails, start all workers again from the "
-                 "newest checkpoint of --checkpoint-dir (or from the start), at most this many times")->group(dist);
+                 "newest checkpoint of --checkpoint-dir (or from the start), at most this many times; with "
+                 "--nnodes, every node together (one count per job; --checkpoint-dir shared by all nodes)")->group(dist);
   app.add_option("--heartbeat-timeout", o.heartbeat_timeout, "seconds a worker may send no heartbeat (stopped, "
                  "frozen) before the job ends naming it and its last phase (--nproc's launcher watches, else the ranks "
                  "watch each other through the store); 0: off")->group(dist);

@@ -41,6 +41,9 @@ TEST_CASE("env:// reads what torchrun sets") {
   CHECK(info.local_world_size == 4);
   CHECK(info.master_addr == "node01");
   CHECK(info.master_port == 29500);
+  CHECK(info.store_prefix.empty());  // rank 0 hosts the store
+  // mini_train's multi-node launcher hosts it instead and names the attempt's prefix.
+  CHECK(rendezvous_from_env(env_of(with(kTorchrun, "MT_STORE_PREFIX", "attempt/2")))->store_prefix == "attempt/2");
 }
 
 TEST_CASE("no rendezvous variables at all means a plain single-process run") {

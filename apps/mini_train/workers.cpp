@@ -1,0 +1,264 @@
+// The launcher's child processes: spawn, reap, stop, supervise (see workers.h).
+#include "apps/mini_train/workers.h"
+
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "distributed/heartbeat.h"
+#include "distributed/socket.h"
+#include "nn/checkpoint.h"
+#include "tensor/check.h"
+
+namespace mt::app {
+
+namespace {
+
+constexpr double kKillGraceSeconds = 3;
+
+// What a wait status means, for the one line the launcher prints.
+std::string describe(int rank, int status) {
+  if (WIFSIGNALED(status))
+    return "rank " + std::to_string(rank) + " was killed by signal " + std::to_string(WTERMSIG(status));
+  return "rank " + std::to_string(rank) + " exited with code " + std::to_string(WEXITSTATUS(status));
+}
+
+bool failed(int status) { return !WIFEXITED(status) || WEXITSTATUS(status) != 0; }
+
+// Reaps whatever has exited; returns the index of a worker that failed, or -1. Sets *status to its.
+int reap(std::vector<Worker>& workers, int* failed_status) {
+  int first_failure = -1;
+  for (size_t r = 0; r < workers.size(); ++r) {
+    if (!workers[r].running) continue;
+    int status = 0;
+    const pid_t p = waitpid(workers[r].pid, &status, WNOHANG);
+    if (p != workers[r].pid) continue;
+    workers[r].running = false;
+    if (failed(status) && first_failure < 0) {
+      first_failure = static_cast<int>(r);
+      *failed_status = status;
+    }
+  }
+  return first_failure;
+}
+
+bool any_running(const std::vector<Worker>& workers) {
+  for (const Worker& w : workers)
+    if (w.running) return true;
+  return false;
+}
+
+}  // namespace
+
+LauncherSignals::LauncherSignals() {
+  sigemptyset(&watched);
+  sigaddset(&watched, SIGINT);
+  sigaddset(&watched, SIGTERM);
+  sigaddset(&watched, SIGCHLD);
+  sigprocmask(SIG_BLOCK, &watched, &old_mask);
+}
+
+LauncherSignals::~LauncherSignals() { sigprocmask(SIG_SETMASK, &old_mask, nullptr); }
+
+std::string random_token() {
+  std::ifstream in("/dev/urandom", std::ios::binary);
+  unsigned char bytes[16] = {};
+  in.read(reinterpret_cast<char*>(bytes), sizeof bytes);
+  MT_CHECK(in.good(), "--nproc: cannot read /dev/urandom for the job token");
+  std::string hex;
+  for (unsigned char b : bytes) {
+    static const char* digits = "0123456789abcdef";
+    hex += digits[b >> 4];
+    hex += digits[b & 15];
+  }
+  return hex;
+}
+
+std::string self_path() {
+  char buf[4096];
+  const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  MT_CHECK(n > 0, "--nproc: cannot find this program's path (/proc/self/exe): ", std::strerror(errno));
+  return std::string(buf, static_cast<size_t>(n));
+}
+
+void stop_all(std::vector<Worker>& workers) {
+  for (const Worker& w : workers)
+    if (w.running) kill(w.pid, SIGTERM);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(kKillGraceSeconds);
+  int ignored = 0;
+  while (any_running(workers) && std::chrono::steady_clock::now() < deadline) {
+    reap(workers, &ignored);
+    usleep(20 * 1000);
+  }
+  for (const Worker& w : workers)
+    if (w.running) kill(w.pid, SIGKILL);
+  for (Worker& w : workers) {
+    if (!w.running) continue;
+    int status = 0;
+    while (waitpid(w.pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    w.running = false;
+  }
+}
+
+pid_t spawn(const std::vector<std::string>& argv, const sigset_t& child_mask, pid_t launcher,
+            const std::function<void()>& setup) {
+  const pid_t pid = fork();
+  if (pid != 0) return pid;  // the launcher (or -1)
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != launcher) _exit(1);
+  sigprocmask(SIG_SETMASK, &child_mask, nullptr);
+  setup();
+  std::vector<char*> cargv;
+  for (const std::string& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+  cargv.push_back(nullptr);
+  execv(cargv[0], cargv.data());
+  std::fprintf(stderr, "mini_train: cannot start %s: %s\n", cargv[0], std::strerror(errno));
+  _exit(127);
+}
+
+int supervise(std::vector<Worker>& workers, const sigset_t& watched, const Supervision& how) {
+  while (any_running(workers)) {
+    timespec wait_for{0, 200 * 1000 * 1000};  // wake on a signal or every 200 ms and reap
+    const int sig = sigtimedwait(&watched, nullptr, &wait_for);
+    if (sig == SIGINT || sig == SIGTERM) {
+      if (how.on_interrupt) how.on_interrupt(sig);
+      stop_all(workers);
+      std::fprintf(stderr, "mini_train: interrupted (signal %d), stopped the workers\n", sig);
+      return 128 + sig;
+    }
+    int status = 0;
+    const int index = reap(workers, &status);
+    if (index >= 0) {
+      std::string line = how.describe_failure(index, status);
+      if (how.on_failure) line = how.on_failure(line);
+      stop_all(workers);
+      std::fprintf(stderr, "mini_train: %s\n", line.c_str());
+      return 1;
+    }
+    if (const std::optional<std::string> stopped = how.watchdog ? how.watchdog() : std::nullopt) {
+      stop_all(workers);
+      std::fprintf(stderr, "mini_train: %s\n", stopped->c_str());
+      return 1;
+    }
+  }
+  return 0;
+}
+
+int run_workers(const Options& o, const std::vector<std::string>& worker_argv, int nproc, const AttemptHooks& hooks) {
+  const int port = o.master_port > 0 ? o.master_port : dist::find_free_port();
+  // Note [Ranks across nodes]: node k's workers are global ranks k·nproc ... k·nproc + nproc - 1;
+  // LOCAL_RANK counts within the node (it picks the GPU). Every node must run the same --nproc.
+  const int world = nproc * o.nnodes, first_rank = nproc * o.node_rank;
+  // One machine: a fresh random token. Several: every node must present the same one, so it comes
+  // from the environment (export the same MT_JOB_TOKEN on every node), or is empty, as with torchrun.
+  const char* env_token = std::getenv("MT_JOB_TOKEN");
+  const std::string token = o.nnodes == 1 ? random_token() : env_token ? env_token : "";
+
+  LauncherSignals signals;
+  std::vector<Worker> workers(static_cast<size_t>(nproc));
+  // Note [Heartbeat]: one pipe per worker; a worker silent for --heartbeat-timeout has stopped.
+  std::optional<dist::HeartbeatMonitor> heartbeats;
+  if (o.heartbeat_timeout > 0) heartbeats.emplace(std::chrono::seconds(o.heartbeat_timeout));
+  std::vector<int> heartbeat_fds;
+  for (int rank = 0; rank < nproc && heartbeats; ++rank) heartbeat_fds.push_back(heartbeats->add(first_rank + rank));
+  std::fflush(stdout);
+  std::fflush(stderr);
+  for (int rank = 0; rank < nproc; ++rank) {
+    const pid_t pid = spawn(worker_argv, signals.old_mask, getpid(), [&] {
+      if (heartbeats) {
+        dist::HeartbeatMonitor::keep_across_exec(heartbeat_fds[rank]);
+        setenv("MT_HEARTBEAT_FD", std::to_string(heartbeat_fds[rank]).c_str(), 1);
+      }
+      setenv("RANK", std::to_string(first_rank + rank).c_str(), 1);
+      setenv("LOCAL_RANK", std::to_string(rank).c_str(), 1);
+      setenv("WORLD_SIZE", std::to_string(world).c_str(), 1);
+      setenv("LOCAL_WORLD_SIZE", std::to_string(nproc).c_str(), 1);
+      setenv("MASTER_ADDR", o.master_addr.c_str(), 1);
+      setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+      setenv("MT_JOB_TOKEN", token.c_str(), 1);
+      if (!hooks.store_prefix.empty()) setenv("MT_STORE_PREFIX", hooks.store_prefix.c_str(), 1);
+      setenv("OPENBLAS_NUM_THREADS", "1", 0);  // 0: keep the user's value
+    });
+    if (pid < 0) {
+      const int err = errno;
+      stop_all(workers);
+      MT_FAIL("--nproc: fork failed: ", std::strerror(err));
+    }
+    workers[static_cast<size_t>(rank)] = {pid, true};
+  }
+  if (heartbeats) heartbeats->close_worker_ends();
+  const auto stopped_worker = [&]() -> std::optional<std::string> {
+    if (!heartbeats) return std::nullopt;
+    const auto stale = heartbeats->poll();
+    if (!stale) return std::nullopt;
+    kill(workers[static_cast<size_t>(stale->rank - first_rank)].pid, SIGKILL);  // stopped: SIGTERM would wait
+    char silent[32];
+    std::snprintf(silent, sizeof silent, "%.0f", stale->silent_seconds);
+    return "rank " + std::to_string(stale->rank) + " stopped: no heartbeat for " + silent +
+           " s (--heartbeat-timeout " + std::to_string(o.heartbeat_timeout) +
+           "; the process is stopped or frozen, e.g. by SIGSTOP). Its last phase: " + stale->last_phase +
+           ". Stopped the workers";
+  };
+  const auto watchdog = [&]() -> std::optional<std::string> {
+    if (const std::optional<std::string> line = stopped_worker()) return hooks.on_failure ? hooks.on_failure(*line) : *line;
+    return hooks.poll ? hooks.poll() : std::nullopt;
+  };
+  return supervise(workers, signals.watched,
+                   {.describe_failure = [first_rank](int index, int status) { return describe(first_rank + index, status); },
+                    .watchdog = watchdog,
+                    .on_failure = hooks.on_failure,
+                    .on_interrupt = hooks.on_interrupt});
+}
+
+// Note [Stale temporaries]: a save writes "<file>.tmp.<pid>" and renames it (nn/safetensors.cpp);
+// a worker killed mid-save leaves that file behind for good. Before workers start (the first time
+// and at every restart), the ones in --checkpoint-dir whose writer is no longer running on this
+// machine are removed. A file of a live process (another job's save in progress) stays. On several
+// machines only node 0 prunes: the folder is shared (Note [Restarts across nodes]), rank 0 (node
+// 0) is its only writer, and another machine cannot tell whether node 0's pids live.
+void prune_stale_temporaries(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (dir.empty() || !fs::is_directory(dir, ec)) return;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    const size_t at = name.rfind(".tmp.");
+    if (at == std::string::npos) continue;
+    const std::string pid = name.substr(at + 5);
+    if (pid.empty() || pid.size() > 9 || pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    if (kill(static_cast<pid_t>(std::stol(pid)), 0) == 0 || errno != ESRCH) continue;  // its writer lives
+    fs::remove(entry.path(), ec);
+  }
+}
+
+std::vector<std::string> resume_auto(const std::vector<std::string>& argv) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < argv.size(); ++i) {
+    if (argv[i] == "--resume") {
+      ++i;
+      continue;
+    }
+    if (argv[i].rfind("--resume=", 0) == 0) continue;
+    out.push_back(argv[i]);
+  }
+  out.insert(out.end(), {"--resume", "auto"});
+  return out;
+}
+
+std::string resume_origin(const std::string& dir) {
+  const std::string newest = latest_checkpoint(dir);  // what --resume auto will take
+  return dir.empty()      ? "from the start (no --checkpoint-dir)"
+         : newest.empty() ? "from the start (no checkpoint in " + dir + " yet)"
+                          : "from " + newest;
+}
+
+}  // namespace mt::app
