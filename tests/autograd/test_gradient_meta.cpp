@@ -98,7 +98,7 @@ TEST_CASE("the ops' own backwards undo broadcasting and promotion, so their grad
   CHECK(b.grad().dtype() == kFloat64);
 }
 
-TEST_CASE("Module::to gives a parameter a new AccumulateGrad; a graph recorded before it fails clearly") {
+TEST_CASE("Module::to gives a parameter a new AccumulateGrad, and a graph recorded before it fails clearly") {
   nn::Linear model(2, 1);
   const Tensor x32 = ones({4, 2});
   const Tensor before = model.forward(x32).sum();  // holds the float32 AccumulateGrad nodes

@@ -54,7 +54,7 @@ TEST_CASE("trace: every backward node is a span, AccumulateGrad named by its par
   CHECK(trace::active() == nullptr);
 }
 
-TEST_CASE("trace: max_events bounds memory; an unpaired flow is never written") {
+TEST_CASE("trace: max_events bounds memory, and an unpaired flow is never written") {
   trace::Tracer tracer({.first_step = 1, .last_step = 1, .max_events = 3});
   tracer.begin_step(1);
   for (int i = 0; i < 5; ++i) trace::Span span("s");

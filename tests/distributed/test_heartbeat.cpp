@@ -31,7 +31,7 @@ std::optional<HeartbeatMonitor::Stale> watch(HeartbeatMonitor& monitor, std::chr
 
 }  // namespace
 
-TEST_CASE("Heartbeat: a stopped worker is named with its last phase; slow and finished ones are not") {
+TEST_CASE("Heartbeat: a stopped worker is named with its last phase, and slow and finished ones are not") {
   HeartbeatMonitor monitor(600ms);
   std::vector<int> fds;
   for (int rank = 0; rank < 3; ++rank) fds.push_back(monitor.add(rank));

@@ -25,7 +25,7 @@ const bool kNoBackend = !test::group_backend_available();
 
 }  // namespace
 
-TEST_CASE("replica_hash: the same values hash alike; one bit, a shape or a dtype apart do not") {
+TEST_CASE("replica_hash: the same values hash alike, and one bit, a shape or a dtype apart do not") {
   Generator gen(1);
   const Tensor a = randn({4, 3}, gen);
   Tensor b = a.clone();

@@ -72,7 +72,7 @@ TEST_CASE("init_process_group under mpirun: the default backend (auto) is MPI, w
   });
 }
 
-TEST_CASE("ProcessGroupMPI: collectives return at once and complete in the order issued; a short wait only "
+TEST_CASE("ProcessGroupMPI: collectives return at once and complete in the order issued, and a short wait only "
           "stops waiting") {
   test::run_as_mpi_rank(2, [](int rank) {
     ProcessGroupMPI pg({.timeout = 10s});

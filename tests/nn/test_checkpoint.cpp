@@ -61,7 +61,7 @@ TEST_CASE("a mid-epoch checkpoint keeps its place in the epoch and its progress 
   CHECK(load_checkpoint(checkpoint_path(dir.path.string(), 2)).epoch_batches == 0);
 }
 
-TEST_CASE("Note [Checkpoint names]: the newest is the furthest point of training; pruning keeps what resumes") {
+TEST_CASE("Note [Checkpoint names]: the newest is the furthest point of training, and pruning keeps what resumes") {
   TempDir dir;
   const std::string d = dir.path.string();
   const auto touch = [&](const std::string& path) { save_checkpoint(path, small(0, 0)); };

@@ -101,7 +101,7 @@ TEST_CASE("MSELoss: values match PyTorch for each reduction") {
   check_close(nn::MSELoss({.reduction = nn::kNone})(a, b), {0.25, 4.0, 9.0, 0.25});
 }
 
-TEST_CASE("MSELoss: the fused node equals the composite sub, pow, mean; mixed dtypes get their own grads") {
+TEST_CASE("MSELoss: the fused node equals the composite sub, pow, mean, and mixed dtypes get their own grads") {
   Generator gen(11);
   const Tensor x = randn({7, 3}, gen, {.requires_grad = true});
   const Tensor y = randn({7, 3}, gen, {.dtype = kFloat64, .requires_grad = true});

@@ -142,7 +142,7 @@ TEST_CASE("safetensors: save and load keep names, dtypes, shapes and values") {
   CHECK(dir.temp_files() == 0);
 }
 
-TEST_CASE("safetensors: metadata round trip; an empty file is valid") {
+TEST_CASE("safetensors: metadata round trip, and an empty file is valid") {
   std::map<std::string, std::string> meta = {
       {"format", "pt"}, {"epoch", "3"}, {"note", "h\u00e9llo \"quoted\"\n"}, {"", "empty key"}};
   mt::SafetensorsFile f = decode(mt::encode_safetensors({{"x", mt::ones({2})}}, meta));

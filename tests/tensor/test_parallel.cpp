@@ -58,7 +58,7 @@ TEST_CASE("with 3 threads, three chunks run at the same time") {
   CHECK(all_met.load());
 }
 
-TEST_CASE("an exception in a chunk reaches the caller; nested parallel_for runs on the calling thread") {
+TEST_CASE("an exception in a chunk reaches the caller, and nested parallel_for runs on the calling thread") {
   NumThreadsGuard guard(2);
   CHECK_THROWS_WITH_AS(parallel_for(100, 1, [](int64_t lo, int64_t) { MT_CHECK(lo != 57, "chunk ", lo, " failed"); }),
                        doctest::Contains("chunk 57 failed"), Error);
