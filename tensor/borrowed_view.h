@@ -1,8 +1,8 @@
 // BorrowedView: a view of a tensor that lives on the caller's stack and owns nothing, for the raw
 // ops that only need another shape of an operand for the length of one backend call (the 3-D
-// (1, M, K) batch views Backend::gemm takes, a bias broadcast for a copy). raw::as_strided makes the
-// same view as a real tensor: a heap TensorImpl and a reference on the storage. Not for use outside
-// tensor/ (raw_linalg.cpp is the user).
+// (1, M, K) batch views Backend::gemm takes and a bias broadcast for a copy in raw_linalg.cpp, a
+// reduction's keepdim shape in raw_ops.cpp). raw::as_strided makes the same view as a real tensor: a
+// heap TensorImpl and a reference on the storage. Not for use outside tensor/.
 //
 // Note [Borrowed views]: a Tensor handle is a shared_ptr<TensorImpl>. The handle here is made with
 // shared_ptr's aliasing constructor from an empty owner: it points at impl_, a member of this object,
