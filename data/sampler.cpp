@@ -1,10 +1,12 @@
 // sampler.cpp: the shuffle (randperm) and the three samplers of sampler.h.
 #include "data/sampler.h"
 
+#include <algorithm>
 #include <numeric>
 #include <utility>
 
 #include "tensor/check.h"
+#include "tensor/philox.h"
 
 namespace mt::data {
 namespace {
@@ -15,14 +17,50 @@ namespace {
 // the high 64 bits of x·bound (x uniform in [0, 2^64)) are uniform in [0, bound) once the few x whose
 // low half falls below 2^64 mod bound are rejected and redrawn. A rejection happens with probability
 // bound / 2^64, so in practice never, but the draw is exact either way. Each draw consumes one Philox
-// block, which keeps the stream layout trivial to reproduce elsewhere.
-uint64_t uniform_below(Generator& gen, uint64_t bound) {
-  unsigned __int128 m = static_cast<unsigned __int128>(gen.next_u64()) * bound;
+// block (Generator::next_u64), which keeps the stream layout trivial to reproduce elsewhere.
+//
+// Note [Shuffle draws in blocks]: the words a shuffle draws do not depend on the swaps, only on the
+// generator's state, so Draws computes the next_u64() values of up to kDrawBlock consecutive blocks
+// in one loop (inlined Philox, no call per draw; a loop the compiler can vectorise) and hands them out
+// in order: the same words, in the same order, as calling next_u64() once per draw. The generator is
+// advanced by exactly the blocks handed out: a refill reserves only as many blocks as the shuffle is
+// sure to take (one per step still to come), so a rejection's extra draw simply comes from a later
+// refill, as it would from next_u64().
+class Draws {
+ public:
+  explicit Draws(Generator& gen) : gen_(gen) {}
+
+  // The next word; `at_least` is how many draws the caller will still take, this one included.
+  uint64_t next(uint64_t at_least) {
+    if (next_ == filled_) refill(std::min<uint64_t>(at_least, kDrawBlock));
+    return words_[next_++];
+  }
+
+ private:
+  static constexpr uint64_t kDrawBlock = 256;
+
+  void refill(uint64_t count) {
+    const uint64_t seed = gen_.seed(), first = gen_.advance(count);
+    for (uint64_t i = 0; i < count; ++i) {
+      const detail::PhiloxCounter w = detail::philox_block(seed, first + i);
+      words_[i] = (static_cast<uint64_t>(w[1]) << 32) | w[0];  // as Generator::next_u64
+    }
+    next_ = 0, filled_ = count;
+  }
+
+  Generator& gen_;
+  uint64_t words_[kDrawBlock];
+  uint64_t next_ = 0, filled_ = 0;
+};
+
+// A uniform integer in [0, bound), Note [Unbiased shuffle]; `at_least` as for Draws::next.
+uint64_t uniform_below(Draws& draws, uint64_t bound, uint64_t at_least) {
+  unsigned __int128 m = static_cast<unsigned __int128>(draws.next(at_least)) * bound;
   uint64_t low = static_cast<uint64_t>(m);
   if (low < bound) {
     const uint64_t threshold = (0 - bound) % bound;  // 2^64 mod bound
     while (low < threshold) {
-      m = static_cast<unsigned __int128>(gen.next_u64()) * bound;
+      m = static_cast<unsigned __int128>(draws.next(at_least)) * bound;
       low = static_cast<uint64_t>(m);
     }
   }
@@ -46,8 +84,10 @@ void check_size(int64_t size, const char* sampler) {
 std::vector<int64_t> randperm(int64_t n, Generator& gen) {
   MT_CHECK(n >= 0, "randperm: n must be >= 0, got ", n);
   std::vector<int64_t> p = iota(n);
+  Draws draws(gen);  // Note [Shuffle draws in blocks]
   for (int64_t i = n - 1; i > 0; --i) {
-    const auto j = static_cast<int64_t>(uniform_below(gen, static_cast<uint64_t>(i) + 1));
+    // Steps i, i - 1, ..., 1 are still to come: at least i draws.
+    const auto j = static_cast<int64_t>(uniform_below(draws, static_cast<uint64_t>(i) + 1, static_cast<uint64_t>(i)));
     std::swap(p[i], p[j]);
   }
   return p;

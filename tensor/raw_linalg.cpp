@@ -1,6 +1,7 @@
 // Raw ops, part 2: matmul and the fused linear, softmax, the indexing ops and random fills.
 #include <algorithm>
 
+#include "tensor/borrowed_view.h"
 #include "tensor/generator.h"
 #include "tensor/raw_ops.h"
 
@@ -53,10 +54,14 @@ Tensor batch_slice(const Tensor& t, int64_t o) {
                     Shape{t.strides()[last], t.strides()[nd], t.strides()[nd + 1]}, offset);
 }
 
-// A 2-D matrix as a batch of one with batch stride 0.
-Tensor as_batch(const Tensor& m) {
-  return as_strided(m, Shape{1, m.sizes()[0], m.sizes()[1]}, Shape{0, m.strides()[0], m.strides()[1]},
-                    m.storage_offset());
+// A 2-D matrix as a batch of one with batch stride 0, for one gemm call (Note [Borrowed views]).
+detail::BorrowedView as_batch(const Tensor& m) {
+  return {m, Shape{1, m.sizes()[0], m.sizes()[1]}, Shape{0, m.strides()[0], m.strides()[1]}, m.storage_offset()};
+}
+
+// The same for mᵀ: a transposed view read in place, with no transpose object of its own.
+detail::BorrowedView transposed_batch(const Tensor& m) {
+  return {m, Shape{1, m.sizes()[1], m.sizes()[0]}, Shape{0, m.strides()[1], m.strides()[0]}, m.storage_offset()};
 }
 
 }  // namespace
@@ -118,16 +123,19 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
     MT_CHECK(b.dim() == 1 && b.sizes()[0] == out_features, "linear: bias ", b.sizes(), " must be (",
              out_features, ") for weight ", w.sizes());
   }
-  // x: (N, in)  wᵀ: (in, out) as a transposed view  y: (N, out)
-  // A 2-D x is used as it is and y returned as it is: two view objects fewer per call, which is
-  // measurable on small models (bench/ seed_step).
+  // x: (N, in)  wᵀ: (in, out) read in place  y: (N, out)
+  // A 2-D x is used as it is and y returned as it is, and the views the backend calls take are
+  // borrowed (Note [Borrowed views]): on small models the view objects cost more than the
+  // arithmetic (bench/ seed_step).
   const bool flat = x.dim() == 2;
   const Tensor x2 = flat ? x : reshape(x, Shape{-1, w.sizes()[1]});
   const int64_t rows = x2.sizes()[0];
   Tensor y = empty(Shape{rows, out_features}, {.dtype = x.dtype(), .device = x.device()});
   Backend& be = backend(x.device());
-  if (b.defined()) be.copy(y, expand(b, y.sizes()));  // y = b, then the GEMM adds x·wᵀ onto it
-  be.gemm(as_batch(y), gemm_operand(as_batch(x2)), gemm_operand(as_batch(transpose(w, 0, 1))), b.defined());
+  if (b.defined()) {  // y = b, then the GEMM adds x·wᵀ onto it; b: (out) broadcast over the rows
+    be.copy(y, detail::BorrowedView(b, Shape{rows, out_features}, Shape{0, b.strides()[0]}, b.storage_offset()));
+  }
+  be.gemm(as_batch(y), gemm_operand(as_batch(x2)), gemm_operand(transposed_batch(w)), b.defined());
   if (flat) return y;
   Shape shape = x.sizes();
   shape[shape.size() - 1] = out_features;

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <limits>
 
+#include "tensor/borrowed_view.h"
+
 namespace mt::raw {
 
 namespace {
@@ -132,15 +134,18 @@ Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, bo
   }
   if (x.dim() == 0 && op != ReduceOp::Sum) MT_CHECK(x.numel() == 1, name, ": empty input");
   const DType out_dtype = op == ReduceOp::ArgMax ? kInt64 : x.dtype();
-  Tensor out = empty(kept, {.dtype = out_dtype, .device = x.device()});
+  Tensor out = empty(keepdim ? kept : dropped, {.dtype = out_dtype, .device = x.device()});
   if (x.dim() == 0) {
     // Nothing to reduce: sum/max of a scalar is the scalar; its argmax is 0.
     if (op == ReduceOp::ArgMax) backend(x.device()).fill(out, 0);
     else backend(x.device()).copy(out, x);
     return out;
   }
-  backend(x.device()).reduce(op, out, x, mask);
-  return keepdim ? out : as_strided(out, dropped, contiguous_strides(dropped), 0);
+  // The backend writes the kept shape; without keepdim that is a borrowed view of out (Note
+  // [Borrowed views]), the same contiguous bytes, since dims of size 1 move no element.
+  if (keepdim) backend(x.device()).reduce(op, out, x, mask);
+  else backend(x.device()).reduce(op, detail::BorrowedView(out, kept, contiguous_strides(kept), 0), x, mask);
+  return out;
 }
 
 Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {

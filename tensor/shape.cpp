@@ -44,7 +44,7 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
   return out;
 }
 
-int wrap_dim(int64_t dim, int ndim, const char* op) {
+int wrap_dim_checked(int64_t dim, int ndim, const char* op) {
   const int64_t n = std::max(ndim, 1);  // a 0-dim tensor accepts dim 0 and -1, like PyTorch
   MT_CHECK(dim >= -n && dim < n, op, ": dim ", dim, " is out of range for a tensor of ", ndim,
            " dims (expected ", -n, " to ", n - 1, ")");

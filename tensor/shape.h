@@ -83,7 +83,11 @@ Shape contiguous_strides(const Shape& sizes);
 // Throws naming `op` and both shapes when they do not broadcast.
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
 
-// Turns a possibly negative dim into [0, ndim); throws naming `op` when out of range.
-int wrap_dim(int64_t dim, int ndim, const char* op);
+// Turns a possibly negative dim into [0, ndim); throws naming `op` when out of range. Inline for the
+// common in-range, non-negative dim: ops call it several times each (Tensor::size among them).
+int wrap_dim_checked(int64_t dim, int ndim, const char* op);
+inline int wrap_dim(int64_t dim, int ndim, const char* op) {
+  return dim >= 0 && dim < ndim ? static_cast<int>(dim) : wrap_dim_checked(dim, ndim, op);
+}
 
 }  // namespace mt

@@ -10,9 +10,6 @@
 
 namespace mt {
 
-int64_t Tensor::size(int64_t d) const { return sizes()[wrap_dim(d, dim(), "size")]; }
-int64_t Tensor::stride(int64_t d) const { return strides()[wrap_dim(d, dim(), "stride")]; }
-
 bool Tensor::is_contiguous() const {
   const TensorImpl& t = impl();
   int64_t expected = 1;

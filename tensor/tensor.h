@@ -49,8 +49,8 @@ class Tensor {
   int dim() const { return impl().sizes.size(); }
   const Shape& sizes() const { return impl().sizes; }
   const Shape& strides() const { return impl().strides; }
-  int64_t size(int64_t d) const;
-  int64_t stride(int64_t d) const;
+  int64_t size(int64_t d) const { return sizes()[wrap_dim(d, dim(), "size")]; }
+  int64_t stride(int64_t d) const { return strides()[wrap_dim(d, dim(), "stride")]; }
   int64_t numel() const { return impl().sizes.numel(); }
   DType dtype() const { return impl().dtype; }
   Device device() const { return impl().storage->device(); }

@@ -1,6 +1,6 @@
 // --checkpoint-every N: checkpoints between epoch ends, and a resume that continues mid-epoch at
-// exactly the batch where such a checkpoint was taken. The trainer (trainer.cpp) decides when and
-// writes the file; this file holds what a mid-epoch checkpoint adds to an epoch checkpoint and how
+// exactly the batch where such a checkpoint was taken. The trainer (trainer.cpp) decides when,
+// checkpoint_writer.cpp writes the file; this file holds what a mid-epoch checkpoint adds to an epoch checkpoint and how
 // it comes back.
 //
 // Note [Mid-epoch resume]: a resumed run ends at the same bits as one never interrupted when every

@@ -1,10 +1,11 @@
 // mini_train's training loop, one function per phase, in the order a run goes through them:
 // set_up (process group, data, model, output checks, optimizer, loader), resume (checkpoint state,
-// and what it overrides), the config table, then per epoch: train_epoch (shuffle seeded by
-// seed + epoch, steps), report_epoch (the epoch line, validation with --eval, the JSON log) and
-// write_checkpoint (and with --checkpoint-every a step checkpoint every N steps,
-// checkpoint_step.h); finally the --eval score and save_model. A step is forward, backward, --clip-grad,
-// the optimizer and the schedule; --max-steps can end the last epoch early. See trainer.h.
+// and what it overrides), the data-parallel wrapping (data_parallel.h), the config table, then per
+// epoch: train_epoch (shuffle seeded by seed + epoch, steps), report_epoch (the epoch line,
+// validation with --eval, the JSON log) and write_checkpoint (and with --checkpoint-every a step
+// checkpoint every N steps; both in checkpoint_writer.h); finally the --eval score and save_model. A
+// step is forward, backward, --clip-grad, the optimizer and the schedule; --max-steps can end the
+// last epoch early. What a run holds between the phases is a Run (run.h). See trainer.h.
 //
 // Distributed (RANK and WORLD_SIZE in the environment: mini_train's launcher, torchrun, srun; or an
 // MPI launcher's variables): this process is one rank. It meets the others through
@@ -29,6 +30,8 @@
 
 #include "apps/mini_train/backend.h"
 #include "apps/mini_train/checkpoint_step.h"
+#include "apps/mini_train/checkpoint_writer.h"
+#include "apps/mini_train/data_parallel.h"
 #include "apps/mini_train/evaluate.h"
 #include "apps/mini_train/gpus.h"
 #include "apps/mini_train/job.h"
@@ -37,6 +40,7 @@
 #include "apps/mini_train/outputs.h"
 #include "apps/mini_train/peer_heartbeat.h"
 #include "apps/mini_train/progress.h"
+#include "apps/mini_train/run.h"
 #include "apps/mini_train/tracing.h"
 #include "autograd/ops.h"
 #include "data/dataloader.h"
@@ -44,14 +48,10 @@
 #include "distributed/ddp.h"
 #include "distributed/heartbeat.h"
 #include "distributed/init.h"
-#include "distributed/sync_batchnorm.h"
-#include "distributed/zero.h"
 #include "distributed/process_group_mpi.h"
 #include "nn/checkpoint.h"
-#include "optim/clip_grad.h"
 #include "tensor/generator.h"
 #include "tensor/parallel.h"
-#include "tensor/raw_ops.h"
 
 namespace mt::app {
 
@@ -67,33 +67,6 @@ int64_t count_parameters(const nn::Module& m) {
   return n;
 }
 
-// Everything a run holds: built by set_up, changed by resume, used by every later phase.
-struct Run {
-  Options o;                     // the options in effect (resume may override some)
-  int64_t requested_batch = 0;   // --batch-size as given; o.batch_size is what is used
-  std::optional<dist::RendezvousInfo> rdv;
-  Device device = kCPU;
-  std::shared_ptr<dist::ProcessGroup> pg;
-  int world = 1, rank = 0;
-  bool lead = true;              // rank 0: prints, logs, checkpoints, saves
-  bool talk = true;              // lead and not --quiet
-  Data d;
-  std::string signature;
-  std::shared_ptr<nn::Module> model;
-  std::shared_ptr<nn::Loss> loss_fn;
-  std::unique_ptr<optim::Optimizer> opt;
-  std::optional<data::DataLoader> loader;
-  int64_t steps_per_epoch = 0;
-  std::unique_ptr<optim::LRScheduler> scheduler;
-  std::shared_ptr<dist::DistributedDataParallel> ddp;
-  int64_t first_epoch = 1, step = 0;
-  EpochProgress resumed_at;      // a mid-epoch checkpoint's place in epoch first_epoch (checkpoint_step.h)
-  std::string resumed_from;      // the checkpoint's path, "" for a fresh run
-  std::vector<std::string> notes;  // what the checkpoint overrode, for the config table
-  std::ofstream json_log;
-  std::unique_ptr<trace::Tracer> tracer;  // --trace (tracing.h); null: off
-};
-
 // ================================== set-up ======================================================
 
 // Bytes of the files this run writes (outputs.h), from the parameter count: float32 weights, and
@@ -108,15 +81,6 @@ std::shared_ptr<const data::Dataset> training_examples(const Data& d) {
   if (d.text_train) return d.text_train;
   return d.train;
 }
-
-// The optimizer steps the whole run makes (what a schedule spans): --epochs, capped by --max-steps.
-int64_t total_steps(const Options& o, int64_t steps_per_epoch) {
-  const int64_t all = o.epochs * steps_per_epoch;
-  return o.max_steps > 0 ? std::min(all, o.max_steps) : all;
-}
-
-// --max-steps reached: no further step in this run.
-bool steps_exhausted(const Run& r) { return r.o.max_steps > 0 && r.step >= r.o.max_steps; }
 
 Run set_up(const Options& o) {
   Run r;
@@ -293,15 +257,6 @@ struct EpochResult {
   double seconds = 0;
 };
 
-void write_step_checkpoint(Run& r, int64_t epoch, const EpochProgress& progress);
-
-// --clip-grad: over the whole model's reduced gradients; under --zero 1 only the shards are reduced,
-// so the norm is summed over them (a collective, ZeroRedundancyOptimizer::clip_grad_norm).
-void clip_gradients(Run& r) {
-  if (auto* zero = dynamic_cast<dist::ZeroRedundancyOptimizer*>(r.opt.get())) zero->clip_grad_norm(r.o.clip_grad);
-  else optim::clip_grad_norm_(r.model->parameters(), r.o.clip_grad);
-}
-
 EpochResult train_epoch(Run& r, int64_t epoch) {
   const auto start = Clock::now();
   if (r.pg) test_fail_hook(r.rank, epoch);
@@ -412,64 +367,6 @@ void report_epoch(Run& r, int64_t epoch, const EpochResult& e) {
   }
 }
 
-// ================================== checkpoint =================================================
-
-// Everything but the epoch counters; GPU tensors are copied to the host as they are written. Under
-// --zero 1 every rank calls it: the optimizer's state_dict gathers the shards (a collective), and
-// only rank 0's checkpoint, the one written, is filled in.
-Checkpoint checkpoint_of(const Run& r, int64_t epoch, double loss) {
-  Checkpoint c;
-  c.optimizer = r.opt->state_dict();
-  if (!r.lead) return c;
-  c.model = r.model->state_dict();
-  if (r.scheduler) c.scheduler = r.scheduler->state_dict();
-  c.epoch = epoch, c.step = r.step, c.loss = loss;
-  c.rng_seed = default_generator().seed(), c.rng_offset = default_generator().offset();
-  // What a resumed run must match (reconcile above).
-  c.info = {{"model", r.signature}, {"optimizer", r.o.optimizer}, {"batch_size", std::to_string(r.o.batch_size)},
-            {"max_steps", std::to_string(r.o.max_steps)}};
-  return c;
-}
-
-void write_checkpoint(Run& r, int64_t epoch, double loss) {
-  if (r.o.checkpoint_dir.empty() || (!r.lead && !r.o.zero)) return;
-  dist::set_phase(dist::Phase::Checkpoint);
-  const trace::Span span("checkpoint");
-  const Checkpoint c = checkpoint_of(r, epoch, loss);  // --zero 1: a collective
-  if (!r.lead) return;
-  save_checkpoint(checkpoint_path(r.o.checkpoint_dir, epoch), c);
-  prune_checkpoints(r.o.checkpoint_dir, r.o.keep);
-}
-
-// --checkpoint-every, during `epoch`: every rank gathers the epoch's loss sums, rank 0 writes
-// (Note [Mid-epoch resume]); the checkpoint's loss is the epoch's running mean so far.
-void write_step_checkpoint(Run& r, int64_t epoch, const EpochProgress& progress) {
-  dist::set_phase(dist::Phase::Checkpoint);
-  const trace::Span span("checkpoint");
-  const Tensor sums = gather_progress(r.pg.get(), r.world, r.rank, progress);
-  if (r.lead || r.o.zero) {  // --zero 1: every rank, for the optimizer state's gather
-    const Tensor totals = raw::sum(sums, {0});  // (2,): Σ loss·n, Σ n over the ranks
-    const std::vector<double> t = totals.to_vector<double>();
-    Checkpoint c = checkpoint_of(r, epoch - 1, t[0] / std::max(t[1], 1.0));
-    if (r.lead) {
-      add_progress(c, progress.batches, sums);
-      save_checkpoint(step_checkpoint_path(r.o.checkpoint_dir, epoch, r.step), c);
-      prune_checkpoints(r.o.checkpoint_dir, r.o.keep);
-    }
-  }
-  dist::set_phase(dist::Phase::Data);
-}
-
-// --zero 1: the optimizer, with whatever state --resume gave it, becomes this rank's shard of itself
-// (distributed/zero.h), and the schedule is rebuilt over it where it was.
-void shard_optimizer(Run& r) {
-  const optim::StateDict schedule = r.scheduler ? r.scheduler->state_dict() : optim::StateDict{};
-  r.scheduler.reset();  // it refers to the optimizer being replaced
-  r.opt = std::make_unique<dist::ZeroRedundancyOptimizer>(r.ddp, std::move(r.opt));
-  r.scheduler = build_scheduler(r.o, *r.opt, total_steps(r.o, r.steps_per_epoch));
-  if (r.scheduler) r.scheduler->load_state_dict(schedule);
-}
-
 // ================================== the end =====================================================
 
 // The final weights with what it takes to use them elsewhere (model_file.h), and the summary
@@ -499,14 +396,7 @@ int train(const Options& opts) {
   const std::unique_ptr<dist::StoreHeartbeat> peers = heartbeat ? nullptr : peer_heartbeat(r.o, r.rdv, r.pg.get());
   resume(r);
   // After --init/--resume (every rank loaded the same state; DDP checks and broadcasts rank 0's).
-  if (r.pg) {
-    // --sync-bn: the BatchNorms switch to statistics over every rank's batch (Note [Sync batch norm]).
-    if (r.o.sync_bn) dist::convert_sync_batchnorm(*r.model, r.pg);
-    r.ddp = std::make_shared<dist::DistributedDataParallel>(r.model, r.pg,
-                                                            dist::DDPOptions{.bucket_cap_mb = r.o.bucket_cap_mb});
-    r.ddp->register_comm_hook(dist::make_comm_hook(r.o.comm_hook));
-    if (r.o.zero) shard_optimizer(r);
-  }
+  set_up_data_parallel(r);  // data_parallel.h: DDP, --sync-bn, --zero 1
   if (!r.o.trace.empty()) r.tracer = start_trace(r.o.trace, r.o.trace_steps, r.pg.get(), *r.model);  // tracing.h
   MT_CHECK(!r.o.zero || r.ddp, "--zero 1 shards the optimizer state over the ranks of a distributed run, and this "
            "run is one process: add --nproc N (CPU) or --gpus (or leave --zero 0)");

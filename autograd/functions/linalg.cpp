@@ -34,10 +34,15 @@ struct LinearBackward final : Node {
   TensorList apply(TensorList&& g) override {
     check_not_released();
     const Tensor xv = x.unpack(*this), wv = w.unpack(*this);
-    const Tensor dy = raw::reshape(g[0], Shape{-1, wv.sizes()[0]});
+    // A 2-D x (and so dy) is used as it is: no reshape views, as in the forward (raw::linear).
+    const bool flat = xv.dim() == 2;
+    const Tensor dy = flat ? g[0] : raw::reshape(g[0], Shape{-1, wv.sizes()[0]});
     Tensor dx, dw, db;
-    if (next_edges[0].valid()) dx = raw::reshape(raw::matmul(dy, wv), xv.sizes());
-    if (next_edges[1].valid()) dw = raw::matmul(mT(dy), raw::reshape(xv, Shape{-1, wv.sizes()[1]}));
+    if (next_edges[0].valid()) {
+      dx = raw::matmul(dy, wv);
+      if (!flat) dx = raw::reshape(dx, xv.sizes());
+    }
+    if (next_edges[1].valid()) dw = raw::matmul(mT(dy), flat ? xv : raw::reshape(xv, Shape{-1, wv.sizes()[1]}));
     if (next_edges.size() > 2 && next_edges[2].valid()) db = raw::sum(dy, {0});
     return next_edges.size() > 2 ? TensorList{dx, dw, db} : TensorList{dx, dw};
   }

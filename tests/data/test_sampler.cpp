@@ -35,6 +35,21 @@ std::vector<int64_t> interleave(const std::vector<std::vector<int64_t>>& ranks) 
   return all;
 }
 
+// Fisher–Yates with one Generator::next_u64() call per draw, written out as Note [Unbiased shuffle]
+// describes it: the simple version randperm's blocks of draws (Note [Shuffle draws in blocks]) must
+// match bit for bit.
+std::vector<int64_t> randperm_one_draw_at_a_time(int64_t n, Generator& gen) {
+  std::vector<int64_t> p(static_cast<size_t>(n));
+  std::iota(p.begin(), p.end(), int64_t{0});
+  for (int64_t i = n - 1; i > 0; --i) {
+    const uint64_t bound = static_cast<uint64_t>(i) + 1;
+    unsigned __int128 m = static_cast<unsigned __int128>(gen.next_u64()) * bound;
+    while (static_cast<uint64_t>(m) < (0 - bound) % bound) m = static_cast<unsigned __int128>(gen.next_u64()) * bound;
+    std::swap(p[static_cast<size_t>(i)], p[static_cast<size_t>(m >> 64)]);
+  }
+  return p;
+}
+
 }  // namespace
 
 TEST_CASE("randperm is a permutation fixed by the generator's state") {
@@ -50,6 +65,17 @@ TEST_CASE("randperm is a permutation fixed by the generator's state") {
   CHECK(a.offset() == 999);  // one Philox block per Fisher–Yates step (Note [Unbiased shuffle])
   CHECK(randperm(0, a).empty());
   CHECK(randperm(1, a) == std::vector<int64_t>{0});
+}
+
+TEST_CASE("randperm's blocks of draws give the permutation of one draw at a time, and leave the same state") {
+  // Sizes around the block of 256 draws, from a generator that has drawn before.
+  for (const int64_t n : {2, 3, 256, 257, 258, 513, 5000}) {
+    Generator fast(11), simple(11);
+    fast.advance(17), simple.advance(17);
+    CHECK(randperm(n, fast) == randperm_one_draw_at_a_time(n, simple));
+    CHECK(fast.offset() == simple.offset());
+    CHECK(fast.next_u64() == simple.next_u64());
+  }
 }
 
 TEST_CASE("randperm is uniform: every element is equally likely in every position") {

@@ -1,0 +1,64 @@
+// The epoch and step checkpoints mini_train writes (see checkpoint_writer.h).
+#include "apps/mini_train/checkpoint_writer.h"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "apps/mini_train/tracing.h"
+#include "distributed/heartbeat.h"
+#include "nn/checkpoint.h"
+#include "tensor/generator.h"
+#include "tensor/raw_ops.h"
+
+namespace mt::app {
+
+namespace {
+
+// Everything but the epoch counters; GPU tensors are copied to the host as they are written. Under
+// --zero 1 every rank calls it: the optimizer's state_dict gathers the shards (a collective), and
+// only rank 0's checkpoint, the one written, is filled in.
+Checkpoint checkpoint_of(const Run& r, int64_t epoch, double loss) {
+  Checkpoint c;
+  c.optimizer = r.opt->state_dict();
+  if (!r.lead) return c;
+  c.model = r.model->state_dict();
+  if (r.scheduler) c.scheduler = r.scheduler->state_dict();
+  c.epoch = epoch, c.step = r.step, c.loss = loss;
+  c.rng_seed = default_generator().seed(), c.rng_offset = default_generator().offset();
+  // What a resumed run must match (the trainer's reconcile).
+  c.info = {{"model", r.signature}, {"optimizer", r.o.optimizer}, {"batch_size", std::to_string(r.o.batch_size)},
+            {"max_steps", std::to_string(r.o.max_steps)}};
+  return c;
+}
+
+}  // namespace
+
+void write_checkpoint(Run& r, int64_t epoch, double loss) {
+  if (r.o.checkpoint_dir.empty() || (!r.lead && !r.o.zero)) return;
+  dist::set_phase(dist::Phase::Checkpoint);
+  const trace::Span span("checkpoint");
+  const Checkpoint c = checkpoint_of(r, epoch, loss);  // --zero 1: a collective
+  if (!r.lead) return;
+  save_checkpoint(checkpoint_path(r.o.checkpoint_dir, epoch), c);
+  prune_checkpoints(r.o.checkpoint_dir, r.o.keep);
+}
+
+void write_step_checkpoint(Run& r, int64_t epoch, const EpochProgress& progress) {
+  dist::set_phase(dist::Phase::Checkpoint);
+  const trace::Span span("checkpoint");
+  const Tensor sums = gather_progress(r.pg.get(), r.world, r.rank, progress);
+  if (r.lead || r.o.zero) {  // --zero 1: every rank, for the optimizer state's gather
+    const Tensor totals = raw::sum(sums, {0});  // (2,): Σ loss·n, Σ n over the ranks
+    const std::vector<double> t = totals.to_vector<double>();
+    Checkpoint c = checkpoint_of(r, epoch - 1, t[0] / std::max(t[1], 1.0));
+    if (r.lead) {
+      add_progress(c, progress.batches, sums);
+      save_checkpoint(step_checkpoint_path(r.o.checkpoint_dir, epoch, r.step), c);
+      prune_checkpoints(r.o.checkpoint_dir, r.o.keep);
+    }
+  }
+  dist::set_phase(dist::Phase::Data);
+}
+
+}  // namespace mt::app

@@ -1,0 +1,41 @@
+// DDP, --sync-bn, --zero 1 and the clip over shards for mini_train (see data_parallel.h).
+#include "apps/mini_train/data_parallel.h"
+
+#include <memory>
+
+#include "distributed/sync_batchnorm.h"
+#include "distributed/zero.h"
+#include "optim/clip_grad.h"
+
+namespace mt::app {
+
+namespace {
+
+// --zero 1: the optimizer, with whatever state --resume gave it, becomes this rank's shard of itself
+// (distributed/zero.h), and the schedule is rebuilt over it where it was.
+void shard_optimizer(Run& r) {
+  const optim::StateDict schedule = r.scheduler ? r.scheduler->state_dict() : optim::StateDict{};
+  r.scheduler.reset();  // it refers to the optimizer being replaced
+  r.opt = std::make_unique<dist::ZeroRedundancyOptimizer>(r.ddp, std::move(r.opt));
+  r.scheduler = build_scheduler(r.o, *r.opt, total_steps(r.o, r.steps_per_epoch));
+  if (r.scheduler) r.scheduler->load_state_dict(schedule);
+}
+
+}  // namespace
+
+void set_up_data_parallel(Run& r) {
+  if (!r.pg) return;
+  // --sync-bn: the BatchNorms switch to statistics over every rank's batch (Note [Sync batch norm]).
+  if (r.o.sync_bn) dist::convert_sync_batchnorm(*r.model, r.pg);
+  r.ddp = std::make_shared<dist::DistributedDataParallel>(r.model, r.pg,
+                                                          dist::DDPOptions{.bucket_cap_mb = r.o.bucket_cap_mb});
+  r.ddp->register_comm_hook(dist::make_comm_hook(r.o.comm_hook));
+  if (r.o.zero) shard_optimizer(r);
+}
+
+void clip_gradients(Run& r) {
+  if (auto* zero = dynamic_cast<dist::ZeroRedundancyOptimizer*>(r.opt.get())) zero->clip_grad_norm(r.o.clip_grad);
+  else optim::clip_grad_norm_(r.model->parameters(), r.o.clip_grad);
+}
+
+}  // namespace mt::app

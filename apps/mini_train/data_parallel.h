@@ -1,0 +1,19 @@
+// mini_train's data-parallel set-up, once the model holds its --init/--resume state: --sync-bn, the
+// DistributedDataParallel wrapper with its --comm-hook, and under --zero 1 the optimizer replaced by
+// this rank's shard of itself (distributed/zero.h); and --clip-grad, which under --zero 1 is a
+// collective over the shards. The trainer (trainer.cpp) calls these; one process needs none of it.
+#pragma once
+
+#include "apps/mini_train/run.h"
+
+namespace mt::app {
+
+// A distributed run (r.pg set): wraps r.model in DDP (every rank loaded the same state; DDP checks
+// and broadcasts rank 0's) and, with --zero 1, shards the optimizer. One process: does nothing.
+void set_up_data_parallel(Run& r);
+
+// --clip-grad: over the whole model's reduced gradients; under --zero 1 only the shards are reduced,
+// so the norm is summed over them (a collective, ZeroRedundancyOptimizer::clip_grad_norm).
+void clip_gradients(Run& r);
+
+}  // namespace mt::app

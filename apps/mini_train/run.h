@@ -1,0 +1,62 @@
+// What one mini_train run holds from set-up to the final save (trainer.cpp builds it phase by phase),
+// shared by the files that act on it: the trainer's phases, the checkpoint writers
+// (checkpoint_writer.h) and the data-parallel set-up (data_parallel.h). Plain data and two
+// questions about the step count; no behaviour of its own.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "apps/mini_train/checkpoint_step.h"
+#include "apps/mini_train/job.h"
+#include "apps/mini_train/options.h"
+#include "data/dataloader.h"
+#include "distributed/ddp.h"
+#include "distributed/process_group.h"
+#include "distributed/rendezvous.h"
+#include "trace/tracer.h"
+
+namespace mt::app {
+
+// Everything a run holds: built by set_up, changed by resume, used by every later phase.
+struct Run {
+  Options o;                     // the options in effect (resume may override some)
+  int64_t requested_batch = 0;   // --batch-size as given; o.batch_size is what is used
+  std::optional<dist::RendezvousInfo> rdv;
+  Device device = kCPU;
+  std::shared_ptr<dist::ProcessGroup> pg;
+  int world = 1, rank = 0;
+  bool lead = true;              // rank 0: prints, logs, checkpoints, saves
+  bool talk = true;              // lead and not --quiet
+  Data d;
+  std::string signature;
+  std::shared_ptr<nn::Module> model;
+  std::shared_ptr<nn::Loss> loss_fn;
+  std::unique_ptr<optim::Optimizer> opt;
+  std::optional<data::DataLoader> loader;
+  int64_t steps_per_epoch = 0;
+  std::unique_ptr<optim::LRScheduler> scheduler;
+  std::shared_ptr<dist::DistributedDataParallel> ddp;
+  int64_t first_epoch = 1, step = 0;
+  EpochProgress resumed_at;      // a mid-epoch checkpoint's place in epoch first_epoch (checkpoint_step.h)
+  std::string resumed_from;      // the checkpoint's path, "" for a fresh run
+  std::vector<std::string> notes;  // what the checkpoint overrode, for the config table
+  std::ofstream json_log;
+  std::unique_ptr<trace::Tracer> tracer;  // --trace (tracing.h); null: off
+};
+
+// The optimizer steps the whole run makes (what a schedule spans): --epochs, capped by --max-steps.
+inline int64_t total_steps(const Options& o, int64_t steps_per_epoch) {
+  const int64_t all = o.epochs * steps_per_epoch;
+  return o.max_steps > 0 ? std::min(all, o.max_steps) : all;
+}
+
+// --max-steps reached: no further step in this run.
+inline bool steps_exhausted(const Run& r) { return r.o.max_steps > 0 && r.step >= r.o.max_steps; }
+
+}  // namespace mt::app
