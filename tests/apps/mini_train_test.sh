@@ -600,7 +600,15 @@ nproc_failure)
     >out.txt 2>err.txt && fail "a failing rank did not fail the job"
   (( SECONDS - start < 20 )) || fail "the job took $((SECONDS - start)) s to end after a rank failed"
   grep -qx "mini_train: rank 1 exited with code 3" err.txt || { cat err.txt; fail "no line naming rank 1"; }
-  [[ $(grep -c "^mini_train: rank" err.txt) -eq 2 ]] || { cat err.txt; fail "expected the hook's line and the launcher's"; }
+  # The hook's line and the launcher's, which comes last (it stops the workers, then speaks). Rank 0
+  # may add one line of its own: its collective fails the moment rank 1's sockets close, and on a
+  # loaded machine it can print before the launcher's SIGTERM reaches it (seen 1 run in ~15 under
+  # ASan). The launcher's line still names rank 1, the cause.
+  [[ $(grep "^mini_train: rank" err.txt | tail -1) == "mini_train: rank 1 exited with code 3" ]] ||
+    { cat err.txt; fail "the launcher's line naming rank 1 is not the last"; }
+  lines=$(grep -c "^mini_train: rank" err.txt)
+  (( lines == 2 || (lines == 3 && $(grep -c "^mini_train: rank 0" err.txt) == 1) )) ||
+    { cat err.txt; fail "expected the hook's line and the launcher's (and at most one of rank 0's)"; }
   sleep 0.2
   ! pgrep -f -- "$work/f.safetensors" >/dev/null || fail "processes left running after a failure"
   [[ ! -e f.safetensors ]] || fail "a failed job saved a model"
