@@ -126,12 +126,16 @@ void TCPStoreServer::say(const std::string& line, Clock::time_point& last_said) 
 }
 
 bool TCPStoreServer::make_room() {
-  for (auto& [id, c] : clients_)  // ordered by id: the oldest first
-    if (!c.authenticated && !c.dead) {
-      c.dead = true;
-      c.sock.close();
-      return true;
-    }
+  for (auto& [id, c] : clients_) {  // ordered by id: the oldest first
+    if (c.authenticated || c.dead) continue;
+    // Note [Hear a connection out before shedding it]
+    read_from(c);
+    if (!c.dead) handle_frames(id, c);
+    if (c.authenticated && !c.dead) continue;
+    c.dead = true;
+    c.sock.close();
+    return true;
+  }
   return false;
 }
 
@@ -141,9 +145,10 @@ void TCPStoreServer::accept_clients() {
     if (fd < 0 && (errno == EMFILE || errno == ENFILE)) {
       // Note [Strangers]: the listener stays readable while the descriptors are gone; pause instead
       // of spinning, and free one from a stranger if there is one.
+      const int error = errno;  // make_room() reads from sockets
       const bool freed = make_room();
       accept_paused_until_ = Clock::now() + std::chrono::milliseconds(freed ? 0 : 100);
-      say(std::string("out of file descriptors (") + std::strerror(errno) + "): pausing new connections; raise "
+      say(std::string("out of file descriptors (") + std::strerror(error) + "): pausing new connections; raise "
           "`ulimit -n`, or look for a process holding connections to this port", said_emfile_);
       return;
     }

@@ -15,6 +15,15 @@
 // runs out of file descriptors (EMFILE), the server stops accepting for a moment instead of
 // spinning on a listener that stays readable, and says so once.
 //
+// Note [Hear a connection out before shedding it]: a connection is a stranger only once the server
+// has read what it sent. accept_clients() takes every connection waiting in the listener's queue
+// before any of them is read, so under a flood the job's own client (the hosting rank's connects
+// first, the moment the port listens) can sit accepted, its Hello unread in the socket, when the
+// descriptors run out; shedding it then ended the job ("the server did not accept this client
+// (connection reset by peer)"). So make_room() first reads and handles what the oldest candidate
+// has sent, and sheds it only if it is still not authenticated. A job client that has connected
+// but not yet written its Hello cannot be told from a stranger, and may still be shed.
+//
 // Not here: persistence, key deletion, TLS. The job token (Note [Job token] in tcp_store.h) keeps
 // strangers out; it is not encryption.
 #pragma once
@@ -79,7 +88,7 @@ class TCPStoreServer {
   void run();
   void serve();
   void accept_clients();
-  bool make_room();  // Note [Strangers]: closes the oldest stranger; false if there is none
+  bool make_room();  // Note [Strangers]: closes the oldest stranger, once heard out; false if there is none
   void say(const std::string& line, Clock::time_point& last_said);
   void read_from(Client& c);
   void handle_frames(uint64_t id, Client& c);
