@@ -52,8 +52,9 @@ void bench_size(mt::dist::ProcessGroup& pg, int64_t numel) {
   std::sort(per_call.begin(), per_call.end());
   if (pg.rank() != 0) return;
   const double median = per_call[kReps / 2];
-  const std::string ranks = pg.size() == 2 ? "" : "_" + std::to_string(pg.size()) + "ranks";
-  std::printf("minitrain allreduce_%lld%s_us %.4g\n", static_cast<long long>(numel), ranks.c_str(), median * 1e6);
+  char ranks[32] = "";  // "_3ranks" beyond 2 ranks (a char buffer: GCC 12 warns, falsely, on "_" + std::string)
+  if (pg.size() != 2) std::snprintf(ranks, sizeof ranks, "_%dranks", pg.size());
+  std::printf("minitrain allreduce_%lld%s_us %.4g\n", static_cast<long long>(numel), ranks, median * 1e6);
   std::fflush(stdout);
   // Bus bandwidth as NCCL's tests define it for allreduce: 2·(n-1)/n · bytes / time.
   const double bytes = 2.0 * (pg.size() - 1) / pg.size() * static_cast<double>(numel) * sizeof(float);

@@ -11,7 +11,7 @@ namespace {
 // Note [A filter that matches nothing]: CTest runs each test case as `test_<layer>
 // --test-case=<name>` (doctest_discover_tests), and doctest passes a run whose filter matches no
 // test case at all. Discovery reads the list of names as a CMake list, so a ';' in a name cuts it in
-// two, and each half became a CTest test that ran nothing and passed (nine such names were found).
+// two, and each half became a CTest test that ran nothing and passed (eight such names were found).
 // So a run given --test-case in which no test case passed the filters fails, naming the filter.
 unsigned g_selected = 0;
 bool g_ran = false;
