@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "minitrain.h"
+#include "tests/tensor/relative_error.h"
 #include "tensor/raw_ops.h"
 
 using namespace mt;
@@ -58,17 +59,7 @@ Tensor leaf(const Shape& shape, uint64_t seed) {
   return randn(shape, gen).requires_grad_();
 }
 
-// max |a - b| / (1 + max |b|), in double.
-double relative_error(const Tensor& a, const Tensor& b) {
-  REQUIRE(a.sizes() == b.sizes());
-  const auto x = a.to_vector<double>(), y = b.to_vector<double>();
-  double err = 0, scale = 0;
-  for (size_t i = 0; i < x.size(); ++i) {
-    err = std::max(err, std::abs(x[i] - y[i]));
-    scale = std::max(scale, std::abs(y[i]));
-  }
-  return err / (1 + scale);
-}
+using test::relative_error;
 
 // n int64 indices in [0, bound), several of them repeated.
 Tensor indices(const Shape& shape, int64_t bound, uint64_t seed) {

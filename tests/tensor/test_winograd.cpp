@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "minitrain.h"
+#include "tests/tensor/relative_error.h"
 #include "tensor/raw_ops.h"
 
 using namespace mt;
@@ -15,17 +16,7 @@ using namespace mt;
 namespace {
 Generator gen(12);
 
-// max |a - b| / (1 + max |b|)
-double relative_error(const Tensor& a, const Tensor& b) {
-  REQUIRE(a.sizes() == b.sizes());
-  const auto x = a.to_vector<double>(), y = b.to_vector<double>();
-  double err = 0, scale = 0;
-  for (size_t i = 0; i < x.size(); ++i) {
-    err = std::max(err, std::abs(x[i] - y[i]));
-    scale = std::max(scale, std::abs(y[i]));
-  }
-  return err / (1 + scale);
-}
+using test::relative_error;
 }  // namespace
 
 TEST_CASE("Winograd conv2d and its gradients equal im2col + GEMM") {
