@@ -45,6 +45,23 @@ run_job() {
   node1=
 }
 
+# start_training NAME ARGS...: both nodes of one long job in the background (node0, node1; node k's
+# output in NAME.k.log), returning once node 1's two workers are running.
+start_training() {
+  local name=$1
+  shift
+  local port
+  port=$(free_port)
+  "$bin" --nnodes 2 --node-rank 1 --master-port "$port" "$@" >"$work/$name.1.log" 2>&1 &
+  node1=$!
+  "$bin" --nnodes 2 --node-rank 0 --master-port "$port" "$@" >"$work/$name.0.log" 2>&1 &
+  node0=$!
+  for _ in $(seq 1 500); do  # up to 10 s for node 1's workers to be training
+    [[ $(pgrep -c -P "$node1") == 2 ]] && break
+    sleep 0.02
+  done
+}
+
 # 3 epochs of 16 steps (2000 samples over 4 ranks, batch 32): step 40 is mid-epoch 3.
 job=(--nproc 2 --backend gloo --samples 2000 --epochs 3 --seed 3 --num-workers 2 -q)
 case $case in
@@ -92,17 +109,9 @@ absent)
   echo "restart_nodes.sh absent: node 0 named the missing node 1 after $((SECONDS - start)) s (--timeout 3)"
   ;;
 stopped)
-  port=$(free_port)
   long=(--nproc 2 --backend gloo --samples 2000 --epochs 1000 --seed 3 -q --max-restarts 1 --heartbeat-timeout 3
         --save "$work/s.safetensors")
-  "$bin" --nnodes 2 --node-rank 1 --master-port "$port" "${long[@]}" >"$work/stopped.1.log" 2>&1 &
-  node1=$!
-  "$bin" --nnodes 2 --node-rank 0 --master-port "$port" "${long[@]}" >"$work/stopped.0.log" 2>&1 &
-  node0=$!
-  for _ in $(seq 1 500); do  # up to 10 s for node 1's workers to be training
-    [[ $(pgrep -c -P "$node1") == 2 ]] && break
-    sleep 0.02
-  done
+  start_training stopped "${long[@]}"
   sleep 1
   kill -STOP "$node1"
   start=$SECONDS
@@ -125,16 +134,8 @@ stopped)
   echo "restart_nodes.sh stopped: node 0 named node 1's stopped launcher and ended the job after $((SECONDS - start)) s"
   ;;
 interrupt)
-  port=$(free_port)
   long=(--nproc 2 --backend gloo --samples 2000 --epochs 1000 --seed 3 -q --max-restarts 1 --save "$work/i.safetensors")
-  "$bin" --nnodes 2 --node-rank 1 --master-port "$port" "${long[@]}" >"$work/interrupt.1.log" 2>&1 &
-  node1=$!
-  "$bin" --nnodes 2 --node-rank 0 --master-port "$port" "${long[@]}" >"$work/interrupt.0.log" 2>&1 &
-  node0=$!
-  for _ in $(seq 1 500); do  # up to 10 s for node 1's workers to be training
-    [[ $(pgrep -c -P "$node1") == 2 ]] && break
-    sleep 0.02
-  done
+  start_training interrupt "${long[@]}"
   sleep 0.5
   kill -INT "$node1"
   rc0=0 rc1=0
