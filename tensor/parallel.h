@@ -25,6 +25,10 @@ int get_num_threads();
 void set_num_threads(int n);
 // What get_num_threads() starts from when set_num_threads was never called (see the file comment).
 int default_num_threads();
+// How long an idle pool thread spins before it sleeps, in µs (Note [Spin, then sleep],
+// tensor/parallel.cpp): MT_SPIN_US, else 0 under OMP_WAIT_POLICY=passive, else 50. Settled with the
+// thread count; a malformed MT_SPIN_US throws an mt::Error naming it.
+int64_t thread_spin_us();
 
 // Sets the thread count for a scope and restores the previous one at its end.
 class NumThreadsGuard {
@@ -42,6 +46,10 @@ namespace detail {
 // "4" -> 4. Anything but a whole number in 1..kMaxThreads is an mt::Error of one line naming
 // `source` (e.g. "MT_NUM_THREADS" or "--threads") and the text.
 int parse_num_threads(const std::string& text, const char* source);
+
+// The spin in µs from MT_SPIN_US's and OMP_WAIT_POLICY's values (null: unset); a malformed
+// MT_SPIN_US is an mt::Error of one line naming it.
+int64_t parse_spin_us(const char* spin_us, const char* omp_wait_policy);
 
 // Runs task(ctx, c) for every chunk c in [0, chunks), on the pool and the calling thread.
 void run_chunks(int64_t chunks, void (*task)(void*, int64_t), void* ctx);

@@ -18,6 +18,7 @@
 // 46 ms in bench/conv.sh's forward before Winograd took that layer).
 #include "tensor/raw_conv_batched.h"
 #include "tensor/raw_ops.h"
+#include "tensor/raw_split.h"
 
 namespace mt::raw {
 
@@ -130,10 +131,12 @@ Tensor conv2d_im2col(const Tensor& x_in, const Tensor& wt, const Tensor& b, cons
   Tensor y = empty(Shape{d.n, d.o, d.w.out_h(), d.w.out_w()}, like);
   if (y.numel() == 0) return y;
   // One sample's columns (groups·K, L): a buffer im2col fills, or x itself for a pointwise conv.
+  // Samples run on the threads (Note [Samples on the threads], tensor/raw_split.h), each with its
+  // own buffer.
   const bool pointwise = is_pointwise(d.w);
-  const Tensor cols = pointwise ? x : empty(Shape{1, d.groups * d.k, d.l}, like);
   const Tensor bias = b.defined() ? expand(view(b, Shape{d.o, 1}), Shape{d.o, d.l}) : Tensor();
-  for (int64_t n = 0; n < d.n; ++n) {
+  for_items(d.n, [&](int64_t n) {
+    const Tensor cols = pointwise ? x : empty(Shape{1, d.groups * d.k, d.l}, like);
     if (!pointwise) be.im2col(cols, narrow(x, 0, n, 1), d.w);
     const int64_t cols_n = pointwise ? n * d.c * d.l : 0;
     const int64_t y_n = n * d.o * d.l;
@@ -143,7 +146,7 @@ Tensor conv2d_im2col(const Tensor& x_in, const Tensor& wt, const Tensor& b, cons
       be.gemm(matrix(y, d.og, d.l, y_n + g * d.og * d.l), matrix(w, d.og, d.k, g * d.og * d.k),
               matrix(cols, d.k, d.l, cols_n + g * d.k * d.l), /*accumulate=*/b.defined());
     }
-  }
+  });
   return y;
 }
 
@@ -158,34 +161,44 @@ Conv2dGrads conv2d_backward_im2col(const Tensor& dy_in, const Tensor& x_in, cons
   const Tensor x = contiguous(x_in), w = contiguous(wt);
   Conv2dGrads r;
   if (needs.db) r.db = sum(dy, {0, 2, 3});
-  // dw: (O, Cg, kh, kw) = (groups, Og, K), written by sample 0's GEMM and accumulated over the rest
-  if (needs.dw) r.dw = d.n == 0 ? zeros(wt.sizes(), like) : empty(wt.sizes(), like);
   if (needs.dx) r.dx = empty(x.sizes(), like);
   if (!needs.dw && !needs.dx) return r;
-  // im2col(x[n]) for dw, then dcols[n] for dx, in one buffer; pointwise: x[n] and dx[n] themselves.
+  if (needs.dw && d.n == 0) r.dw = zeros(wt.sizes(), like);
+  if (d.n == 0) return r;
+  // dw: (O, Cg, kh, kw) = (groups, Og, K), summed over the samples in strands (Note [Samples on the
+  // threads], tensor/raw_split.h): strand k's first sample writes partial[k], the rest add to it.
+  const Strands strands(d.n, needs.dw ? wt.numel() * static_cast<int64_t>(element_size(wt.dtype())) : 0);
+  const Tensor partial = needs.dw ? empty(Shape{strands.count, wt.numel()}, like) : Tensor();
+  // im2col(x[n]) for dw, then dcols[n] for dx, in one buffer per strand; pointwise: x[n] and dx[n].
   const bool pointwise = is_pointwise(d.w);
-  const Tensor cols = pointwise ? Tensor() : empty(Shape{1, d.groups * d.k, d.l}, like);
-  for (int64_t n = 0; n < d.n; ++n) {
-    const int64_t dy_n = n * d.o * d.l, x_n = pointwise ? n * d.c * d.l : 0;
-    if (needs.dw) {
-      if (!pointwise) be.im2col(cols, narrow(x, 0, n, 1), d.w);
-      const Tensor& xcols = pointwise ? x : cols;
-      for (int64_t g = 0; g < d.groups; ++g) {
-        // dw[g] (Og, K) += dy[n, g] (Og, L) · cols[g]ᵀ (L, K), the transpose a column-major view
-        be.gemm(matrix(r.dw, d.og, d.k, g * d.og * d.k), matrix(dy, d.og, d.l, dy_n + g * d.og * d.l),
-                matrix(xcols, d.l, d.k, x_n + g * d.k * d.l, /*col_major=*/true), /*accumulate=*/n > 0);
+  for_items(strands.count, [&](int64_t k) {
+    const Tensor cols = pointwise ? Tensor() : empty(Shape{1, d.groups * d.k, d.l}, like);
+    for (int64_t n = strands.first(k); n < strands.first(k + 1); ++n) {
+      const int64_t dy_n = n * d.o * d.l, x_n = pointwise ? n * d.c * d.l : 0;
+      if (needs.dw) {
+        if (!pointwise) be.im2col(cols, narrow(x, 0, n, 1), d.w);
+        const Tensor& xcols = pointwise ? x : cols;
+        const int64_t dw_k = k * wt.numel();
+        for (int64_t g = 0; g < d.groups; ++g) {
+          // dw[g] (Og, K) (+)= dy[n, g] (Og, L) · cols[g]ᵀ (L, K), the transpose a column-major view
+          be.gemm(matrix(partial, d.og, d.k, dw_k + g * d.og * d.k), matrix(dy, d.og, d.l, dy_n + g * d.og * d.l),
+                  matrix(xcols, d.l, d.k, x_n + g * d.k * d.l, /*col_major=*/true),
+                  /*accumulate=*/n > strands.first(k));
+        }
+      }
+      if (needs.dx) {
+        const Tensor& dcols = pointwise ? r.dx : cols;
+        for (int64_t g = 0; g < d.groups; ++g) {
+          // dcols[g] (K, L) = w[g]ᵀ (K, Og) · dy[n, g] (Og, L)
+          be.gemm(matrix(dcols, d.k, d.l, x_n + g * d.k * d.l),
+                  matrix(w, d.k, d.og, g * d.og * d.k, /*col_major=*/true), matrix(dy, d.og, d.l, dy_n + g * d.og * d.l),
+                  /*accumulate=*/false);
+        }
+        if (!pointwise) be.col2im(narrow(r.dx, 0, n, 1), cols, d.w);  // dx[n] = col2im(dcols)
       }
     }
-    if (needs.dx) {
-      const Tensor& dcols = pointwise ? r.dx : cols;
-      for (int64_t g = 0; g < d.groups; ++g) {
-        // dcols[g] (K, L) = w[g]ᵀ (K, Og) · dy[n, g] (Og, L)
-        be.gemm(matrix(dcols, d.k, d.l, x_n + g * d.k * d.l), matrix(w, d.k, d.og, g * d.og * d.k, /*col_major=*/true),
-                matrix(dy, d.og, d.l, dy_n + g * d.og * d.l), /*accumulate=*/false);
-      }
-      if (!pointwise) be.col2im(narrow(r.dx, 0, n, 1), cols, d.w);  // dx[n] = col2im(dcols)
-    }
-  }
+  });
+  if (needs.dw) r.dw = reshape(strands.count == 1 ? partial : sum(partial, {0}), wt.sizes());
   return r;
 }
 

@@ -23,15 +23,13 @@
 //   dw[o, c] = Gᵀ·du[:, o, c]·G                 (transform_weight_backward)
 // Accuracy: the transforms add and subtract a few inputs (the ½ in G is exact), so the result differs
 // from im2col's by rounding only (about 1e-6 relative in float32; tests/tensor/test_winograd.cpp).
-// Threads: each of the three steps of a sample group is its own parallel region, one after the
-// other: the transforms split their channel planes (tensor/cpu/cpu_winograd.cpp), and the batched
-// GEMM splits its 16 products into blocks (Note [GEMM on the pool], tensor/cpu/cpu_gemm.cpp). The
-// groups themselves stay in order on the calling thread: a GEMM inside a parallel_for chunk would
-// run its blocks serially (nested calls do, tensor/parallel.h), and the weight gradient adds the
-// groups' products into du in group order, which keeps it the same bits at any thread count.
+// Threads: the sample groups are the items of Note [Samples on the threads] (tensor/raw_split.h):
+// with enough of them, whole groups run on the threads, each group's three steps one after the
+// other on one core; the weight gradient sums its groups' products in strands.
 #include <algorithm>
 
 #include "tensor/raw_ops.h"
+#include "tensor/raw_split.h"
 
 namespace mt {
 
@@ -100,34 +98,38 @@ Tensor winograd_conv(const Tensor& x, const Tensor& u, const Tensor& bias, const
   const int64_t n = x.size(0), c = x.size(1), o = u.size(1);
   Tensor y = empty(Shape{n, o, w.out_h(), w.out_w()}, like);
   const int64_t tiles = tiles_of(w), group = group_of(n, tiles);
-  for (int64_t s0 = 0; s0 < n; s0 += group) {
-    const int64_t s = std::min(group, n - s0);
+  for_items((n + group - 1) / group, [&](int64_t g) {
+    const int64_t s0 = g * group, s = std::min(group, n - s0);
     const Tensor v = empty(Shape{16, c, s * tiles}, like), m = empty(Shape{16, o, s * tiles}, like);
     be.winograd_input(v, narrow(x, 0, s0, s), w);
     be.gemm(m, u, v, /*accumulate=*/false);  // m[ξ] (O, T) = u[ξ] (O, C) · v[ξ] (C, T)
     be.winograd_output(narrow(y, 0, s0, s), m, bias);
-  }
+  });
   return y;
 }
 
 // dw (O, C, 3, 3) of the convolution of x (N, C, H, W) over w (3x3, stride 1) whose output gradient
 // is dy (N, O, OH, OW): the adjoint of winograd_conv in the weight, du[ξ] = Σ_groups m[ξ]·v[ξ]ᵀ with
-// m = A·dy·Aᵀ per tile, then dw = Gᵀ·du·G.
+// m = A·dy·Aᵀ per tile, then dw = Gᵀ·du·G; strand k adds its groups into partial[k].
 Tensor winograd_weight_grad(const Tensor& dy, const Tensor& x, const Window2d& w) {
   Backend& be = backend(x.device());
   const TensorOptions like{.dtype = x.dtype(), .device = x.device()};
   const int64_t n = x.size(0), c = x.size(1), o = dy.size(1);
-  const int64_t tiles = tiles_of(w), group = group_of(n, tiles);
-  const Tensor du = empty(Shape{16, o, c}, like);
-  for (int64_t s0 = 0; s0 < n; s0 += group) {
-    const int64_t s = std::min(group, n - s0);
-    const Tensor v = empty(Shape{16, c, s * tiles}, like), m = empty(Shape{16, o, s * tiles}, like);
-    be.winograd_input(v, narrow(x, 0, s0, s), w);
-    be.winograd_output_backward(m, narrow(dy, 0, s0, s));
-    // du[ξ] (O, C) (+)= m[ξ] (O, T) · v[ξ]ᵀ (T, C), the transpose a column-major view
-    be.gemm(du, m, transpose(v, 1, 2), /*accumulate=*/s0 > 0);
-  }
-  return transform_weight_backward(du);
+  const int64_t tiles = tiles_of(w), group = group_of(n, tiles), groups = (n + group - 1) / group;
+  const Strands strands(groups, 16 * o * c * static_cast<int64_t>(element_size(x.dtype())));
+  const Tensor partial = empty(Shape{strands.count, 16, o, c}, like);
+  for_items(strands.count, [&](int64_t k) {
+    const Tensor du = view(narrow(partial, 0, k, 1), Shape{16, o, c});
+    for (int64_t g = strands.first(k); g < strands.first(k + 1); ++g) {
+      const int64_t s0 = g * group, s = std::min(group, n - s0);
+      const Tensor v = empty(Shape{16, c, s * tiles}, like), m = empty(Shape{16, o, s * tiles}, like);
+      be.winograd_input(v, narrow(x, 0, s0, s), w);
+      be.winograd_output_backward(m, narrow(dy, 0, s0, s));
+      // du[ξ] (O, C) (+)= m[ξ] (O, T) · v[ξ]ᵀ (T, C), the transpose a column-major view
+      be.gemm(du, m, transpose(v, 1, 2), /*accumulate=*/g > strands.first(k));
+    }
+  });
+  return transform_weight_backward(strands.count == 1 ? view(partial, Shape{16, o, c}) : sum(partial, {0}));
 }
 
 Window2d window3x3(int64_t h, int64_t w, Size2 padding) {

@@ -46,11 +46,12 @@ void print_env_report() {
                  " hardware threads");
   const std::string mem = proc_field("/proc/meminfo", "MemTotal");
   row("memory", mem.empty() ? "unknown" : mem);
-  // The intra-op threads (tensor/parallel.h); a malformed MT_NUM_THREADS is reported, not thrown.
+  // The intra-op threads (tensor/parallel.h); a malformed MT_NUM_THREADS or MT_SPIN_US is reported, not thrown.
   std::string threads;
   try {
     threads = std::to_string(get_num_threads()) + " per process (--threads, else MT_NUM_THREADS, else cores / ranks "
-              "on this machine); GEMM runs on them with OpenBLAS single-threaded";
+              "on this machine); GEMM runs on them with OpenBLAS single-threaded; an idle one spins " +
+              std::to_string(thread_spin_us()) + " µs before it sleeps (MT_SPIN_US)";
   } catch (const std::exception& e) {
     threads = e.what();
   }

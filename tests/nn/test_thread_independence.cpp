@@ -107,12 +107,19 @@ TEST_CASE("matrix products split into blocks of rows or columns give the same bi
   });
 }
 
+// Batches of 8 and 5 samples: at 2 threads both run whole samples on the threads (Note [Samples on
+// the threads], tensor/raw_split.h); at 3 threads the batch of 5 runs its samples in order and
+// splits each sample's kernels instead. Either way the bits must not change.
 TEST_CASE("convolution and max pooling, forward and backward, give the same bits at 1, 2 and 3 threads") {
   check_independent([] {
-    const Tensor x = leaf({8, 8, 28, 28}, 9), w = leaf({16, 8, 3, 3}, 10), b = leaf({16}, 11);
-    const Tensor y = max_pool2d(relu(conv2d(x, w, b, {.padding = 1})), {.kernel_size = 2});
-    sum(y * y).backward();
-    return std::vector<Tensor>{y, x.grad(), w.grad(), b.grad()};
+    std::vector<Tensor> out;
+    for (int64_t n : {8, 5}) {
+      const Tensor x = leaf({n, 8, 28, 28}, 9), w = leaf({16, 8, 3, 3}, 10), b = leaf({16}, 11);
+      const Tensor y = max_pool2d(relu(conv2d(x, w, b, {.padding = 1})), {.kernel_size = 2});
+      sum(y * y).backward();
+      out.insert(out.end(), {y, x.grad(), w.grad(), b.grad()});
+    }
+    return out;
   });
 }
 
@@ -208,23 +215,29 @@ TEST_CASE("index_select, gather, an embedding and their backward (index_add, sca
   CHECK(relative_error(r[3], from_vector(dx, r[3].sizes())) < 1e-5);
 }
 
+// Two batches: 4 samples of 14x14 are one sample group (5 samples make kTilesPerGemm's 256 tiles);
+// 24 samples are 5 groups, which at 2 threads run as whole groups on the threads, their weight
+// gradient summed in 5 strands, and at 3 threads in order (Note [Samples on the threads]).
 TEST_CASE("Winograd convolution, forward and backward, gives the same bits at 1, 2 and 3 threads, and the right "
           "values") {
   const Conv2dOptions o{.padding = 1};
-  const auto compute = [&] {
-    const Tensor x = leaf({4, 32, 14, 14}, 21), w = leaf({32, 32, 3, 3}, 22), b = leaf({32}, 23);
-    REQUIRE(raw::winograd_applies(x, w, o));
-    const Tensor y = conv2d(x, w, b, o);
-    sum(y * y).backward();
-    return std::vector<Tensor>{y, x.grad(), w.grad(), b.grad()};
-  };
-  check_independent(compute);
-  const std::vector<Tensor> r = compute();
-  const Tensor x = leaf({4, 32, 14, 14}, 21).detach(), w = leaf({32, 32, 3, 3}, 22).detach();
-  const Tensor b = leaf({32}, 23).detach();
-  const Tensor y = raw::conv2d_im2col(x, w, b, o);
-  const raw::Conv2dGrads want = raw::conv2d_backward_im2col(mul(y, 2.0), x, w, o, {});
-  CHECK(relative_error(r[0], y) < 2e-6);
-  CHECK(relative_error(r[1], want.dx) < 2e-6);
-  CHECK(relative_error(r[2], want.dw) < 2e-6);
+  for (int64_t n : {4, 24}) {
+    CAPTURE(n);
+    const auto compute = [&] {
+      const Tensor x = leaf({n, 32, 14, 14}, 21), w = leaf({32, 32, 3, 3}, 22), b = leaf({32}, 23);
+      REQUIRE(raw::winograd_applies(x, w, o));
+      const Tensor y = conv2d(x, w, b, o);
+      sum(y * y).backward();
+      return std::vector<Tensor>{y, x.grad(), w.grad(), b.grad()};
+    };
+    check_independent(compute);
+    const std::vector<Tensor> r = compute();
+    const Tensor x = leaf({n, 32, 14, 14}, 21).detach(), w = leaf({32, 32, 3, 3}, 22).detach();
+    const Tensor b = leaf({32}, 23).detach();
+    const Tensor y = raw::conv2d_im2col(x, w, b, o);
+    const raw::Conv2dGrads want = raw::conv2d_backward_im2col(mul(y, 2.0), x, w, o, {});
+    CHECK(relative_error(r[0], y) < 2e-6);
+    CHECK(relative_error(r[1], want.dx) < 2e-6);
+    CHECK(relative_error(r[2], want.dw) < 2e-6);
+  }
 }

@@ -1,7 +1,9 @@
 // The intra-op thread pool (tensor/parallel.h): parallel_for's chunks, that several threads really
-// run them, errors reaching the caller, nested calls, and the thread count's parsing and errors.
+// run them, errors reaching the caller, nested calls, the thread count's and the idle spin's parsing
+// and errors, and the spin's bound.
 // Results not depending on the count are tests/nn/test_thread_independence.cpp.
 #include <doctest/doctest.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <atomic>
@@ -105,4 +107,33 @@ TEST_CASE("the thread count: set/get, MT_NUM_THREADS, and one-line errors") {
   CHECK(default_num_threads() == 1);
   if (local) setenv("LOCAL_WORLD_SIZE", saved_local.c_str(), 1); else unsetenv("LOCAL_WORLD_SIZE");
   if (old) setenv("MT_NUM_THREADS", saved.c_str(), 1);
+}
+
+TEST_CASE("the idle spin: MT_SPIN_US, OMP_WAIT_POLICY, one-line errors, and a bound") {
+  CHECK(detail::parse_spin_us(nullptr, nullptr) == 50);
+  CHECK(detail::parse_spin_us(nullptr, "passive") == 0);
+  CHECK(detail::parse_spin_us(nullptr, "PASSIVE") == 0);
+  CHECK(detail::parse_spin_us(nullptr, "active") == 50);
+  CHECK(detail::parse_spin_us("0", "active") == 0);
+  CHECK(detail::parse_spin_us("200", "passive") == 200);  // the explicit setting wins
+  for (const char* bad : {"-1", "fast", "5us", "", "1000001"}) {
+    CAPTURE(bad);
+    const std::string want = std::string("MT_SPIN_US must be a whole number of microseconds in 0..1000000, got '") + bad + "'";
+    CHECK_THROWS_WITH_AS(detail::parse_spin_us(bad, nullptr), doctest::Contains(want.c_str()), Error);
+  }
+  // Note [Spin, then sleep]: the spin is bounded, so an idle pool costs no CPU. Spinning forever
+  // would burn a whole core through the 300 ms below; the spin itself is at most a millisecond.
+  NumThreadsGuard guard(2);
+  std::atomic<int64_t> sum{0};
+  parallel_for(1000, 10, [&](int64_t lo, int64_t hi) { sum += hi - lo; });
+  CHECK(sum.load() == 1000);
+  const auto cpu_seconds = [] {
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);
+    return u.ru_utime.tv_sec + u.ru_stime.tv_sec + 1e-6 * (u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+  };
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // past the spin of the job above
+  const double before = cpu_seconds();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  CHECK(cpu_seconds() - before < 0.1);
 }
