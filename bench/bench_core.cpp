@@ -11,9 +11,10 @@
 //   d. *_step       whole training steps through nn/ and optim/ (zero_grad, forward, backward,
 //                   step): seed_step = Linear(10, 1), batch 32, SGD lr 0.01, MSE; mlp_step =
 //                   784-256-10 with ReLU, batch 128, SGD lr 0.01 momentum 0.9, cross-entropy.
-// Everything runs on one thread. Output: `<impl> <metric> <value>` lines on stdout; the spread of
-// the repetitions goes to stderr. Correctness is the tests' job; this only checks that the three
-// GEMMs agree, so a wrong fast path cannot pass for a fast one.
+// One thread unless MT_NUM_THREADS says otherwise (bench/threads.sh sets it). Output:
+// `<impl> <metric> <value>` lines on stdout; the spread of the repetitions goes to stderr.
+// Correctness is the tests' job; this only checks that the three GEMMs agree, so a wrong fast path
+// cannot pass for a fast one.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/threads.sh: the MLP (784-256-10, batch 64), CNN (issue 12's, batch 64) and GPT preset (batch 32)
+# bench/threads.sh: the MLP (784-256-10, batch 128), CNN (issue 12's, batch 64) and GPT preset (batch 32)
 # training steps at 1 and 2 threads in one process, in minitrain (bench_core, bench_conv, bench_gpt with
 # MT_NUM_THREADS), libtorch C++ and PyTorch (at::/torch.set_num_threads through MT_BENCH_THREADS, and
 # OPENBLAS_NUM_THREADS / OMP_NUM_THREADS for their GEMM), all in the same run. Each round runs every
