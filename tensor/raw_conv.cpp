@@ -135,7 +135,8 @@ Tensor conv2d_im2col(const Tensor& x_in, const Tensor& wt, const Tensor& b, cons
   // own buffer.
   const bool pointwise = is_pointwise(d.w);
   const Tensor bias = b.defined() ? expand(view(b, Shape{d.o, 1}), Shape{d.o, d.l}) : Tensor();
-  for_items(d.n, [&](int64_t n) {
+  const int64_t cols_bytes = pointwise ? 0 : d.groups * d.k * d.l * static_cast<int64_t>(element_size(x.dtype()));
+  for_items(d.n, cols_bytes, [&](int64_t n) {
     const Tensor cols = pointwise ? x : empty(Shape{1, d.groups * d.k, d.l}, like);
     if (!pointwise) be.im2col(cols, narrow(x, 0, n, 1), d.w);
     const int64_t cols_n = pointwise ? n * d.c * d.l : 0;
@@ -171,7 +172,8 @@ Conv2dGrads conv2d_backward_im2col(const Tensor& dy_in, const Tensor& x_in, cons
   const Tensor partial = needs.dw ? empty(Shape{strands.count, wt.numel()}, like) : Tensor();
   // im2col(x[n]) for dw, then dcols[n] for dx, in one buffer per strand; pointwise: x[n] and dx[n].
   const bool pointwise = is_pointwise(d.w);
-  for_items(strands.count, [&](int64_t k) {
+  const int64_t cols_bytes = pointwise ? 0 : d.groups * d.k * d.l * static_cast<int64_t>(element_size(x.dtype()));
+  for_items(strands.count, cols_bytes, [&](int64_t k) {
     const Tensor cols = pointwise ? Tensor() : empty(Shape{1, d.groups * d.k, d.l}, like);
     for (int64_t n = strands.first(k); n < strands.first(k + 1); ++n) {
       const int64_t dy_n = n * d.o * d.l, x_n = pointwise ? n * d.c * d.l : 0;

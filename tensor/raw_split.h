@@ -8,9 +8,10 @@
 // (bench/threads.sh, 2 vCPUs with 2 MiB of L2 each), the transforms and GEMMs took 20-55 % more
 // CPU time at 2 threads than at 1, and the 1 -> 32 layer's per-sample GEMMs were too small to split
 // at all, so they ran on one thread. for_items runs whole samples as the chunks of one
-// parallel_for instead, when there are enough of them to share out evenly; a sample's buffers then
-// stay in the cache of the core that made them. With few items (a few large images), the items
-// run in order on the calling thread and their kernels split as before.
+// parallel_for instead, when there are enough of them to share out evenly and their buffers are
+// small; a sample's buffers then stay in the cache of the core that made them. With few items, or
+// large ones (a few large images), the items run in order on the calling thread and their kernels
+// split as before.
 // Bits: an item's kernels are the same calls either way (inside a chunk their own parallel_for
 // runs serially, tensor/parallel.h), so the choice, made by the thread count, cannot change the
 // result. Where items add into one result (a weight gradient summed over samples), the items are
@@ -28,14 +29,21 @@
 
 namespace mt::raw {
 
-// item(i) for every i in [0, count): as the chunks of one parallel_for when every thread gets at
-// least two (an odd item out then costs at most a third of a thread's share), else in order here.
+// item(i) for every i in [0, count), where one item allocates about item_bytes of buffers: as the
+// chunks of one parallel_for when every thread gets at least two items (an odd item out then costs
+// at most a third of a thread's share) and the threads' buffers together stay within
+// kItemsBytes, else in order here. The bound keeps memory from growing with the thread count
+// where it would matter (im2col's columns of one 224x224 sample are ~100 MB): items that large
+// split their own kernels well anyway, and no longer fit a core's cache, which was the point.
+constexpr int64_t kItemsBytes = int64_t{64} << 20;
+
 template <typename F>
-void for_items(int64_t count, const F& item) {
+void for_items(int64_t count, int64_t item_bytes, const F& item) {
   const auto run = [&](int64_t lo, int64_t hi) {
     for (int64_t i = lo; i < hi; ++i) item(i);
   };
-  if (count >= 2 * get_num_threads()) parallel_for(count, 1, run);
+  const int64_t threads = get_num_threads();
+  if (count >= 2 * threads && threads * item_bytes <= kItemsBytes) parallel_for(count, 1, run);
   else run(0, count);
 }
 

@@ -98,7 +98,8 @@ Tensor winograd_conv(const Tensor& x, const Tensor& u, const Tensor& bias, const
   const int64_t n = x.size(0), c = x.size(1), o = u.size(1);
   Tensor y = empty(Shape{n, o, w.out_h(), w.out_w()}, like);
   const int64_t tiles = tiles_of(w), group = group_of(n, tiles);
-  for_items((n + group - 1) / group, [&](int64_t g) {
+  const int64_t buffers = 16 * (c + o) * group * tiles * static_cast<int64_t>(element_size(x.dtype()));  // v, m
+  for_items((n + group - 1) / group, buffers, [&](int64_t g) {
     const int64_t s0 = g * group, s = std::min(group, n - s0);
     const Tensor v = empty(Shape{16, c, s * tiles}, like), m = empty(Shape{16, o, s * tiles}, like);
     be.winograd_input(v, narrow(x, 0, s0, s), w);
@@ -118,7 +119,8 @@ Tensor winograd_weight_grad(const Tensor& dy, const Tensor& x, const Window2d& w
   const int64_t tiles = tiles_of(w), group = group_of(n, tiles), groups = (n + group - 1) / group;
   const Strands strands(groups, 16 * o * c * static_cast<int64_t>(element_size(x.dtype())));
   const Tensor partial = empty(Shape{strands.count, 16, o, c}, like);
-  for_items(strands.count, [&](int64_t k) {
+  const int64_t buffers = 16 * (c + o) * group * tiles * static_cast<int64_t>(element_size(x.dtype()));  // v, m
+  for_items(strands.count, buffers, [&](int64_t k) {
     const Tensor du = view(narrow(partial, 0, k, 1), Shape{16, o, c});
     for (int64_t g = strands.first(k); g < strands.first(k + 1); ++g) {
       const int64_t s0 = g * group, s = std::min(group, n - s0);

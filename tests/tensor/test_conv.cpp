@@ -1,6 +1,7 @@
 // The sliding-window raw ops against the definitions written as plain loops: conv2d (im2col + GEMM)
 // over stride/padding/dilation/groups, max pooling and its indices, fold as unfold's adjoint, cat.
-// And their argument checks: one clear error per kind of bad input.
+// And their argument checks: one clear error per kind of bad input, and the bound on the columns
+// buffers the threads hold at once.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -90,6 +91,24 @@ TEST_CASE("fold is the adjoint of unfold: <unfold(x), c> = <x, fold(c)>") {
   const Tensor y = randn({1, 2, 4, 6}, gen);
   const UnfoldOptions blocks{.kernel_size = 2, .stride = 2};
   CHECK(raw::fold(raw::unfold(y, blocks), {4, 6}, blocks).to_vector<float>() == y.to_vector<float>());
+}
+
+// Note [Samples on the threads] (tensor/raw_split.h): samples run on the threads with a columns
+// buffer each only while the threads' buffers together stay small; here one sample's columns are
+// 52 MB (8 channels · 25 taps · 256² positions), so 2 threads must still run the samples in order,
+// and the conv's memory must not grow with the thread count.
+TEST_CASE("conv2d's memory does not grow with the threads when one sample's columns are large") {
+  const Tensor x = randn({4, 8, 256, 256}, gen), w = randn({8, 8, 5, 5}, gen);
+  const double cols_bytes = 8.0 * 25 * 256 * 256 * 4, y_bytes = 4.0 * 8 * 256 * 256 * 4;
+  NumThreadsGuard guard(2);
+  NoGradGuard no_grad;
+  reset_cpu_peak_memory();
+  const size_t before = cpu_memory_stats().bytes_in_use;
+  const Tensor y = conv2d(x, w, Tensor(), {.padding = 2});
+  const double grew = static_cast<double>(cpu_memory_stats().peak_bytes_in_use - before);
+  CHECK(y.sizes() == Shape{4, 8, 256, 256});
+  CHECK(grew >= y_bytes + cols_bytes);        // the output and one columns buffer...
+  CHECK(grew < y_bytes + 1.5 * cols_bytes);   // ...and not one per thread
 }
 
 TEST_CASE("max_pool2d: values, argmax indices, -inf padding, NaN") {
