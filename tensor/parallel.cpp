@@ -216,6 +216,12 @@ void settle_blas_threads() {
 #endif
 }
 
+// The spin from MT_SPIN_US / OMP_WAIT_POLICY, once, with the thread count (g_threads_mutex held):
+// throws on a malformed MT_SPIN_US, in the thread that settles the count.
+void settle_spin() {
+  g_spin_ns = detail::parse_spin_us(std::getenv("MT_SPIN_US"), std::getenv("OMP_WAIT_POLICY")) * 1000;
+}
+
 // The CPUs this process may run on (taskset, cgroups' cpusets), else the hardware's count.
 int usable_cpus() {
   cpu_set_t set;
@@ -284,7 +290,7 @@ int get_num_threads() {
   std::lock_guard lock(g_threads_mutex);
   if (g_threads.load() == 0) {
     const int settled = default_num_threads();  // throws on a malformed MT_NUM_THREADS
-    g_spin_ns = detail::parse_spin_us(std::getenv("MT_SPIN_US"), std::getenv("OMP_WAIT_POLICY")) * 1000;
+    settle_spin();
     settle_blas_threads();
     g_threads = settled;
   }
@@ -303,6 +309,7 @@ void set_num_threads(int n) {
   // would never end.
   MT_CHECK(!t_in_pool, "set_num_threads: called from inside a parallel_for chunk; change the count outside it");
   std::lock_guard lock(g_threads_mutex);
+  if (g_threads.load() == 0) settle_spin();  // a count set before any was read: the spin still settles
   std::lock_guard submit(pool().submit_);  // no job is running while the count changes
   settle_blas_threads();
   g_threads = n;

@@ -764,6 +764,12 @@ env)
   expect_error "--threads must be a whole number of threads in 1..1024, got '0'" --threads 0
   expect_error "--threads must be a whole number of threads in 1..1024, got 'two'" --threads two
   MT_NUM_THREADS=lots expect_error "MT_NUM_THREADS must be a whole number of threads in 1..1024, got 'lots'" --epochs 1
+  # The idle spin (Note [Spin, then sleep]): MT_SPIN_US, shown by --env, read with or without --threads.
+  "$bin" --env | grep -q "spins 50 µs before it sleeps" || fail "--env does not show the default spin"
+  MT_SPIN_US=0 "$bin" --threads 2 --env | grep -q "spins 0 µs before it sleeps" || fail "--env ignores MT_SPIN_US=0"
+  OMP_WAIT_POLICY=passive "$bin" --env | grep -q "spins 0 µs" || fail "--env ignores OMP_WAIT_POLICY=passive"
+  MT_SPIN_US=fast expect_error "MT_SPIN_US must be a whole number of microseconds in 0..1000000, got 'fast'" --epochs 1
+  MT_SPIN_US=-1 expect_error "MT_SPIN_US must be a whole number of microseconds in 0..1000000, got '-1'" --epochs 1 --threads 2
   ;;
 zero_nproc2)
   # --zero 1 (ZeRO-1) on 2 processes: the losses of plain DDP; stopped and resumed, the bytes of an
