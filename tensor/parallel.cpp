@@ -31,6 +31,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -233,23 +234,29 @@ int usable_cpus() {
 
 namespace detail {
 
-int parse_num_threads(const std::string& text, const char* source) {
+namespace {
+// text as a whole number in [lo, hi], or nullopt (empty, trailing characters, out of range).
+std::optional<long long> whole_number_in(const char* text, long long lo, long long hi) {
   char* end = nullptr;
   errno = 0;
-  const long v = std::strtol(text.c_str(), &end, 10);
-  MT_CHECK(!text.empty() && *end == '\0' && errno == 0 && v >= 1 && v <= kMaxThreads, source,
-           " must be a whole number of threads in 1..", kMaxThreads, ", got '", text, "'");
-  return static_cast<int>(v);
+  const long long v = std::strtoll(text, &end, 10);
+  if (*text == '\0' || *end != '\0' || errno != 0 || v < lo || v > hi) return std::nullopt;
+  return v;
+}
+}  // namespace
+
+int parse_num_threads(const std::string& text, const char* source) {
+  const std::optional<long long> v = whole_number_in(text.c_str(), 1, kMaxThreads);
+  MT_CHECK(v.has_value(), source, " must be a whole number of threads in 1..", kMaxThreads, ", got '", text, "'");
+  return static_cast<int>(*v);
 }
 
 int64_t parse_spin_us(const char* spin_us, const char* omp_wait_policy) {
   if (spin_us) {
-    char* end = nullptr;
-    errno = 0;
-    const long long v = std::strtoll(spin_us, &end, 10);
-    MT_CHECK(*spin_us != '\0' && *end == '\0' && errno == 0 && v >= 0 && v <= kMaxSpinUs,
-             "MT_SPIN_US must be a whole number of microseconds in 0..", kMaxSpinUs, ", got '", spin_us, "'");
-    return v;
+    const std::optional<long long> v = whole_number_in(spin_us, 0, kMaxSpinUs);
+    MT_CHECK(v.has_value(), "MT_SPIN_US must be a whole number of microseconds in 0..", kMaxSpinUs, ", got '",
+             spin_us, "'");
+    return *v;
   }
   const std::string policy = omp_wait_policy ? omp_wait_policy : "";
   return policy == "passive" || policy == "PASSIVE" ? 0 : kDefaultSpinUs;

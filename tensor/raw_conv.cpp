@@ -104,6 +104,11 @@ Tensor matrix(const Tensor& t, int64_t rows, int64_t cols, int64_t offset, bool 
                     t.storage_offset() + offset);
 }
 
+// The bytes of one sample's columns buffer, for for_items (none for a pointwise conv).
+int64_t columns_bytes(const ConvDims& d, DType dtype, bool pointwise) {
+  return pointwise ? 0 : d.groups * d.k * d.l * static_cast<int64_t>(element_size(dtype));
+}
+
 // A pointwise convolution (1x1 kernel, stride 1, no padding) needs no im2col: x[n] viewed as
 // (C, H·W) already is its columns, and col2im of the column gradient is the identity.
 bool is_pointwise(const Window2d& w) {
@@ -135,8 +140,7 @@ Tensor conv2d_im2col(const Tensor& x_in, const Tensor& wt, const Tensor& b, cons
   // own buffer.
   const bool pointwise = is_pointwise(d.w);
   const Tensor bias = b.defined() ? expand(view(b, Shape{d.o, 1}), Shape{d.o, d.l}) : Tensor();
-  const int64_t cols_bytes = pointwise ? 0 : d.groups * d.k * d.l * static_cast<int64_t>(element_size(x.dtype()));
-  for_items(d.n, cols_bytes, [&](int64_t n) {
+  for_items(d.n, columns_bytes(d, x.dtype(), pointwise), [&](int64_t n) {
     const Tensor cols = pointwise ? x : empty(Shape{1, d.groups * d.k, d.l}, like);
     if (!pointwise) be.im2col(cols, narrow(x, 0, n, 1), d.w);
     const int64_t cols_n = pointwise ? n * d.c * d.l : 0;
@@ -172,8 +176,7 @@ Conv2dGrads conv2d_backward_im2col(const Tensor& dy_in, const Tensor& x_in, cons
   const Tensor partial = needs.dw ? empty(Shape{strands.count, wt.numel()}, like) : Tensor();
   // im2col(x[n]) for dw, then dcols[n] for dx, in one buffer per strand; pointwise: x[n] and dx[n].
   const bool pointwise = is_pointwise(d.w);
-  const int64_t cols_bytes = pointwise ? 0 : d.groups * d.k * d.l * static_cast<int64_t>(element_size(x.dtype()));
-  for_items(strands.count, cols_bytes, [&](int64_t k) {
+  for_items(strands.count, columns_bytes(d, x.dtype(), pointwise), [&](int64_t k) {
     const Tensor cols = pointwise ? Tensor() : empty(Shape{1, d.groups * d.k, d.l}, like);
     for (int64_t n = strands.first(k); n < strands.first(k + 1); ++n) {
       const int64_t dy_n = n * d.o * d.l, x_n = pointwise ? n * d.c * d.l : 0;
@@ -200,7 +203,7 @@ Conv2dGrads conv2d_backward_im2col(const Tensor& dy_in, const Tensor& x_in, cons
       }
     }
   });
-  if (needs.dw) r.dw = reshape(strands.count == 1 ? partial : sum(partial, {0}), wt.sizes());
+  if (needs.dw) r.dw = reshape(strands.total(partial), wt.sizes());
   return r;
 }
 

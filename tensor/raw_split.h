@@ -26,6 +26,7 @@
 #include <cstdint>
 
 #include "tensor/parallel.h"
+#include "tensor/raw_ops.h"
 
 namespace mt::raw {
 
@@ -58,6 +59,10 @@ struct Strands {
       : items(items), count(std::clamp<int64_t>(std::min(items, kBytes / std::max<int64_t>(partial_bytes, 1)), 1, kMax)) {}
 
   int64_t first(int64_t k) const { return k * items / count; }  // strand k: items [first(k), first(k + 1))
+  // The total of partial (count, ...): the partials added in strand order, or the one partial.
+  Tensor total(const Tensor& partial) const {
+    return count == 1 ? reshape(partial, Shape(partial.sizes().begin() + 1, partial.sizes().end())) : sum(partial, {0});
+  }
   int64_t items, count;
 };
 

@@ -90,6 +90,11 @@ int64_t group_of(int64_t n, int64_t tiles) {
   return std::clamp<int64_t>(kTilesPerGemm / tiles, 1, std::max<int64_t>(n, 1));
 }
 
+// The bytes of one sample group's v (16, C, T) and m (16, O, T), for for_items.
+int64_t group_bytes(const Tensor& x, int64_t c, int64_t o, int64_t tiles) {
+  return 16 * (c + o) * tiles * static_cast<int64_t>(element_size(x.dtype()));
+}
+
 // y (N, rows of u, OH, OW) = the convolution of x (N, cols of u, H, W) whose transformed kernel is u,
 // over the window w (3x3, stride 1), sample group by sample group (Note [Winograd F(2x2, 3x3)]).
 Tensor winograd_conv(const Tensor& x, const Tensor& u, const Tensor& bias, const Window2d& w) {
@@ -98,8 +103,7 @@ Tensor winograd_conv(const Tensor& x, const Tensor& u, const Tensor& bias, const
   const int64_t n = x.size(0), c = x.size(1), o = u.size(1);
   Tensor y = empty(Shape{n, o, w.out_h(), w.out_w()}, like);
   const int64_t tiles = tiles_of(w), group = group_of(n, tiles);
-  const int64_t buffers = 16 * (c + o) * group * tiles * static_cast<int64_t>(element_size(x.dtype()));  // v, m
-  for_items((n + group - 1) / group, buffers, [&](int64_t g) {
+  for_items((n + group - 1) / group, group_bytes(x, c, o, group * tiles), [&](int64_t g) {
     const int64_t s0 = g * group, s = std::min(group, n - s0);
     const Tensor v = empty(Shape{16, c, s * tiles}, like), m = empty(Shape{16, o, s * tiles}, like);
     be.winograd_input(v, narrow(x, 0, s0, s), w);
@@ -119,8 +123,7 @@ Tensor winograd_weight_grad(const Tensor& dy, const Tensor& x, const Window2d& w
   const int64_t tiles = tiles_of(w), group = group_of(n, tiles), groups = (n + group - 1) / group;
   const Strands strands(groups, 16 * o * c * static_cast<int64_t>(element_size(x.dtype())));
   const Tensor partial = empty(Shape{strands.count, 16, o, c}, like);
-  const int64_t buffers = 16 * (c + o) * group * tiles * static_cast<int64_t>(element_size(x.dtype()));  // v, m
-  for_items(strands.count, buffers, [&](int64_t k) {
+  for_items(strands.count, group_bytes(x, c, o, group * tiles), [&](int64_t k) {
     const Tensor du = view(narrow(partial, 0, k, 1), Shape{16, o, c});
     for (int64_t g = strands.first(k); g < strands.first(k + 1); ++g) {
       const int64_t s0 = g * group, s = std::min(group, n - s0);
@@ -131,7 +134,7 @@ Tensor winograd_weight_grad(const Tensor& dy, const Tensor& x, const Window2d& w
       be.gemm(du, m, transpose(v, 1, 2), /*accumulate=*/g > strands.first(k));
     }
   });
-  return transform_weight_backward(strands.count == 1 ? view(partial, Shape{16, o, c}) : sum(partial, {0}));
+  return transform_weight_backward(strands.total(partial));
 }
 
 Window2d window3x3(int64_t h, int64_t w, Size2 padding) {
