@@ -13,6 +13,7 @@
 #include "nn/nn.h"
 #include "optim/sgd.h"
 #include "tensor/generator.h"
+#include "uneven_batches.h"
 
 using namespace mt;
 using namespace mt::dist;
@@ -27,13 +28,7 @@ std::shared_ptr<nn::Sequential> make_model() {
                                           std::make_shared<nn::Linear>(5, 2));
 }
 
-// Rank r's batch b: the same on every process that asks.
-std::pair<Tensor, Tensor> batch(int rank, int b) {
-  Generator gen(100 * rank + b);
-  return {randn({4, 3}, gen), randn({4, 2}, gen)};
-}
-
-int batches_of(int rank) { return 2 + rank; }  // rank 0 has 2 batches, rank 1 has 3, ...
+constexpr uint64_t kSeed = 100;  // of the batches (test::uneven_batch)
 
 }  // namespace
 
@@ -50,36 +45,24 @@ TEST_CASE("DDP: Join lets ranks with uneven batches finish together, with the sa
       int64_t shadowed = 0;
       {
         Join join(ddp, {.step = [&] { opt.step(); }});
-        for (int b = 0; b < batches_of(rank); ++b) {
+        for (int b = 0; b < test::uneven_batches_of(rank); ++b) {
           MT_CHECK(join.step() == world - (b >= 2 ? b - 1 : 0), "active ranks at step ", b);
           ddp.zero_grad();
-          const auto [x, y] = batch(rank, b);
+          const auto [x, y] = test::uneven_batch(kSeed, rank, b);
           nn::F::mse_loss(ddp.forward(x), y).backward();
           opt.step();
         }
         shadowed = join.join();
       }
-      MT_CHECK(shadowed == batches_of(world - 1) - batches_of(rank), "rank ", rank, " shadowed ", shadowed);
+      MT_CHECK(shadowed == test::uneven_batches_of(world - 1) - test::uneven_batches_of(rank), "rank ", rank,
+               " shadowed ", shadowed);
       ddp.check_replicas("after the uneven epoch");
 
       // The reference: one process, each step the sum of the active ranks' gradients over world.
       auto ref = make_model();
       optim::SGD ref_opt(ref->parameters(), {.lr = 0.1});
-      for (int b = 0; b < batches_of(world - 1); ++b) {
-        ref_opt.zero_grad();
-        for (int r = 0; r < world; ++r) {
-          if (b >= batches_of(r)) continue;
-          const auto [x, y] = batch(r, b);
-          mul(nn::F::mse_loss(ref->forward(x), y), 1.0 / world).backward();
-        }
-        ref_opt.step();
-      }
-      const NamedTensors got = model->named_parameters(), want = ref->named_parameters();
-      for (size_t i = 0; i < got.size(); ++i) {
-        const std::vector<float> u = got[i].second.to_vector<float>(), v = want[i].second.to_vector<float>();
-        for (size_t k = 0; k < u.size(); ++k)
-          MT_CHECK(std::abs(u[k] - v[k]) <= 1e-6, got[i].first, "[", k, "] is ", u[k], ", expected ", v[k]);
-      }
+      test::train_uneven_reference(*ref, ref_opt, world, kSeed);
+      test::check_parameters_near(*model, *ref, 1e-6);
     });
   }
 }

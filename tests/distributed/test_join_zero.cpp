@@ -22,6 +22,7 @@
 #include "optim/adam.h"
 #include "optim/clip_grad.h"
 #include "tensor/generator.h"
+#include "uneven_batches.h"
 
 using namespace mt;
 using namespace mt::dist;
@@ -43,13 +44,7 @@ constexpr DDPOptions kSmallBuckets{.bucket_cap_mb = 300.0 / (1024 * 1024),
 constexpr optim::AdamOptions kAdam{.lr = 0.01, .weight_decay = 0.01};
 constexpr double kClip = 0.05;  // below the gradients' norm, so clipping bites
 
-// Rank r's batch b: the same on every process that asks.
-std::pair<Tensor, Tensor> batch(int rank, int b) {
-  Generator gen(200 * rank + b);
-  return {randn({4, 3}, gen), randn({4, 2}, gen)};
-}
-
-int batches_of(int rank) { return 2 + rank; }  // rank 0 has 2 batches, rank 1 has 3, ...
+constexpr uint64_t kSeed = 200;  // of the batches (test::uneven_batch)
 
 }  // namespace
 
@@ -72,38 +67,26 @@ TEST_CASE("DDP: Join with ZeRO-1 lets ranks with uneven batches finish together,
           opt.step();
         };
         Join join(*ddp, {.step = clip_and_step});
-        for (int b = 0; b < batches_of(rank); ++b) {
+        for (int b = 0; b < test::uneven_batches_of(rank); ++b) {
           MT_CHECK(join.step() == world - (b >= 2 ? b - 1 : 0), "active ranks at step ", b);
           opt.zero_grad();
-          const auto [x, y] = batch(rank, b);
+          const auto [x, y] = test::uneven_batch(kSeed, rank, b);
           nn::F::mse_loss(ddp->forward(x), y).backward();
           clip_and_step();
         }
         shadowed = join.join();
       }
-      MT_CHECK(shadowed == batches_of(world - 1) - batches_of(rank), "rank ", rank, " shadowed ", shadowed);
+      MT_CHECK(shadowed == test::uneven_batches_of(world - 1) - test::uneven_batches_of(rank), "rank ", rank,
+               " shadowed ", shadowed);
       ddp->check_replicas("after the uneven epoch under ZeRO-1");
 
       // The reference: one process with plain Adam, each step the sum of the active ranks'
       // gradients over the world (the joined ranks' zeros included), clipped.
       auto ref = make_model();
       optim::Adam ref_opt(ref->parameters(), kAdam);
-      for (int b = 0; b < batches_of(world - 1); ++b) {
-        ref_opt.zero_grad();
-        for (int r = 0; r < world; ++r) {
-          if (b >= batches_of(r)) continue;
-          const auto [x, y] = batch(r, b);
-          mul(nn::F::mse_loss(ref->forward(x), y), 1.0 / world).backward();
-        }
-        optim::clip_grad_norm_(ref->parameters(), kClip);
-        ref_opt.step();
-      }
-      const NamedTensors got = model->named_parameters(), want = ref->named_parameters();
-      for (size_t i = 0; i < got.size(); ++i) {
-        const std::vector<float> u = got[i].second.to_vector<float>(), v = want[i].second.to_vector<float>();
-        for (size_t k = 0; k < u.size(); ++k)
-          MT_CHECK(std::abs(u[k] - v[k]) <= 1e-5, got[i].first, "[", k, "] is ", u[k], ", expected ", v[k]);
-      }
+      test::train_uneven_reference(*ref, ref_opt, world, kSeed,
+                                   [&] { optim::clip_grad_norm_(ref->parameters(), kClip); });
+      test::check_parameters_near(*model, *ref, 1e-5);
     });
   }
 }
