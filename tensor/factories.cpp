@@ -20,7 +20,7 @@ Tensor empty(const Shape& shape, TensorOptions opts) {
   for (int64_t s : shape) MT_CHECK(s >= 0, "empty: negative size in shape ", shape);
   auto impl = std::make_shared<TensorImpl>();
   const size_t nbytes = static_cast<size_t>(shape.numel()) * element_size(opts.dtype);
-  impl->storage = std::make_shared<Storage>(nbytes, opts.device, backend(opts.device).allocator());
+  impl->storage = make_storage(nbytes, opts.device, backend(opts.device).allocator());
   impl->sizes = shape;
   impl->strides = contiguous_strides(shape);
   impl->dtype = opts.dtype;

@@ -39,11 +39,23 @@ struct CpuMemoryStats {
 CpuMemoryStats cpu_memory_stats();
 void reset_cpu_peak_memory();  // peak := what is in use now
 
+class Storage;
+// The storage of a new tensor of nbytes on device: from the device's allocator, or, for a small
+// CPU tensor, with its bytes in the storage's own heap block (Note [Small bytes inline],
+// tensor/cpu/cpu_allocator.cpp).
+std::shared_ptr<Storage> make_storage(size_t nbytes, Device device, Allocator& allocator);
+
 class Storage {
  public:
   Storage(size_t nbytes, Device device, Allocator& allocator)
       : data_(allocator.allocate(nbytes)), nbytes_(nbytes), device_(device), allocator_(&allocator) {}
-  ~Storage() { allocator_->deallocate(data_, nbytes_); }
+  // CPU bytes that make_storage places after this object, in the block that holds it: freeing the
+  // block frees them (Note [Small bytes inline]).
+  struct InlineBytes {};
+  Storage(InlineBytes, size_t nbytes);
+  ~Storage() {
+    if (allocator_ != nullptr) allocator_->deallocate(data_, nbytes_);
+  }
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
 

@@ -467,3 +467,32 @@ TEST_CASE("the CPU allocator caches large blocks: a steady training loop maps no
   CHECK(cpu_empty_cache() > 0);  // the free segments go back to the system
   CHECK(cpu_cache_stats().bytes_reserved < after.bytes_reserved);
 }
+
+TEST_CASE("small CPU tensors keep their bytes in the storage's own block, aligned and counted") {
+  // Note [Small bytes inline]: up to 512 bytes the data lies just past the Storage object, after at
+  // most 63 bytes of alignment; above that in a block of its own (which malloc may place anywhere).
+  // Either way it is 64-byte aligned and counted in cpu_memory_stats().
+  for (int64_t n : {0, 1, 16, 100, 128, 129, 1000}) {
+    CAPTURE(n);
+    const size_t nbytes = static_cast<size_t>(n) * sizeof(float);
+    const size_t before = cpu_memory_stats().bytes_in_use;
+    const char* storage = nullptr;
+    uintptr_t data = 0;
+    {
+      Tensor t = empty({n});
+      storage = reinterpret_cast<const char*>(t.storage().get());
+      data = reinterpret_cast<uintptr_t>(t.raw_data());
+      CHECK(data % 64 == 0);
+      CHECK(cpu_memory_stats().bytes_in_use == before + nbytes);
+      Tensor view = raw::reshape(t, Shape{1, n});  // a view holds the block, not a copy of the bytes
+      t = Tensor();
+      if (n > 0) {
+        raw::fill_(view, 7.0);
+        CHECK(view.to_vector<float>() == std::vector<float>(n, 7.0f));
+      }
+    }
+    const auto past = static_cast<intptr_t>(data - reinterpret_cast<uintptr_t>(storage + sizeof(Storage)));
+    if (nbytes <= 512) CHECK((past >= 0 && past < 64));
+    CHECK(cpu_memory_stats().bytes_in_use == before);
+  }
+}
