@@ -1,7 +1,7 @@
 // BorrowedView: a view of a tensor that lives on the caller's stack and owns nothing, for the raw
 // ops that only need another shape of an operand for the length of one backend call (the 3-D
 // (1, M, K) batch views Backend::gemm takes and a bias broadcast for a copy in raw_linalg.cpp, a
-// reduction's keepdim shape in raw_ops.cpp). raw::as_strided makes the same view as a real tensor: a
+// reduction's keepdim shape and the broadcast operands of elementwise ops in raw_ops.cpp). raw::as_strided makes the same view as a real tensor: a
 // heap TensorImpl and a reference on the storage. Not for use outside tensor/.
 //
 // Note [Borrowed views]: a Tensor handle is a shared_ptr<TensorImpl>. The handle here is made with
@@ -19,6 +19,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 
 #include "tensor/tensor.h"
 
@@ -43,6 +44,30 @@ class BorrowedView {
  private:
   TensorImpl impl_;
   Tensor handle_{std::shared_ptr<TensorImpl>(std::shared_ptr<TensorImpl>(), &impl_)};  // not held
+};
+
+// t seen with shape `to`, which its shape broadcasts to (the caller checked): itself when the
+// shapes are equal, else a borrowed view with stride 0 along the broadcast dims (what raw::expand
+// makes, without a heap TensorImpl). The same two rules as BorrowedView hold, and this object must
+// stay where it was made (it may point at its own member).
+class BroadcastOperand {
+ public:
+  BroadcastOperand(const Tensor& t, const Shape& to) : tensor_(&t) {
+    if (t.sizes() == to) return;
+    const int lead = to.size() - t.dim();
+    Shape strides;
+    strides.resize(to.size());
+    for (int i = lead; i < to.size(); ++i) strides[i] = t.sizes()[i - lead] == to[i] ? t.strides()[i - lead] : 0;
+    tensor_ = &static_cast<const Tensor&>(view_.emplace(t, to, strides, t.storage_offset()));
+  }
+  BroadcastOperand(const BroadcastOperand&) = delete;
+  BroadcastOperand& operator=(const BroadcastOperand&) = delete;
+
+  operator const Tensor&() const { return *tensor_; }
+
+ private:
+  std::optional<BorrowedView> view_;
+  const Tensor* tensor_;
 };
 
 }  // namespace mt::detail

@@ -16,11 +16,19 @@ void check_same_device(const Tensor& a, const Tensor& b, const char* op) {
            b.device(), "); move one with .to(device)");
 }
 
-// a expanded (stride 0) to shape and cast to dtype; itself when it already fits.
-Tensor fit(const Tensor& a, const Shape& shape, DType dtype) {
-  Tensor t = a.dtype() == dtype ? a : cast(a, dtype);
-  return t.sizes() == shape ? t : expand(t, shape);
-}
+// An operand of an elementwise op: a cast to dtype (a itself when it has it) and broadcast to shape
+// through a borrowed view, for the one backend call (Note [Borrowed views]). A broadcast operand is
+// common (a bias, a 0-dim scale), and a heap view for it would be a third of a tiny op's cost.
+class Fitted {
+ public:
+  Fitted(const Tensor& a, const Shape& shape, DType dtype)
+      : cast_(a.dtype() == dtype ? Tensor() : cast(a, dtype)), operand_(cast_.defined() ? cast_ : a, shape) {}
+  operator const Tensor&() const { return operand_; }
+
+ private:
+  Tensor cast_;  // undefined when a has the dtype
+  detail::BroadcastOperand operand_;
+};
 
 }  // namespace
 
@@ -84,7 +92,7 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
   const Shape shape = broadcast_shapes(a.sizes(), b.sizes(), op_name(op));
   const DType dtype = promote(a.dtype(), b.dtype());
   Tensor out = empty(shape, {.dtype = dtype, .device = a.device()});
-  backend(a.device()).binary(op, out, fit(a, shape, dtype), fit(b, shape, dtype));
+  backend(a.device()).binary(op, out, Fitted(a, shape, dtype), Fitted(b, shape, dtype));
   return out;
 }
 
@@ -93,7 +101,7 @@ void binary_(BinaryOp op, const Tensor& a, const Tensor& b) {
   const Shape shape = broadcast_shapes(a.sizes(), b.sizes(), op_name(op));
   MT_CHECK(shape == a.sizes(), op_name(op), "_ (in place): the result shape ", shape,
            " would differ from the destination's shape ", a.sizes());
-  backend(a.device()).binary(op, a, a, fit(b, shape, a.dtype()));
+  backend(a.device()).binary(op, a, a, Fitted(b, shape, a.dtype()));
   a.storage()->bump_version();
 }
 
@@ -103,7 +111,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   const Shape shape = broadcast_shapes(broadcast_shapes(cond.sizes(), a.sizes(), "where"), b.sizes(), "where");
   const DType dtype = promote(a.dtype(), b.dtype());
   Tensor out = empty(shape, {.dtype = dtype, .device = a.device()});
-  backend(a.device()).where(out, fit(cond, shape, cond.dtype()), fit(a, shape, dtype), fit(b, shape, dtype));
+  backend(a.device()).where(out, Fitted(cond, shape, cond.dtype()), Fitted(a, shape, dtype), Fitted(b, shape, dtype));
   return out;
 }
 
