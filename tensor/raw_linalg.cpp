@@ -112,6 +112,15 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   return view(out, shape_out);
 }
 
+Tensor transposed_matmul(const Tensor& a, const Tensor& b) {
+  check_pair(a, b, "transposed_matmul");
+  MT_CHECK(a.dim() == 2 && b.dim() == 2 && a.sizes()[0] == b.sizes()[0], "transposed_matmul: needs (K, M) and "
+           "(K, N), got ", a.sizes(), " and ", b.sizes());
+  Tensor out = empty(Shape{a.sizes()[1], b.sizes()[1]}, {.dtype = a.dtype(), .device = a.device()});
+  backend(a.device()).gemm(as_batch(out), gemm_operand(transposed_batch(a)), gemm_operand(as_batch(b)), false);
+  return out;
+}
+
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   check_pair(x, w, "linear");
   MT_CHECK(w.dim() == 2, "linear: weight must be 2-D (out, in), got ", w.sizes());

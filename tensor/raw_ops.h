@@ -60,6 +60,9 @@ Tensor sum_to(const Tensor& x, const Shape& shape);
 // promoted like torch.matmul (a vector on the left is a row, on the right a column) and the added
 // dim is removed from the result.
 Tensor matmul(const Tensor& a, const Tensor& b);
+// aᵀ·b for 2-D a (K, M) and b (K, N): matmul(transpose(a, 0, 1), b) with aᵀ read in place, no
+// transpose view made (a linear layer's weight gradient dyᵀ·x).
+Tensor transposed_matmul(const Tensor& a, const Tensor& b);
 // y = x·wᵀ + b, fused: the bias is written first and the GEMM accumulates onto it.
 // x: (..., in)  w: (out, in)  b: (out) or undefined  ->  y: (..., out)
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b);

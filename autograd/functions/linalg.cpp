@@ -42,7 +42,7 @@ struct LinearBackward final : Node {
       dx = raw::matmul(dy, wv);
       if (!flat) dx = raw::reshape(dx, xv.sizes());
     }
-    if (next_edges[1].valid()) dw = raw::matmul(mT(dy), flat ? xv : raw::reshape(xv, Shape{-1, wv.sizes()[1]}));
+    if (next_edges[1].valid()) dw = raw::transposed_matmul(dy, flat ? xv : raw::reshape(xv, Shape{-1, wv.sizes()[1]}));
     if (next_edges.size() > 2 && next_edges[2].valid()) db = raw::sum(dy, {0});
     return next_edges.size() > 2 ? TensorList{dx, dw, db} : TensorList{dx, dw};
   }

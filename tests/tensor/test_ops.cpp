@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <tuple>
 
 #include "minitrain.h"
 #include "tensor/cuda_info.h"
@@ -100,6 +101,22 @@ TEST_CASE("matmul: 2-D, batched with broadcasting, vectors, transposed operands"
   CHECK_THROWS_WITH_AS(a.matmul(a), doctest::Contains("matmul: inner dims differ: [2, 3] @ [2, 3]"), Error);
   CHECK_THROWS_WITH_AS(a.matmul(b.to(kFloat64)), doctest::Contains("matmul: dtypes differ (float32 and float64)"),
                        Error);
+}
+
+TEST_CASE("transposed_matmul is matmul of the transpose, bit for bit, with no transpose view") {
+  // linear's weight gradient dyᵀ·x; sizes past the BLAS cutoff, with an N == 1 and an M == 1 case.
+  Generator gen(7);
+  for (auto [k, m, n] : {std::tuple<int64_t, int64_t, int64_t>{128, 256, 784}, {32, 1, 10}, {32, 10, 1}, {5, 3, 4}}) {
+    CAPTURE(m);
+    const Tensor a = randn({k, m}, gen), b = randn({k, n}, gen);
+    const Tensor fast = raw::transposed_matmul(a, b);
+    CHECK(fast.sizes() == Shape{m, n});
+    CHECK(fast.to_vector<float>() == raw::matmul(raw::transpose(a, 0, 1), b).to_vector<float>());
+  }
+  CHECK(vals(raw::transposed_matmul(f32({1, 2, 3, 4, 5, 6}, {3, 2}), f32({1, 0, 1}, {3, 1}))) ==
+        std::vector<double>{6, 8});
+  CHECK_THROWS_WITH_AS(raw::transposed_matmul(f32({1, 2}, {2, 1}), f32({1, 2, 3}, {3, 1})),
+                       doctest::Contains("transposed_matmul: needs (K, M) and (K, N), got [2, 1] and [3, 1]"), Error);
 }
 
 TEST_CASE("linear fuses the bias into the GEMM") {
