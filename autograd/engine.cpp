@@ -147,7 +147,7 @@ struct Newest {
 
 }  // namespace
 
-void Engine::backward(const TensorList& roots, const TensorList& grad_outputs, BackwardOptions opts) {
+void Engine::backward(std::span<const Tensor> roots, std::span<const Tensor> grad_outputs, BackwardOptions opts) {
   MT_CHECK(roots.size() == grad_outputs.size(), "backward: ", roots.size(), " roots but ",
            grad_outputs.size(), " gradients");
   GraphTaskLease lease;

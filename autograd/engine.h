@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <span>
 
 #include "autograd/node.h"
 
@@ -14,8 +15,9 @@ struct BackwardOptions {
 
 class Engine {
  public:
-  // Backpropagates grad_outputs[i] from roots[i] (each a tensor with history or a leaf).
-  static void backward(const TensorList& roots, const TensorList& grad_outputs, BackwardOptions opts = {});
+  // Backpropagates grad_outputs[i] from roots[i] (each a tensor with history or a leaf). Spans, so
+  // Tensor::backward passes its one root without building a vector.
+  static void backward(std::span<const Tensor> roots, std::span<const Tensor> grad_outputs, BackwardOptions opts = {});
 
   // Queues fn to run once, after the last node of the backward currently running on this thread.
   // DDP's finalize step (wait for all-reduces, check every parameter was reduced) uses this.

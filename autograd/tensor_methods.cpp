@@ -39,7 +39,7 @@ void Tensor::set_grad(const Tensor& g) const {
 }
 
 void Tensor::backward(const Tensor& grad, bool retain_graph) const {
-  Engine::backward({*this}, {grad}, {.retain_graph = retain_graph});
+  Engine::backward({this, 1}, {&grad, 1}, {.retain_graph = retain_graph});
 }
 
 Tensor Tensor::detach() const { return raw::as_strided(*this, sizes(), strides(), storage_offset()); }

@@ -34,8 +34,10 @@ struct MseLossBackward final : Node {
   mt::detail::InputInfo input_info, target_info;  // to cast each gradient back to its input's dtype
   TensorList apply(TensorList&& g) override {
     check_not_released();
-    const Tensor factor = raw::unary(UnaryOp::MulScalar, g[0], 2.0 * scale);  // 0-dim: 2s·dL
-    const Tensor dx = raw::binary(BinaryOp::Mul, diff.unpack(*this), factor);
+    // (x − y)·dL, then ·2s in place: one new tensor. dL is 0-dim (a borrowed broadcast); when it is 1
+    // (loss.backward()) this equals (x − y)·(2s·dL) bit for bit.
+    const Tensor dx = raw::binary(BinaryOp::Mul, diff.unpack(*this), g[0]);
+    raw::unary_(UnaryOp::MulScalar, dx, 2.0 * scale);
     Tensor dy;
     if (next_edges[1].valid()) dy = mt::detail::reduce_grad(raw::unary(UnaryOp::Neg, dx), target_info);
     return {next_edges[0].valid() ? mt::detail::reduce_grad(dx, input_info) : Tensor(), dy};
