@@ -3,6 +3,7 @@
 
 #include <atomic>
 
+#include "autograd/autograd_meta.h"
 #include "tensor/raw_ops.h"
 
 namespace mt {
@@ -29,15 +30,31 @@ void Node::check_not_released() const {
            "run it twice.");
 }
 
+// Note [What a saved tensor holds]: a node saves inputs of its op and sometimes the op's own
+// result, and saves before set_history gives that result its grad_fn (every op records in that
+// order). Holding the result itself would then be a cycle (node -> result -> grad_fn = node) that
+// keeps a graph alive after its last handle is dropped. So a tensor with no history yet (which may
+// be that result) is saved as a fresh impl over the same storage, without the history. A tensor
+// that already has one (a leaf that requires grad, or an earlier op's result) is an input: autograd
+// has no in-place ops, so nothing gives it this node as grad_fn later, and holding it makes no
+// cycle. Those are held as they are, which spares a heap view per saved input (PyTorch's
+// SavedVariable draws the same line, between outputs and inputs). One thing can change under a held
+// leaf: Module::to swaps a parameter's data in place (Note [Module::to keeps parameter identity]),
+// so the saved tensor also remembers its storage, and unpack refuses another one: the graph was
+// recorded with the old data.
 SavedTensor::SavedTensor(const Tensor& t) {
   if (!t.defined()) return;
-  // A fresh impl over the same storage: the data without the history (no cycle through grad_fn).
-  data_ = raw::as_strided(t, t.sizes(), t.strides(), t.storage_offset());
+  const AutogradMeta* m = detail::autograd_meta_or_null(t);
+  const bool has_history = m != nullptr && (m->grad_fn != nullptr || m->requires_grad);
+  data_ = has_history ? t : raw::as_strided(t, t.sizes(), t.strides(), t.storage_offset());
+  storage_ = t.storage().get();
   version_ = t.version();
 }
 
 Tensor SavedTensor::unpack(const Node& owner) const {
   if (data_.defined()) {
+    MT_CHECK(data_.storage().get() == storage_, owner.name(), ": a tensor saved for the backward pass was given "
+             "new data after this graph was recorded; run the forward again after Module::to");
     MT_CHECK(data_.version() == version_, owner.name(), ": a tensor saved for the backward pass was "
              "modified by an in-place operation (version ", version_, " when saved, now ", data_.version(),
              "). Clone it before changing it in place.");

@@ -89,7 +89,8 @@ class Node : public std::enable_shared_from_this<Node> {
 class SavedTensor {
  public:
   SavedTensor() = default;
-  // Saves the data only (no history), so a node that saves its own output makes no reference cycle.
+  // Holds t itself when it has a history (an input), else its data only, so a node that saves its
+  // own output makes no reference cycle (Note [What a saved tensor holds], node.cpp).
   explicit SavedTensor(const Tensor& t);
   Tensor unpack(const Node& owner) const;
   void reset() { data_ = Tensor(); }
@@ -97,6 +98,7 @@ class SavedTensor {
 
  private:
   Tensor data_;
+  const Storage* storage_ = nullptr;  // t's storage when saved (Note [What a saved tensor holds])
   uint64_t version_ = 0;
 };
 

@@ -150,8 +150,9 @@ void Module::zero_grad(bool set_to_none) {
 // keeps its autograd metadata (requires_grad, hooks). A .grad is converted too. Its AccumulateGrad
 // node is forgotten when the dtype or device changes, as PyTorch's set_data does: the node expects
 // gradients of the old kind (Note [A gradient matches its tensor]), so the next graph makes a new
-// one. What is not converted: graphs recorded before to() (their saved tensors keep the old data,
-// and their backward fails in AccumulateGrad) and optimizer state
+// one. What is not converted: graphs recorded before to() (their backward fails: a node that saved
+// the parameter refuses its new data (Note [What a saved tensor holds], autograd/node.cpp), and
+// AccumulateGrad a gradient of the old kind) and optimizer state
 // built before it (momentum buffers), so call to() before making the optimizer, as in PyTorch.
 
 namespace {

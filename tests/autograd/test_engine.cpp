@@ -95,6 +95,30 @@ TEST_CASE("in-place change of a saved tensor is detected") {
   CHECK(vals(x) == std::vector<double>{2, 3});
 }
 
+TEST_CASE("a graph that is never run is freed with its last handle") {
+  // Note [What a saved tensor holds]: exp, softmax and attention save their own results, mul and
+  // linear their inputs (leaves and an earlier op's result). A saved result that held its own
+  // history would be a cycle, and the nodes would outlive every handle.
+  Tensor x = from_vector(std::vector<double>{0.1, -0.2, 0.3, 0.4, -0.5, 0.6}, {1, 1, 2, 3},
+                         {.dtype = kFloat64, .requires_grad = true});
+  Tensor w = from_vector(std::vector<double>{1, 2, 3, 4, 5, 6}, {2, 3}, {.dtype = kFloat64, .requires_grad = true});
+  std::vector<std::weak_ptr<Node>> nodes;
+  {
+    Tensor e = exp(x);
+    Tensor s = softmax(e * x, -1);
+    Tensor a = scaled_dot_product_attention(s, x, e, {.causal = true});
+    Tensor y = linear(a, w, Tensor());
+    for (const Tensor* t : {&e, &s, &a, &y}) nodes.push_back(t->grad_fn());
+    for (const auto& n : nodes) CHECK(!n.expired());
+  }
+  for (const auto& n : nodes) CHECK(n.expired());
+  // The same graph, run: the gradient reaches both leaves.
+  Tensor e = exp(x);
+  linear(scaled_dot_product_attention(softmax(e * x, -1), x, e, {.causal = true}), w, Tensor()).sum().backward();
+  CHECK(x.grad().defined());
+  CHECK(w.grad().defined());
+}
+
 TEST_CASE("no-grad mode records nothing, and detach cuts history") {
   Tensor x = leaf({1}, {});
   {
