@@ -282,10 +282,17 @@ void run_chunks(int64_t chunks, void (*task)(void*, int64_t), void* ctx) {
 
 int default_num_threads() {
   if (const char* env = std::getenv("MT_NUM_THREADS")) return detail::parse_num_threads(env, "MT_NUM_THREADS");
+  // The ranks on this machine, from whichever launcher started this process: mini_train's and
+  // torchrun (LOCAL_WORLD_SIZE), OpenMPI's mpirun, MPICH's and Intel's mpiexec, srun with
+  // --ntasks-per-node. The launchers' own variables: rendezvous validates them (distributed/).
   int local_ranks = 1;
-  if (const char* env = std::getenv("LOCAL_WORLD_SIZE")) {
-    const long v = std::strtol(env, nullptr, 10);  // the launcher's own variable: validated by rendezvous
-    if (v >= 1) local_ranks = static_cast<int>(v);
+  for (const char* name : {"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE"}) {
+    const char* env = std::getenv(name);
+    const long v = env ? std::strtol(env, nullptr, 10) : 0;
+    if (v >= 1) {
+      local_ranks = static_cast<int>(v);
+      break;
+    }
   }
   const int cpus = usable_cpus();
   return cpus / local_ranks >= 1 ? cpus / local_ranks : 1;

@@ -6,8 +6,9 @@
 // tensor/cpu/cpu_gemm.cpp): one pool, and no second set of threads competing for the cores.
 //
 // The count, first match wins: set_num_threads(n) (mini_train --threads n); the MT_NUM_THREADS
-// environment variable; hardware threads / LOCAL_WORLD_SIZE (the ranks this machine runs, set by
-// mini_train's launcher and torchrun), at least 1.
+// environment variable; usable CPUs / the ranks this machine runs (LOCAL_WORLD_SIZE from
+// mini_train's launcher and torchrun, else OMPI_COMM_WORLD_LOCAL_SIZE from mpirun, MPI_LOCALNRANKS
+// from mpiexec, SLURM_NTASKS_PER_NODE from srun), at least 1.
 #pragma once
 
 #include <cstdint>

@@ -578,6 +578,10 @@ nproc_mpi)
     cat out.txt err.txt; fail "--backend mpi failed"
   }
   grep -q "cpu, 2 processes (mpi)" out.txt || { cat out.txt; fail "config table"; }
+  # Each rank takes its share of the cores from mpirun's count of ranks on the machine, as under
+  # mini_train's own launcher (it read the whole machine's cores before).
+  share=$(( $(nproc) / 2 )); (( share >= 1 )) || share=1
+  grep -q "^  threads  *$share per process" out.txt || { cat out.txt; fail "the MPI ranks do not share the cores"; }
   "$bin" --nproc 2 --backend gloo --epochs 2 --save "$work/gloo.safetensors" -q || fail "--backend gloo failed"
   cmp -s mpi.safetensors gloo.safetensors || fail "MPI and Gloo trained differently"
   "$bin" --nproc 2 --epochs 1 --save "$work/auto.safetensors" >out.txt 2>&1 || { cat out.txt; fail "--backend auto"; }

@@ -94,7 +94,8 @@ TEST_CASE("the thread count: set/get, MT_NUM_THREADS, and one-line errors") {
   CHECK(default_num_threads() == 3);
   setenv("MT_NUM_THREADS", "many", 1);
   CHECK_THROWS_WITH_AS(default_num_threads(), doctest::Contains("MT_NUM_THREADS must be a whole number"), Error);
-  // Without it: the usable cores shared by the ranks of this machine (LOCAL_WORLD_SIZE), at least 1.
+  // Without it: the usable cores shared by the ranks of this machine (LOCAL_WORLD_SIZE and the
+  // launchers' own counts), at least 1.
   unsetenv("MT_NUM_THREADS");
   const char* local = std::getenv("LOCAL_WORLD_SIZE");
   const std::string saved_local = local ? local : "";
@@ -105,6 +106,22 @@ TEST_CASE("the thread count: set/get, MT_NUM_THREADS, and one-line errors") {
   CHECK(default_num_threads() == std::max(1, all / 2));
   setenv("LOCAL_WORLD_SIZE", "100000", 1);
   CHECK(default_num_threads() == 1);
+  // The MPI launchers' and srun's own counts, when LOCAL_WORLD_SIZE is not set (it wins when it is).
+  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE"}) {
+    CAPTURE(name);
+    const char* had = std::getenv(name);
+    const std::string saved_launcher = had ? had : "";
+    setenv(name, "100000", 1);
+    setenv("LOCAL_WORLD_SIZE", "1", 1);
+    CHECK(default_num_threads() == all);
+    unsetenv("LOCAL_WORLD_SIZE");
+    CHECK(default_num_threads() == 1);
+    setenv(name, "2", 1);
+    CHECK(default_num_threads() == std::max(1, all / 2));
+    unsetenv(name);
+    CHECK(default_num_threads() == all);  // no launcher's count at all: every usable core
+    if (had) setenv(name, saved_launcher.c_str(), 1);
+  }
   if (local) setenv("LOCAL_WORLD_SIZE", saved_local.c_str(), 1); else unsetenv("LOCAL_WORLD_SIZE");
   if (old) setenv("MT_NUM_THREADS", saved.c_str(), 1);
 }
