@@ -21,7 +21,7 @@ timeout=2
 if [[ $how == mpi ]]; then
   "$bin" --env 2>/dev/null | grep -q '^ *MPI  *available' || { echo "skipped: no MPI in this build"; exit 77; }
   export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"  # OpenMPI's, as restart.sh says
-  "$bin" --nproc 2 --backend mpi --samples 20000 --epochs 1000 --heartbeat-timeout "$timeout" -q \
+  "$bin" --nproc 2 --backend mpi --samples 20000 --epochs 100000 --heartbeat-timeout "$timeout" -q \
     --save "$work/m.safetensors" >"$work/rank-launcher.log" 2>&1 &
   launcher=$!
   pids+=("$launcher")
@@ -48,7 +48,7 @@ if [[ $how == mpi ]]; then
 fi
 port=$(( 20000 + RANDOM % 20000 ))
 # A job far longer than the test: it only ends by the heartbeat.
-job=(--backend gloo --samples 20000 --epochs 1000 --heartbeat-timeout "$timeout" -q --save "$work/m.safetensors")
+job=(--backend gloo --samples 20000 --epochs 100000 --heartbeat-timeout "$timeout" -q --save "$work/m.safetensors")
 for rank in 0 1; do
   RANK=$rank WORLD_SIZE=2 LOCAL_RANK=$rank LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port MT_JOB_TOKEN=t \
     "$bin" "${job[@]}" >"$work/rank$rank.log" 2>&1 &

@@ -109,7 +109,7 @@ absent)
   echo "restart_nodes.sh absent: node 0 named the missing node 1 after $((SECONDS - start)) s (--timeout 3)"
   ;;
 stopped)
-  long=(--nproc 2 --backend gloo --samples 2000 --epochs 1000 --seed 3 -q --max-restarts 1 --heartbeat-timeout 3
+  long=(--nproc 2 --backend gloo --samples 2000 --epochs 100000 --seed 3 -q --max-restarts 1 --heartbeat-timeout 3
         --save "$work/s.safetensors")
   start_training stopped "${long[@]}"
   sleep 1
@@ -134,7 +134,7 @@ stopped)
   echo "restart_nodes.sh stopped: node 0 named node 1's stopped launcher and ended the job after $((SECONDS - start)) s"
   ;;
 interrupt)
-  long=(--nproc 2 --backend gloo --samples 2000 --epochs 1000 --seed 3 -q --max-restarts 1 --save "$work/i.safetensors")
+  long=(--nproc 2 --backend gloo --samples 2000 --epochs 100000 --seed 3 -q --max-restarts 1 --save "$work/i.safetensors")
   start_training interrupt "${long[@]}"
   sleep 0.5
   kill -INT "$node1"
