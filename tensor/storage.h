@@ -50,8 +50,12 @@ class Storage {
   Storage(size_t nbytes, Device device, Allocator& allocator)
       : data_(allocator.allocate(nbytes)), nbytes_(nbytes), device_(device), allocator_(&allocator) {}
   // CPU bytes that make_storage places after this object, in the block that holds it: freeing the
-  // block frees them (Note [Small bytes inline]).
-  struct InlineBytes {};
+  // block frees them (Note [Small bytes inline]). Only make_storage can make the tag, since only
+  // its block has the room.
+  class InlineBytes {
+    InlineBytes() = default;
+    friend std::shared_ptr<Storage> make_storage(size_t nbytes, Device device, Allocator& allocator);
+  };
   Storage(InlineBytes, size_t nbytes);
   ~Storage() {
     if (allocator_ != nullptr) allocator_->deallocate(data_, nbytes_);
