@@ -9,17 +9,21 @@
 // Note [Parallel scatters]: index_select and gather write each output element once, so their rows
 // split across the intra-op threads freely. index_add and scatter_add ADD into out, and repeated
 // indices (the same token twice in a batch: embedding's backward) send several source rows to the
-// same output row. So they are split by output COLUMNS instead: a task owns a block of
-// kColumnBlock columns i of one outer slice, and adds every source row j into them in order
-// j = 0, 1, ..., k-1, exactly as one thread does. Each output element then receives the same
-// additions in the same order at any thread count (Note [Fixed chunks], tensor/parallel.h), with
-// no atomics, no locks and no extra pass. Splitting by output ROWS (a task owning a range of the
-// n rows) would keep that order too, but every task would have to scan all k indices to find its
-// own, or a serial pass would have to bucket them first. What the column split cannot do is split
-// an index_add whose rows are narrower than two blocks (an embedding dim under 2·kColumnBlock, as
-// the GPT preset's 128; a 1-D index_add): that runs on one thread, unless it has several outer
-// slices. Such an index_add is small beside the GEMMs around it (0.05 ms in the GPT step).
+// same output row. Each output element must receive its additions in the same order j = 0, 1, ...,
+// k-1 at any thread count (Note [Fixed chunks], tensor/parallel.h), with no atomics and no locks:
+//   - index_add is split by output ROWS. One serial pass sorts the positions j by the block of
+//     output rows index[j] falls in (a counting sort: stable, so each block's list stays in
+//     ascending j), then a task owns one block of kRowBlock rows of one outer slice and adds its
+//     source rows, whole and in that order. The blocks depend only on the shape.
+//   - scatter_add (one index per element) is split by output COLUMNS: a task owns a block of
+//     kColumnBlock columns i of one outer slice and adds every source row j into them in order.
+// index_add was split by columns too, until a measurement showed the cost: two threads adding
+// different column stripes of the same rows ran at 1.07x of one thread (dim 512) and two stripes
+// of 256 at 0.75x, while two independent one-thread processes each kept full speed. Whole rows per
+// task scale, and split any embedding width, also the GPT preset's 128, which a column split could
+// not (bench/README.md, "Threads").
 #include <algorithm>
+#include <vector>
 
 #include "tensor/cpu/cpu_backend.h"
 
@@ -48,10 +52,10 @@ void check_bounds(const char* op, const int64_t* index, int64_t count, int64_t n
              " is out of range for a dim of size ", n, " (valid range [0, ", n, "))");
 }
 
-// Columns per index_add / scatter_add task (Note [Parallel scatters]): 512 bytes of float32. Each
-// block is a pass over the k indices and rows, so narrower blocks cost at one thread: the GPT
-// preset's embedding backward (2048 rows of 128) in two blocks of 64 took 1.15-1.2x the time of
-// one pass (bench/README.md, "Threads"). Two tasks share a cache line only at a block's ends.
+// Columns per scatter_add task (Note [Parallel scatters]): 512 bytes of float32. Each block is a
+// pass over the k indices and rows, so narrower blocks cost at one thread (measured on the GPT
+// preset's embedding backward when index_add split this way too: two blocks of 64 took 1.15-1.2x
+// the time of one pass). Two tasks share a cache line only at a block's ends.
 constexpr int64_t kColumnBlock = 128;
 
 // Runs task(a, i0, i1) for every block [i0, i1) of kColumnBlock columns of every outer slice a, on
@@ -95,6 +99,29 @@ void CpuBackend::index_select(const Tensor& out, const Tensor& in, const Tensor&
 }
 
 // out(outer, n, inner)[o, index[j], :] += src(outer, k, inner)[o, j, :]
+namespace {
+
+// Rows of out per index_add task (Note [Parallel scatters]): 256 rows of a GPT preset's
+// embedding table are 32 tasks, enough for the threads to balance uneven token counts.
+constexpr int64_t kRowBlock = 8;
+
+// The positions j = 0..k-1 grouped by the row block index[j] falls in, each group in ascending j:
+// group b is order[start[b] .. start[b + 1]).
+struct RowBuckets {
+  std::vector<int64_t> order, start;
+};
+RowBuckets bucket_by_row_block(const int64_t* index, int64_t k, int64_t blocks) {
+  RowBuckets r{std::vector<int64_t>(k), std::vector<int64_t>(blocks + 1, 0)};
+  for (int64_t j = 0; j < k; ++j) ++r.start[index[j] / kRowBlock + 1];
+  for (int64_t b = 0; b < blocks; ++b) r.start[b + 1] += r.start[b];
+  std::vector<int64_t> next(r.start.begin(), r.start.end() - 1);
+  for (int64_t j = 0; j < k; ++j) r.order[next[index[j] / kRowBlock]++] = j;
+  return r;
+}
+
+}  // namespace
+
+// out(outer, n, inner)[o, index[j], :] += src(outer, k, inner)[o, j, :], in order of j
 void CpuBackend::index_add(const Tensor& out, const Tensor& index, const Tensor& src) {
   const Dims3 d = dims3("index_add", "out", out);
   const Dims3 s = dims3("index_add", "src", src);
@@ -104,15 +131,30 @@ void CpuBackend::index_add(const Tensor& out, const Tensor& index, const Tensor&
            " does not match out ", out.sizes(), " and ", k, " indices");
   const int64_t* idx = cpu::data<const int64_t>(index);
   check_bounds("index_add", idx, k, d.n);
+  if (k == 0 || d.inner == 0 || d.outer == 0) return;
   MT_DISPATCH_ALL(out.dtype(), "index_add", [&]<typename T>() {
     const T* x = cpu::data<const T>(src);
     T* y = cpu::data<T>(out);
-    // Repeated indices add into the same row: split by columns, j in order (Note [Parallel scatters]).
-    for_column_blocks(d.outer, d.inner, k, [=](int64_t a, int64_t i0, int64_t i1) {
-      for (int64_t j = 0; j < k; ++j) {
-        const T* from = x + (a * k + j) * d.inner;
-        T* to = y + (a * d.n + idx[j]) * d.inner;
-        for (int64_t i = i0; i < i1; ++i) to[i] += from[i];
+    const auto add_row = [=](int64_t a, int64_t j) {  // out row index[j] += src row j, of slice a
+      const T* from = x + (a * k + j) * d.inner;
+      T* to = y + (a * d.n + idx[j]) * d.inner;
+      for (int64_t i = 0; i < d.inner; ++i) to[i] += from[i];
+    };
+    // One thread: the rows in order j, no buckets. The same additions in the same order reach
+    // every element as through the buckets below, so the bits do not depend on the path.
+    if (get_num_threads() == 1 || d.outer * k * d.inner <= cpu::kGrainWork) {
+      for (int64_t a = 0; a < d.outer; ++a)
+        for (int64_t j = 0; j < k; ++j) add_row(a, j);
+      return;
+    }
+    // Repeated indices add into the same row: split by rows, j in order (Note [Parallel scatters]).
+    const int64_t blocks = (d.n + kRowBlock - 1) / kRowBlock;
+    const RowBuckets buckets = bucket_by_row_block(idx, k, blocks);
+    const int64_t work = std::max<int64_t>(k / blocks * d.inner, 1);  // a block's share, on average
+    parallel_for(d.outer * blocks, cpu::kGrainWork / work, [&](int64_t lo, int64_t hi) {
+      for (int64_t t = lo; t < hi; ++t) {
+        const int64_t a = t / blocks, b = t % blocks;
+        for (int64_t q = buckets.start[b]; q < buckets.start[b + 1]; ++q) add_row(a, buckets.order[q]);
       }
     });
   });

@@ -215,6 +215,24 @@ TEST_CASE("index_select, gather, an embedding and their backward (index_add, sca
   CHECK(relative_error(r[3], from_vector(dx, r[3].sizes())) < 1e-5);
 }
 
+// index_add along a middle dim: 3 outer slices, each a (40, 300) table getting 500 rows. At 1
+// thread the rows go in order; at 2 and 3 through the row-block buckets of every slice (Note
+// [Parallel scatters]): the same additions in the same order, so the same bits.
+TEST_CASE("index_add along a middle dim gives the same bits at 1, 2 and 3 threads, and the right values") {
+  const Tensor index = indices({500}, 40, 21);
+  const Tensor src = leaf({3, 500, 300}, 22);
+  const auto compute = [&] { return std::vector<Tensor>{raw::index_add_zeros(Shape{3, 40, 300}, 1, index, src)}; };
+  check_independent(compute);
+  const auto idx = index.to_vector<int64_t>();
+  const auto x = src.to_vector<double>();
+  std::vector<double> want(3 * 40 * 300, 0.0);
+  for (size_t a = 0; a < 3; ++a)
+    for (size_t j = 0; j < 500; ++j)
+      for (size_t i = 0; i < 300; ++i) want[(a * 40 + idx[j]) * 300 + i] += x[(a * 500 + j) * 300 + i];
+  const Tensor got = compute()[0];
+  CHECK(relative_error(got, from_vector(want, got.sizes())) < 1e-5);
+}
+
 // Two batches: 4 samples of 14x14 are one sample group (5 samples make kTilesPerGemm's 256 tiles);
 // 24 samples are 5 groups, which at 2 threads run as whole groups on the threads, their weight
 // gradient summed in 5 strands, and at 3 threads in order (Note [Samples on the threads]).
