@@ -135,6 +135,30 @@ TEST_CASE("DataLoader gives the same batches in the same order for 0, 1 and 3 wo
   CHECK(seen.size() == 103);
 }
 
+TEST_CASE("TensorDataset's batches copy rows of every width: short rows word by word, long ones by memcpy") {
+  // Rows of 4 to 64 bytes take gather_rows' fixed-size copies, longer ones a memcpy each: 1, 16,
+  // 17 and (2, 3) features are 4, 64, 68 and 24 bytes in float32, 8, 128, 136 and 48 in float64.
+  for (const Shape& example : {Shape{1}, Shape{16}, Shape{17}, Shape{2, 3}}) {
+    for (DType dtype : {kFloat32, kFloat64}) {
+      CAPTURE(example);
+      CAPTURE(dtype);
+      Shape shape = example;
+      shape.insert(0, 7);
+      Generator gen(3);
+      const Tensor x = randn(shape, gen, {.dtype = dtype}), y = randn({7, 2}, gen);
+      const TensorDataset data(x, y);
+      const std::vector<int64_t> idx = {6, 0, 6, 3, 1};
+      const Batch fast = data.get_batch(idx);
+      std::vector<Example> examples;
+      for (int64_t i : idx) examples.push_back(data.get(i));
+      const Batch slow = collate(examples);
+      CHECK(fast.input.sizes() == slow.input.sizes());
+      CHECK(fast.input.to_vector<double>() == slow.input.to_vector<double>());
+      CHECK(fast.target.to_vector<double>() == slow.target.to_vector<double>());
+    }
+  }
+}
+
 TEST_CASE("DataLoader with the default get_batch and workers matches the inline loader") {
   auto data = std::make_shared<SlowDataset>(30);
   DataLoader inline_loader(data, {.batch_size = 4});
