@@ -1,8 +1,9 @@
 // BorrowedView: a view of a tensor that lives on the caller's stack and owns nothing, for the raw
 // ops that only need another shape of an operand for the length of one backend call (the 3-D
 // (1, M, K) batch views Backend::gemm takes and a bias broadcast for a copy in raw_linalg.cpp, a
-// reduction's keepdim shape and the broadcast operands of elementwise ops in raw_ops.cpp). raw::as_strided makes the same view as a real tensor: a
-// heap TensorImpl and a reference on the storage. Not for use outside tensor/.
+// reduction's keepdim shape and the broadcast operands of elementwise ops in raw_ops.cpp).
+// raw::as_strided makes the same view as a real tensor: a heap TensorImpl and a reference on the
+// storage. Not for use outside tensor/.
 //
 // Note [Borrowed views]: a Tensor handle is a shared_ptr<TensorImpl>. The handle here is made with
 // shared_ptr's aliasing constructor from an empty owner: it points at impl_, a member of this object,
@@ -47,17 +48,14 @@ class BorrowedView {
 };
 
 // t seen with shape `to`, which its shape broadcasts to (the caller checked): itself when the
-// shapes are equal, else a borrowed view with stride 0 along the broadcast dims (what raw::expand
-// makes, without a heap TensorImpl). The same two rules as BorrowedView hold, and this object must
+// shapes are equal, else a borrowed view with the strides raw::expand gives (broadcast_strides),
+// without a heap TensorImpl. The same two rules as BorrowedView hold, and this object must
 // stay where it was made (it may point at its own member).
 class BroadcastOperand {
  public:
   BroadcastOperand(const Tensor& t, const Shape& to) : tensor_(&t) {
     if (t.sizes() == to) return;
-    const int lead = to.size() - t.dim();
-    Shape strides;
-    strides.resize(to.size());
-    for (int i = lead; i < to.size(); ++i) strides[i] = t.sizes()[i - lead] == to[i] ? t.strides()[i - lead] : 0;
+    const Shape strides = broadcast_strides(t.sizes(), t.strides(), to);
     tensor_ = &static_cast<const Tensor&>(view_.emplace(t, to, strides, t.storage_offset()));
   }
   BroadcastOperand(const BroadcastOperand&) = delete;

@@ -146,14 +146,12 @@ Tensor slice(const Tensor& t, int64_t dim, int64_t start, int64_t end, int64_t s
 Tensor expand(const Tensor& t, const Shape& shape) {
   MT_CHECK(shape.size() >= t.dim(), "expand: target shape ", shape, " has fewer dims than the input ", t.sizes());
   const int lead = shape.size() - t.dim();
-  Shape sizes, strides;
+  Shape sizes;
   sizes.resize(shape.size());
-  strides.resize(shape.size());
   for (int i = 0; i < shape.size(); ++i) {
     if (i < lead) {
       MT_CHECK(shape[i] >= 0, "expand: new leading dim ", i, " cannot be ", shape[i]);
       sizes[i] = shape[i];
-      strides[i] = 0;
       continue;
     }
     const int64_t have = t.sizes()[i - lead];
@@ -161,9 +159,8 @@ Tensor expand(const Tensor& t, const Shape& shape) {
     MT_CHECK(have == want || have == 1, "expand: cannot expand ", t.sizes(), " to ", shape, " (dim ", i,
              " has size ", have, ", not 1)");
     sizes[i] = want;
-    strides[i] = have == want ? t.strides()[i - lead] : 0;
   }
-  return as_strided(t, sizes, strides, t.storage_offset());
+  return as_strided(t, sizes, broadcast_strides(t.sizes(), t.strides(), sizes), t.storage_offset());
 }
 
 Tensor squeeze(const Tensor& t) {

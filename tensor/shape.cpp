@@ -44,6 +44,14 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
   return out;
 }
 
+Shape broadcast_strides(const Shape& sizes, const Shape& strides, const Shape& to) {
+  const int lead = to.size() - sizes.size();
+  Shape out;
+  out.resize(to.size());
+  for (int i = lead; i < to.size(); ++i) out[i] = sizes[i - lead] == to[i] ? strides[i - lead] : 0;
+  return out;
+}
+
 int wrap_dim_checked(int64_t dim, int ndim, const char* op) {
   const int64_t n = std::max(ndim, 1);  // a 0-dim tensor accepts dim 0 and -1, like PyTorch
   MT_CHECK(dim >= -n && dim < n, op, ": dim ", dim, " is out of range for a tensor of ", ndim,

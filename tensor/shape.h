@@ -82,6 +82,9 @@ Shape contiguous_strides(const Shape& sizes);
 // NumPy broadcasting: align trailing dims; each pair must be equal or one of them 1.
 // Throws naming `op` and both shapes when they do not broadcast.
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
+// The strides that show a tensor of these sizes and strides with shape `to`, which the sizes
+// broadcast to (the caller checked): 0 along the new leading dims and the dims of size 1 that grow.
+Shape broadcast_strides(const Shape& sizes, const Shape& strides, const Shape& to);
 
 // Turns a possibly negative dim into [0, ndim); throws naming `op` when out of range. Inline for the
 // common in-range, non-negative dim: ops call it several times each (Tensor::size among them).

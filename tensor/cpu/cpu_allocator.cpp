@@ -57,6 +57,8 @@ void count_allocation(size_t nbytes) {
   }
 }
 
+void count_free(size_t nbytes) { bytes_in_use.fetch_sub(nbytes, std::memory_order_relaxed); }
+
 class CpuAllocator final : public Allocator {
  public:
   constexpr CpuAllocator() = default;
@@ -79,7 +81,7 @@ class CpuAllocator final : public Allocator {
   // Storage passes back the size it asked for, which says which of the two the block came from.
   void deallocate(void* ptr, size_t nbytes) override {
     if (ptr == nullptr) return;
-    bytes_in_use.fetch_sub(nbytes, std::memory_order_relaxed);
+    count_free(nbytes);
     if (nbytes >= kLargeBlock) large_blocks().deallocate(ptr);
     else std::free(static_cast<void**>(ptr)[-1]);
   }
@@ -109,7 +111,7 @@ struct InlineBytesAllocator {
     return static_cast<T*>(block);
   }
   void deallocate(T* block, size_t) {
-    bytes_in_use.fetch_sub(nbytes, std::memory_order_relaxed);
+    count_free(nbytes);
     std::free(block);
   }
   template <typename U>

@@ -98,7 +98,6 @@ void CpuBackend::index_select(const Tensor& out, const Tensor& in, const Tensor&
   });
 }
 
-// out(outer, n, inner)[o, index[j], :] += src(outer, k, inner)[o, j, :]
 namespace {
 
 // Rows of out per index_add task (Note [Parallel scatters]): 256 rows of a GPT preset's
