@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "tensor/inline_vector.h"
 #include "tensor/tensor.h"
 
 namespace mt {
@@ -26,7 +27,10 @@ struct Edge {
   bool valid() const { return fn != nullptr; }
 };
 
-using TensorList = std::vector<Tensor>;
+// The gradients into or out of a node, and its edges: short lists, kept inline (Note [Lists that
+// stay short], tensor/inline_vector.h). Three covers every op's inputs but concat's.
+using TensorList = InlineVector<Tensor, 3>;
+using EdgeList = InlineVector<Edge, 3>;
 
 // What the gradient arriving in one input slot of a node must be: the shape, dtype and device of
 // the forward tensor it is the gradient of (Note [A gradient matches its tensor], engine.cpp).
@@ -64,7 +68,7 @@ class Node : public std::enable_shared_from_this<Node> {
   // What the gradient arriving in `slot` must be; `known` is false where nothing was recorded.
   const GradMeta& slot_meta(uint32_t slot) const { return slot == 0 ? slot0_meta_ : more_slot_meta(slot); }
 
-  std::vector<Edge> next_edges;
+  EdgeList next_edges;
   // Creation order; the engine runs ready nodes newest first, i.e. in reverse forward order.
   const uint64_t sequence_nr;
 
