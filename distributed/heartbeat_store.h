@@ -20,8 +20,8 @@
 // that finished early (rank 0 still evaluating) is not taken for a stopped one.
 //
 // What it does not do: end the process (on_stopped does: library code never exits), restart
-// anything, or cover MPI jobs, which meet without a store (their ranks rely on the collective
-// timeout, or on mini_train's launcher).
+// anything, or find a store for MPI jobs, which meet without one (mini_train's launcher, or its
+// rank 0 under a bare mpirun, hosts one for them: apps/mini_train/peer_heartbeat.cpp).
 #pragma once
 
 #include <chrono>

@@ -1,33 +1,94 @@
 // Ranks watching each other through the store (see peer_heartbeat.h).
 #include "apps/mini_train/peer_heartbeat.h"
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <string>
 
+#include "apps/mini_train/workers.h"
 #include "distributed/process_group_mpi.h"
 #include "distributed/tcp_store.h"
 
 namespace mt::app {
+namespace {
+
+// FNV-1a of this machine's host name: equal on every rank exactly when they share rank 0's host
+// (a collision would only turn the heartbeat on where its loopback store cannot be reached, and
+// then the store's first reply times out with a line saying so).
+int64_t host_hash() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof name - 1) != 0) return 0;
+  uint64_t h = 1469598103934665603ull;
+  for (const char* c = name; *c; ++c) h = (h ^ static_cast<unsigned char>(*c)) * 1099511628211ull;
+  return static_cast<int64_t>(h);
+}
+
+// Note [Heartbeats under a bare mpirun]
+// `mpirun -np N mini_train` starts the ranks with no launcher of ours and no store: MPI ranks meet
+// through MPI itself. So rank 0 hosts a store for the heartbeats alone, as the --nproc launcher does
+// for its mpirun (loopback only, a fresh job token), and one MPI broadcast, before training starts,
+// hands its port and token to the others. Loopback reaches only the ranks on rank 0's host, so first
+// every rank compares its host name's hash with rank 0's; when any differs (a hostfile spreads the
+// ranks over machines) there is no heartbeat, rank 0 says so once, and a stopped rank is found by
+// the collective timeout (--timeout). Every rank takes the same path: the options and environment
+// that lead here are mpirun's, the same on all ranks, so the collectives below pair up.
+std::shared_ptr<dist::Store> bare_mpirun_store(dist::ProcessGroup& pg, std::chrono::milliseconds timeout, bool quiet) {
+  Tensor host = from_vector(std::vector<int64_t>{host_hash()}, {1});
+  const int64_t mine = host.to_vector<int64_t>()[0];
+  pg.broadcast(host, 0)->wait();
+  Tensor elsewhere = from_vector(std::vector<int64_t>{host.to_vector<int64_t>()[0] != mine}, {1});
+  pg.allreduce(elsewhere)->wait();
+  if (elsewhere.to_vector<int64_t>()[0] != 0) {
+    if (pg.rank() == 0 && !quiet)
+      std::fprintf(stderr, "mini_train: note: no heartbeats: this mpirun's ranks run on more than one host, and "
+                   "a stopped rank is found only by --timeout (mini_train --nproc N --backend mpi watches its ranks)\n");
+    return nullptr;
+  }
+  // [port, token bytes 0-15, 16-31] from rank 0: the token is 32 hex digits (random_token).
+  std::shared_ptr<dist::TCPStore> server;
+  std::vector<int64_t> where(5, 0);
+  if (pg.rank() == 0) {
+    const std::string token = random_token();
+    server = std::make_shared<dist::TCPStore>(dist::TCPStoreOptions{
+        .host = "127.0.0.1", .port = 0, .is_server = true, .job_token = token, .timeout = timeout, .loopback_only = true});
+    where[0] = server->port();
+    std::memcpy(&where[1], token.data(), 32);
+  }
+  Tensor shared = from_vector(where, {5});
+  pg.broadcast(shared, 0)->wait();
+  if (server) return server;  // rank 0 beats over its own hosting store
+  where = shared.to_vector<int64_t>();
+  std::string token(32, '\0');
+  std::memcpy(token.data(), &where[1], 32);
+  return std::make_shared<dist::TCPStore>(dist::TCPStoreOptions{
+      .host = "127.0.0.1", .port = static_cast<int>(where[0]), .job_token = token, .timeout = timeout});
+}
+
+// MPI ranks under `mini_train --nproc N --backend mpi`: the launcher hosts a store for their
+// heartbeats and names it in MT_HEARTBEAT_STORE=host:port.
+std::shared_ptr<dist::Store> launcher_store(const std::string& where, std::chrono::milliseconds timeout) {
+  const size_t colon = where.rfind(':');
+  MT_CHECK(colon != std::string::npos && colon + 1 < where.size(), "MT_HEARTBEAT_STORE='", where,
+           "' is not HOST:PORT (it is set by mini_train's launcher)");
+  return std::make_shared<dist::TCPStore>(dist::TCPStoreOptions{
+      .host = where.substr(0, colon), .port = std::atoi(where.c_str() + colon + 1), .timeout = timeout});
+}
+
+}  // namespace
 
 std::unique_ptr<dist::StoreHeartbeat> peer_heartbeat(const Options& o, const std::optional<dist::RendezvousInfo>& rdv,
-                                                     const dist::ProcessGroup* pg) {
+                                                     dist::ProcessGroup* pg) {
   if (!pg || o.heartbeat_timeout == 0 || pg->size() < 2 || std::getenv("MT_HEARTBEAT_FD")) return nullptr;
   const std::chrono::seconds timeout(o.heartbeat_timeout);
   const int rank = pg->rank();
   std::shared_ptr<dist::Store> store;
-  if (pg->backend() != "mpi") {
-    store = dist::connect_job_store(*rdv, timeout);
-  } else {
-    // MPI ranks have no job store: only the --nproc launcher's heartbeat store, when it hosts one.
-    const char* at = std::getenv("MT_HEARTBEAT_STORE");
-    if (!at || !*at) return nullptr;
-    const std::string where = at;
-    const size_t colon = where.rfind(':');
-    MT_CHECK(colon != std::string::npos && colon + 1 < where.size(), "MT_HEARTBEAT_STORE='", where,
-             "' is not HOST:PORT (it is set by mini_train's launcher)");
-    store = std::make_shared<dist::TCPStore>(dist::TCPStoreOptions{
-        .host = where.substr(0, colon), .port = std::atoi(where.c_str() + colon + 1), .timeout = timeout});
-  }
+  if (pg->backend() != "mpi") store = dist::connect_job_store(*rdv, timeout);
+  else if (const char* at = std::getenv("MT_HEARTBEAT_STORE"); at && *at) store = launcher_store(at, timeout);
+  else store = bare_mpirun_store(*pg, timeout, o.quiet);  // Note [Heartbeats under a bare mpirun]
+  if (!store) return nullptr;
   return std::make_unique<dist::StoreHeartbeat>(
       store, rank, pg->size(),
       dist::StoreHeartbeatOptions{.timeout = timeout, .on_stopped = [rank](const std::string& line) {

@@ -4,7 +4,8 @@
 // every rank, with the line "mini_train: rank R: rank S stopped: ... Its last phase: ...".
 // Under mini_train's launcher (MT_HEARTBEAT_FD) the pipe to the launcher does this (heartbeat.h).
 // MPI ranks meet without a store: under `mini_train --nproc N --backend mpi` the launcher hosts one
-// for their heartbeats (MT_HEARTBEAT_STORE=host:port); under a bare mpirun they have none.
+// for their heartbeats (MT_HEARTBEAT_STORE=host:port); under a bare mpirun rank 0 does, when every
+// rank runs on its host (Note [Heartbeats under a bare mpirun], peer_heartbeat.cpp).
 #pragma once
 
 #include <memory>
@@ -19,6 +20,6 @@ namespace mt::app {
 
 // The heartbeat for this rank, or null when there is nothing to watch or a launcher watches.
 std::unique_ptr<dist::StoreHeartbeat> peer_heartbeat(const Options& opts, const std::optional<dist::RendezvousInfo>& rdv,
-                                                     const dist::ProcessGroup* pg);
+                                                     dist::ProcessGroup* pg);
 
 }  // namespace mt::app
