@@ -46,6 +46,7 @@ struct TCPStoreOptions {
   // Hosting: a connection that has not said Hello after this is closed; at most max_connections
   // at once (Note [Strangers] in tcp_store_server.h); listen on 127.0.0.1 only (single machine).
   std::chrono::milliseconds hello_timeout = std::chrono::seconds(5);
+  std::chrono::milliseconds speak_up = std::chrono::milliseconds(50);  // never shed before this
   size_t max_connections = 1024;
   bool loopback_only = false;
   // What connecting (and later get/wait/barrier) say while they wait long (Note [Waiting out loud]).

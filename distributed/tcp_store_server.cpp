@@ -126,8 +126,10 @@ void TCPStoreServer::say(const std::string& line, Clock::time_point& last_said) 
 }
 
 bool TCPStoreServer::make_room() {
+  const Clock::time_point now = Clock::now();
   for (auto& [id, c] : clients_) {  // ordered by id: the oldest first
-    if (c.authenticated || c.dead) continue;
+    // Note [Hear a connection out before shedding it]: a fresh one first gets time to say Hello.
+    if (c.authenticated || c.dead || now - c.accepted < opts_.speak_up) continue;
     // Note [Hear a connection out before shedding it]
     read_from(c);
     if (!c.dead) handle_frames(id, c);
@@ -164,7 +166,8 @@ void TCPStoreServer::accept_clients() {
     set_nodelay(fd);
     Client& c = clients_[next_client_++];
     c.sock = Socket(fd);
-    c.hello_deadline = Clock::now() + opts_.hello_timeout;
+    c.accepted = Clock::now();
+    c.hello_deadline = c.accepted + opts_.hello_timeout;
   }
 }
 

@@ -212,6 +212,25 @@ TEST_CASE("TCPStore and strangers: idle ones are closed, never delay the end, an
     CHECK(store.get_string("k") == "v");
     CHECK(closed_by_server(strangers[0], 2s));
   }
+  SUBCASE("a connection that has not yet said Hello gets its moment before a newcomer may shed it") {
+    // Note [Hear a connection out before shedding it]: a job client connects, then writes its Hello.
+    TCPStore store({.host = "127.0.0.1", .port = 0, .is_server = true, .job_token = "t", .speak_up = 2s,
+                    .max_connections = 2});  // the host's own client and one more
+    dist::detail::Socket slow = connect_tcp("127.0.0.1", store.port(), Clock::now() + 2s, "slow client");
+    std::this_thread::sleep_for(20ms);  // accepted, silent
+    dist::detail::Socket newcomer = connect_tcp("127.0.0.1", store.port(), Clock::now() + 2s, "stranger");
+    CHECK(closed_by_server(newcomer, 1s));  // refused: the only candidate to shed is still young
+    const dist::Bytes hello = dist::detail::FrameWriter()
+                                  .u8(static_cast<uint8_t>(dist::detail::Op::Hello))
+                                  .u32(dist::detail::kStoreMagic)
+                                  .u32(dist::detail::kStoreProtocolVersion)
+                                  .str("t")
+                                  .frame();
+    dist::detail::send_all(slow.fd(), hello.data(), hello.size(), Clock::now() + 2s, "slow client");
+    uint8_t reply[5] = {};  // length (4 bytes) and status
+    REQUIRE(dist::detail::recv_all(slow.fd(), reply, sizeof reply, Clock::now() + 2s, "slow client"));
+    CHECK(reply[4] == static_cast<uint8_t>(dist::detail::Status::Ok));
+  }
   SUBCASE("a server out of file descriptors lets strangers go and still admits the job's client") {
     // The strangers come once the host's own client is in: a process with no descriptor left cannot
     // run UndefinedBehaviorSanitizer's vptr check (it probes memory through a pipe, and reads the
