@@ -15,9 +15,9 @@
 namespace mt::app {
 namespace {
 
-// FNV-1a of this machine's host name: equal on every rank exactly when they share rank 0's host
-// (a collision would only turn the heartbeat on where its loopback store cannot be reached, and
-// then the store's first reply times out with a line saying so).
+// FNV-1a of this machine's host name: the same on every rank when they share rank 0's host. (Two
+// hosts whose names collide, a chance in 2^64, would send a rank to its own loopback, where its
+// connect fails with a line naming the store.)
 int64_t host_hash() {
   char name[256] = {};
   if (::gethostname(name, sizeof name - 1) != 0) return 0;
@@ -47,7 +47,7 @@ std::shared_ptr<dist::Store> bare_mpirun_store(dist::ProcessGroup& pg, std::chro
                    "a stopped rank is found only by --timeout (mini_train --nproc N --backend mpi watches its ranks)\n");
     return nullptr;
   }
-  // [port, token bytes 0-15, 16-31] from rank 0: the token is 32 hex digits (random_token).
+  // From rank 0: [port, the token's 32 bytes (random_token's hex digits) as 4 words].
   std::shared_ptr<dist::TCPStore> server;
   std::vector<int64_t> where(5, 0);
   if (pg.rank() == 0) {
