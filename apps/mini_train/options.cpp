@@ -121,7 +121,9 @@ bool parse_options(int argc, char** argv, Options& o, int* exit_code) {
       ->check(CLI::IsMember({"allreduce", "fp16"}))->group(dist);
   app.add_option("--zero", o.zero, "1: ZeRO-1, shard the optimizer state over the ranks (each keeps 1/N; "
                  "gradients reduce-scattered, parameters all-gathered); 0: every rank keeps all of it")
-      ->check(CLI::IsMember({0, 1}))->group(dist);
+      ->check(CLI::Validator([](std::string& v) { return v == "0" || v == "1" ? std::string() : v + " is not 0 or 1"; },
+                             "{0,1}"))
+      ->group(dist);
   // Guards against hangs and silent divergence (distributed/; docs/ddp.md).
   app.add_option("--timeout", o.timeout, "seconds the rendezvous and each collective may wait for the "
                  "other ranks before the job fails, naming them")->group(dist);

@@ -195,6 +195,8 @@ bad_input)
   done
   expect_error "--seed must be >= 0, got -1" --seed -1
   expect_error "--hidden 64 applies to --model mlp" --hidden 64
+  expect_error "--zero: 1.5 is not 0 or 1" --zero 1.5
+  expect_error "--zero: x is not 0 or 1" --zero x
   ;;
 outputs_checked)
   # Every output path is checked before training: nothing trains, the user's path is named.
