@@ -93,7 +93,7 @@ void TCPStoreServer::serve() {
       fds.push_back(pollfd{c.sock.fd(), events, 0});
       ids.push_back(id);
       if (c.pending) wake_by(c.pending->deadline);
-      if (!c.authenticated) wake_by(c.hello_deadline);
+      if (!c.authenticated) wake_by(c.accepted + opts_.hello_timeout);
     }
     const int ready = ::poll(fds.data(), fds.size(), wake_at ? poll_timeout_ms(*wake_at) : -1);
     MT_CHECK(ready >= 0 || errno == EINTR, "poll: ", std::strerror(errno));
@@ -167,7 +167,6 @@ void TCPStoreServer::accept_clients() {
     Client& c = clients_[next_client_++];
     c.sock = Socket(fd);
     c.accepted = Clock::now();
-    c.hello_deadline = c.accepted + opts_.hello_timeout;
   }
 }
 
@@ -323,7 +322,7 @@ void TCPStoreServer::complete(Client& c) {
 
 void TCPStoreServer::expire(Clock::time_point now) {
   for (auto& [id, c] : clients_) {
-    if (!c.dead && !c.authenticated && now >= c.hello_deadline) {  // a stranger (Note [Strangers])
+    if (!c.dead && !c.authenticated && now >= c.accepted + opts_.hello_timeout) {  // a stranger (Note [Strangers])
       c.dead = true;
       continue;
     }

@@ -87,8 +87,9 @@ class TCPStoreServer {
     bool authenticated = false;  // has shown the job token
     bool hang_up = false;        // close once `out` is sent
     bool dead = false;           // closed; erased at the end of the loop turn
-    Clock::time_point accepted{};        // when accept() took it (Note [Hear a connection out ...])
-    Clock::time_point hello_deadline{};  // unauthenticated until then at most (Note [Strangers])
+    // When accept() took it: a stranger is closed hello_timeout later (Note [Strangers]), and not
+    // shed before speak_up (Note [Hear a connection out before shedding it]).
+    Clock::time_point accepted{};
     std::optional<Pending> pending;
   };
 

@@ -36,8 +36,8 @@ int64_t host_hash() {
 // the collective timeout (--timeout). Every rank takes the same path: the options and environment
 // that lead here are mpirun's, the same on all ranks, so the collectives below pair up.
 std::shared_ptr<dist::Store> bare_mpirun_store(dist::ProcessGroup& pg, std::chrono::milliseconds timeout, bool quiet) {
-  Tensor host = from_vector(std::vector<int64_t>{host_hash()}, {1});
-  const int64_t mine = host.to_vector<int64_t>()[0];
+  const int64_t mine = host_hash();
+  Tensor host = from_vector(std::vector<int64_t>{mine}, {1});
   pg.broadcast(host, 0)->wait();
   Tensor elsewhere = from_vector(std::vector<int64_t>{host.to_vector<int64_t>()[0] != mine}, {1});
   pg.allreduce(elsewhere)->wait();
