@@ -5,6 +5,7 @@
 #include "autograd/grad_mode.h"
 #include "autograd/record.h"
 #include "tensor/raw_ops.h"
+#include "tensor/small_blocks.h"
 
 namespace mt {
 
@@ -12,7 +13,7 @@ namespace detail {
 
 AutogradMeta& autograd_meta(const Tensor& t) {
   TensorImpl* impl = t.unsafe_impl();
-  if (!impl->autograd) impl->autograd = std::make_shared<AutogradMeta>();
+  if (!impl->autograd) impl->autograd = make_small<AutogradMeta>();
   return *impl->autograd;
 }
 
@@ -23,7 +24,7 @@ Edge gradient_edge(const Tensor& t) {
   // A leaf: reuse its accumulator while any graph holds it, else make a new one.
   std::shared_ptr<AccumulateGrad> acc = m.grad_accumulator.lock();
   if (!acc) {
-    acc = std::make_shared<AccumulateGrad>(t);
+    acc = make_small<AccumulateGrad>(t);
     m.grad_accumulator = acc;
   }
   return Edge{acc, 0};

@@ -10,6 +10,7 @@
 #include "autograd/accumulate_grad.h"
 #include "autograd/autograd_meta.h"
 #include "autograd/grad_mode.h"
+#include "tensor/small_blocks.h"
 
 namespace mt::detail {
 
@@ -24,7 +25,7 @@ std::shared_ptr<NodeT> record(std::initializer_list<const Tensor*> inputs, Args&
   bool any = false;
   for (const Tensor* t : inputs) any = any || requires_grad(*t);
   if (!any) return nullptr;
-  auto node = std::make_shared<NodeT>(std::forward<Args>(args)...);
+  auto node = make_small<NodeT>(std::forward<Args>(args)...);
   node->next_edges.reserve(inputs.size());
   for (const Tensor* t : inputs) node->next_edges.push_back(requires_grad(*t) ? gradient_edge(*t) : Edge{});
   return node;

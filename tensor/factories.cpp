@@ -6,6 +6,7 @@
 #include "tensor/backend.h"
 #include "tensor/generator.h"
 #include "tensor/raw_ops.h"
+#include "tensor/small_blocks.h"
 
 namespace mt {
 
@@ -18,7 +19,7 @@ Tensor finish(Tensor t, const TensorOptions& opts) {
 
 Tensor empty(const Shape& shape, TensorOptions opts) {
   for (int64_t s : shape) MT_CHECK(s >= 0, "empty: negative size in shape ", shape);
-  auto impl = std::make_shared<TensorImpl>();
+  auto impl = detail::make_small<TensorImpl>();
   const size_t nbytes = static_cast<size_t>(shape.numel()) * element_size(opts.dtype);
   impl->storage = make_storage(nbytes, opts.device, backend(opts.device).allocator());
   impl->sizes = shape;

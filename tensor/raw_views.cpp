@@ -4,11 +4,12 @@
 #include <numeric>
 
 #include "tensor/raw_ops.h"
+#include "tensor/small_blocks.h"
 
 namespace mt::raw {
 
 Tensor as_strided(const Tensor& t, const Shape& sizes, const Shape& strides, int64_t offset) {
-  auto impl = std::make_shared<TensorImpl>();
+  auto impl = detail::make_small<TensorImpl>();
   impl->storage = t.storage();
   impl->sizes = sizes;
   impl->strides = strides;

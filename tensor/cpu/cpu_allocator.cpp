@@ -30,6 +30,7 @@
 
 #include "tensor/caching_allocator.h"
 #include "tensor/check.h"
+#include "tensor/small_blocks.h"
 #include "tensor/storage.h"
 
 namespace mt {
@@ -89,10 +90,11 @@ class CpuAllocator final : public Allocator {
 
 // Note [Small bytes inline]: a tensor's storage is a shared_ptr<Storage> (one heap block: the
 // reference counts and the Storage) and its bytes another block. For a small CPU tensor the bytes
-// go into the first block, after the Storage: one malloc and one free per tensor instead of two,
-// which is most of what a tiny op allocates (bench/ seed step). std::allocate_shared lets the
-// allocator size the block, so InlineBytesAllocator asks for the Storage's block plus room for the
-// bytes at the next 64-byte boundary; the Storage finds them just past itself. They count in
+// go into the first block, after the Storage: one block per tensor instead of two, which is most
+// of what a tiny op allocates (bench/ seed step); the block comes from this thread's free lists
+// (Note [Small blocks are recycled per thread], tensor/small_blocks.cpp). std::allocate_shared
+// lets the allocator size the block, so InlineBytesAllocator asks for the Storage's block plus
+// room for the bytes at the next 64-byte boundary; the Storage finds them just past itself. They count in
 // cpu_memory_stats() like any other block, and are freed with the block. Above kInlineBytes a tensor
 // takes its own block as before, so a small view cannot keep a large block's memory.
 constexpr size_t kInlineBytes = 512;
@@ -105,15 +107,15 @@ struct InlineBytesAllocator {
   template <typename U>
   InlineBytesAllocator(const InlineBytesAllocator<U>& o) : nbytes(o.nbytes) {}  // NOLINT: rebinding
   T* allocate(size_t n) {
-    void* block = std::malloc(n * sizeof(T) + kAlignment - 1 + nbytes);
-    MT_CHECK(block != nullptr, "out of memory: could not allocate ", nbytes, " bytes on the CPU");
+    void* block = detail::allocate_small(block_bytes(n));  // Note [Small blocks are recycled per thread]
     count_allocation(nbytes);
     return static_cast<T*>(block);
   }
-  void deallocate(T* block, size_t) {
+  void deallocate(T* block, size_t n) {
     count_free(nbytes);
-    std::free(block);
+    detail::free_small(block, block_bytes(n));
   }
+  size_t block_bytes(size_t n) const { return n * sizeof(T) + kAlignment - 1 + nbytes; }
   template <typename U>
   bool operator==(const InlineBytesAllocator<U>& o) const { return nbytes == o.nbytes; }
 };
