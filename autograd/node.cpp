@@ -41,7 +41,10 @@ void Node::check_not_released() const {
 // SavedVariable draws the same line, between outputs and inputs). One thing can change under a held
 // leaf: Module::to swaps a parameter's data in place (Note [Module::to keeps parameter identity]),
 // so the saved tensor also remembers its storage, and unpack refuses another one: the graph was
-// recorded with the old data.
+// recorded with the old data. An op that knows which of its tensors are inputs says so
+// (SavedTensor::input: linear's x and w, the MSE loss's difference), and a plain input, a batch
+// of data with no history, is then held as it is too: PyTorch's SavedVariable is told the same
+// (its is_output argument) rather than inferring it.
 SavedTensor::SavedTensor(const Tensor& t) {
   if (!t.defined()) return;
   const AutogradMeta* m = detail::autograd_meta_or_null(t);
@@ -49,6 +52,15 @@ SavedTensor::SavedTensor(const Tensor& t) {
   data_ = has_history ? t : raw::as_strided(t, t.sizes(), t.strides(), t.storage_offset());
   storage_ = t.storage().get();
   version_ = t.version();
+}
+
+SavedTensor SavedTensor::input(const Tensor& t) {
+  SavedTensor s;
+  if (!t.defined()) return s;
+  s.data_ = t;
+  s.storage_ = t.storage().get();
+  s.version_ = t.version();
+  return s;
 }
 
 Tensor SavedTensor::unpack(const Node& owner) const {

@@ -96,6 +96,10 @@ class SavedTensor {
   // Holds t itself when it has a history (an input), else its data only, so a node that saves its
   // own output makes no reference cycle (Note [What a saved tensor holds], node.cpp).
   explicit SavedTensor(const Tensor& t);
+  // For a tensor the caller knows is an input of its op, or an intermediate of its own, never the
+  // op's result: held as it is, history or not (no cycle can form through it), which spares the
+  // view the rule above makes for a plain tensor such as a batch of data.
+  static SavedTensor input(const Tensor& t);
   Tensor unpack(const Node& owner) const;
   void reset() { data_ = Tensor(); }
   bool defined() const { return data_.defined(); }

@@ -54,7 +54,7 @@ Tensor fused_mse(const Tensor& input, const Tensor& target, bool mean) {
   const double scale = mean ? 1.0 / static_cast<double>(std::max<int64_t>(diff.numel(), 1)) : 1.0;
   if (mean) raw::unary_(UnaryOp::MulScalar, loss, diff.numel() == 0 ? std::nan("") : scale);
   if (auto node = mt::detail::record<MseLossBackward>({&input, &target})) {
-    node->diff = SavedTensor(diff), node->scale = scale;
+    node->diff = SavedTensor::input(diff), node->scale = scale;
     node->input_info = mt::detail::InputInfo(input), node->target_info = mt::detail::InputInfo(target);
     mt::detail::set_history(loss, node);
   }

@@ -103,7 +103,7 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   std::shared_ptr<LinearBackward> node =
       b.defined() ? record<LinearBackward>({&x, &w, &b}) : record<LinearBackward>({&x, &w});
   if (node) {
-    node->x = SavedTensor(x), node->w = SavedTensor(w);
+    node->x = SavedTensor::input(x), node->w = SavedTensor::input(w);
     set_history(y, node);
   }
   return y;
