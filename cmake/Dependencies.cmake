@@ -29,10 +29,20 @@ if(NOT MT_MPI STREQUAL "OFF")
   endif()
 endif()
 
-# GEMM: OpenBLAS when present (bench/ measured it faster than Eigen's own GEMM; docs/design.md).
+# Note [Which GEMM]: Eigen's own GEMM in a build compiled for this CPU (MT_NATIVE, the default),
+# OpenBLAS in a portable one. Eigen's kernels are C++ templates, so -march=native gives them this
+# CPU's widest vectors (AVX-512 here), and measured in one run (bench/README.md, "Sixth pass") they
+# beat Debian's OpenBLAS 0.3.21 on this Zen 4 machine at every size the workloads use: 1024² at
+# 125-156 GFLOP/s against 103-113, the MLP step 0.71 against 1.02 ms, the GPT step 97 against 127
+# ms. OpenBLAS picks its kernels at run time, which is what a binary built for any x86-64
+# (MT_NATIVE=OFF) needs: Eigen would be compiled for SSE2 there. MT_BLAS=ON or OFF overrides it.
 set(MT_HAVE_BLAS OFF)
 set(MT_GEMM_IMPL "Eigen")
-if(NOT MT_BLAS STREQUAL "OFF")
+set(mt_want_blas OFF)
+if(MT_BLAS STREQUAL "ON" OR (MT_BLAS STREQUAL "AUTO" AND NOT MT_NATIVE))
+  set(mt_want_blas ON)
+endif()
+if(mt_want_blas)
   find_library(MT_BLAS_LIBRARY NAMES openblas)
   find_path(MT_CBLAS_INCLUDE_DIR cblas.h PATH_SUFFIXES openblas-pthread openblas)
   if(MT_BLAS_LIBRARY AND MT_CBLAS_INCLUDE_DIR)

@@ -7,9 +7,9 @@
 //                   reference that the tests compare against, and the fast choice for tiny problems
 //                   (M*N*K < kSmallGemm), where a BLAS call's fixed cost dominates.
 //   gemv_loops      matrix-vector products (N == 1 or M == 1) of modest size, see kSmallGemv.
-//   gemm_blas       OpenBLAS's cblas_sgemm/dgemm when the build has it (MT_HAVE_BLAS), in blocks on
-//                   the intra-op threads (Note [GEMM on the pool]), else Eigen's own single-threaded
-//                   GEMM through Eigen::Map, one call per batch entry.
+//   gemm_blas       a GEMM library in blocks on the intra-op threads (Note [GEMM on the pool]):
+//                   Eigen's own GEMM through Eigen::Map, or OpenBLAS's cblas_sgemm/dgemm when the
+//                   build chose it (MT_HAVE_BLAS; Note [Which GEMM] in cmake/Dependencies.cmake).
 // int64 always takes the reference loops: BLAS has no integer GEMM.
 #include <algorithm>
 #include <type_traits>
@@ -120,11 +120,10 @@ void gemv_loops(const Tensor& out, const Tensor& a, const Tensor& b, bool accumu
   }
 }
 
-#ifdef MT_HAVE_BLAS
-
-// Note [GEMM on the pool]: OpenBLAS runs single-threaded (set_num_threads keeps it at 1), and a
-// large GEMM is split here into fixed blocks of C's rows (or columns, whichever dimension is
-// longer), one cblas call per block, run on the intra-op pool like every other kernel. Two reasons:
+// Note [GEMM on the pool]: the GEMM library runs single-threaded (OpenBLAS: set_num_threads keeps
+// it at 1; Eigen: built without OpenMP), and a large GEMM is split here into fixed blocks of C's
+// rows (or columns, whichever dimension is longer), one library call per block, run on the
+// intra-op pool like every other kernel. Two reasons:
 //   - bits: OpenBLAS's own threads change its K blocking with the thread count (measured: a
 //     (64, 784)·(784, 256) product differs in the last bits between 1 and 2 OpenBLAS threads), while
 //     a block's single-threaded call depends only on the block's shape, and the blocks depend only
@@ -132,7 +131,7 @@ void gemv_loops(const Tensor& out, const Tensor& a, const Tensor& b, bool accumu
 //   - one pool: OpenBLAS's idle threads spin for a while after each call, and would compete for the
 //     cores with the pool's threads running the elementwise kernels between GEMMs.
 // Each block costs a repacking of the operand it shares, O(rows·K) beside O(rows·K·block) work,
-// and a narrow block runs OpenBLAS's kernels below their rate. Measured here (OpenBLAS 0.3.21, one
+// and a narrow block runs the kernels below their rate. Measured here (OpenBLAS 0.3.21, one
 // thread, thread CPU time): C (1024, 1024) = A (1024, 1024)·B in blocks of 64 / 128 / 256 / 512 / 1024
 // rows ran at 75 / 83 / 88 / 93 / 94 GFLOP/s, and (256, 784)·(784, 128), an MLP layer's size, in
 // blocks of 16 / 32 / 64 / 128 / 256 rows at 75 / 87 / 90 / 98 / 101. So a block is at least
@@ -142,49 +141,22 @@ void gemv_loops(const Tensor& out, const Tensor& a, const Tensor& b, bool accumu
 constexpr int64_t kGemmGrain = int64_t{1} << 22;  // multiply-adds per block, at least
 constexpr int64_t kGemmBlockRows = 512;           // rows (or columns) per block, at least, where the GEMM has them
 
-template <typename T>
-void blas_call(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, const T* A, int64_t lda,
-               const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
-  if constexpr (std::is_same_v<T, float>) {
-    cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, 1.0f, A, lda, B, ldb, beta, C, ldc);
-  } else {
-    cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, 1.0, A, lda, B, ldb, beta, C, ldc);
-  }
-}
+#ifdef MT_HAVE_BLAS
 
+// C (m, n), row-major with row stride ldc, (beta·C +)= A (m, k)·B (k, n), through OpenBLAS.
 template <typename T>
-void gemm_blas(const Tensor& out, const Tensor& a, const Tensor& b, bool accumulate, GemmDims d,
-               MatrixLayout la, MatrixLayout lb) {
+void gemm_call(int64_t m, int64_t n, int64_t k, const T* A, MatrixLayout la, const T* B, MatrixLayout lb,
+               bool accumulate, T* C, int64_t ldc) {
   static const int settled = get_num_threads();  // Note [GEMM on the pool]: OpenBLAS set to 1 thread
   (void)settled;
-  T* c = cpu::data<T>(out);
-  const T* pa = cpu::data<const T>(a);
-  const T* pb = cpu::data<const T>(b);
   const auto ta = la.col_major ? CblasTrans : CblasNoTrans;
   const auto tb = lb.col_major ? CblasTrans : CblasNoTrans;
   const T beta = accumulate ? T(1) : T(0);  // beta = 1 adds onto out (linear's bias)
-  // Blocks of `block` rows of C (split_rows) or columns, a multiple of 64, fixed by the shapes.
-  const bool split_rows = d.m >= d.n;
-  const int64_t along = split_rows ? d.m : d.n, per_line = (split_rows ? d.n : d.m) * d.k;
-  const auto round_up_64 = [](int64_t x) { return std::max<int64_t>(64, (x + 63) / 64 * 64); };
-  const int64_t block = std::max(round_up_64(kGemmGrain / std::max<int64_t>(per_line, 1)),
-                                 std::min(kGemmBlockRows, round_up_64((along + 1) / 2)));
-  const int64_t blocks = (along + block - 1) / block;
-  parallel_for(d.batch * blocks, 1, [&](int64_t lo, int64_t hi) {
-    for (int64_t t = lo; t < hi; ++t) {
-      const int64_t bi = t / blocks, first = t % blocks * block, count = std::min(block, along - first);
-      const T* A = pa + bi * a.strides()[0];
-      const T* B = pb + bi * b.strides()[0];
-      T* C = c + bi * d.m * d.n;
-      if (split_rows) {  // rows [first, first + count) of A and C; row i of A starts at i·ld or i
-        blas_call<T>(ta, tb, count, d.n, d.k, A + first * (la.col_major ? 1 : la.ld), la.ld, B, lb.ld, beta,
-                     C + first * d.n, d.n);
-      } else {  // columns [first, first + count) of B and C
-        blas_call<T>(ta, tb, d.m, count, d.k, A, la.ld, B + first * (lb.col_major ? lb.ld : 1), lb.ld, beta,
-                     C + first, d.n);
-      }
-    }
-  });
+  if constexpr (std::is_same_v<T, float>) {
+    cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, 1.0f, A, la.ld, B, lb.ld, beta, C, ldc);
+  } else {
+    cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, 1.0, A, la.ld, B, lb.ld, beta, C, ldc);
+  }
 }
 
 #else
@@ -202,28 +174,54 @@ void with_eigen_matrix(const T* p, int64_t rows, int64_t cols, MatrixLayout l, K
   }
 }
 
+// The same call through Eigen's own GEMM.
 template <typename T>
-void gemm_blas(const Tensor& out, const Tensor& a, const Tensor& b, bool accumulate, GemmDims d,
-               MatrixLayout la, MatrixLayout lb) {
+void gemm_call(int64_t m, int64_t n, int64_t k, const T* A, MatrixLayout la, const T* B, MatrixLayout lb,
+               bool accumulate, T* C, int64_t ldc) {
   using RowMajor = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-  T* c = cpu::data<T>(out);
-  const T* pa = cpu::data<const T>(a);
-  const T* pb = cpu::data<const T>(b);
-  for (int64_t bi = 0; bi < d.batch; ++bi) {
-    Eigen::Map<RowMajor> C(c + bi * d.m * d.n, d.m, d.n);
-    with_eigen_matrix(pa + bi * a.strides()[0], d.m, d.k, la, [&](const auto& A) {
-      with_eigen_matrix(pb + bi * b.strides()[0], d.k, d.n, lb, [&](const auto& B) {
-        if (accumulate) {
-          C.noalias() += A * B;
-        } else {
-          C.noalias() = A * B;
-        }
-      });
+  Eigen::Map<RowMajor, 0, Eigen::OuterStride<>> c(C, m, n, Eigen::OuterStride<>(ldc));
+  with_eigen_matrix(A, m, k, la, [&](const auto& a) {
+    with_eigen_matrix(B, k, n, lb, [&](const auto& b) {
+      if (accumulate) {
+        c.noalias() += a * b;
+      } else {
+        c.noalias() = a * b;
+      }
     });
-  }
+  });
 }
 
 #endif
+
+template <typename T>
+void gemm_blas(const Tensor& out, const Tensor& a, const Tensor& b, bool accumulate, GemmDims d,
+               MatrixLayout la, MatrixLayout lb) {
+  T* c = cpu::data<T>(out);
+  const T* pa = cpu::data<const T>(a);
+  const T* pb = cpu::data<const T>(b);
+  // Blocks of `block` rows of C (split_rows) or columns, a multiple of 64, fixed by the shapes.
+  const bool split_rows = d.m >= d.n;
+  const int64_t along = split_rows ? d.m : d.n, per_line = (split_rows ? d.n : d.m) * d.k;
+  const auto round_up_64 = [](int64_t x) { return std::max<int64_t>(64, (x + 63) / 64 * 64); };
+  const int64_t block = std::max(round_up_64(kGemmGrain / std::max<int64_t>(per_line, 1)),
+                                 std::min(kGemmBlockRows, round_up_64((along + 1) / 2)));
+  const int64_t blocks = (along + block - 1) / block;
+  parallel_for(d.batch * blocks, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t t = lo; t < hi; ++t) {
+      const int64_t bi = t / blocks, first = t % blocks * block, count = std::min(block, along - first);
+      const T* A = pa + bi * a.strides()[0];
+      const T* B = pb + bi * b.strides()[0];
+      T* C = c + bi * d.m * d.n;
+      if (split_rows) {  // rows [first, first + count) of A and C; row i of A starts at i·ld or i
+        gemm_call<T>(count, d.n, d.k, A + first * (la.col_major ? 1 : la.ld), la, B, lb, accumulate,
+                     C + first * d.n, d.n);
+      } else {  // columns [first, first + count) of B and C
+        gemm_call<T>(d.m, count, d.k, A, la, B + first * (lb.col_major ? lb.ld : 1), lb, accumulate, C + first,
+                     d.n);
+      }
+    }
+  });
+}
 
 // Checks the contract's shapes and returns (B, M, N, K).
 GemmDims gemm_dims(const Tensor& out, const Tensor& a, const Tensor& b) {
