@@ -159,6 +159,9 @@ class Backend {
 
 // The backend of a device; throws a clear error for a device type this build does not have.
 Backend& backend(Device device);
+// The library behind the CPU backend's GEMM: "Eigen" or "OpenBLAS" (Note [Which GEMM] in
+// cmake/Dependencies.cmake).
+const char* cpu_gemm_library();
 // Called once by a backend's translation unit (the CUDA one registers itself when built).
 void register_backend(DeviceType type, Backend* backend);
 

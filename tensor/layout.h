@@ -1,5 +1,5 @@
 // Memory layouts every backend asks about: is a tensor dense row-major, and how a strided matrix maps
-// onto a BLAS call (row- or column-major, leading dimension). The CPU backend (OpenBLAS) and the CUDA
+// onto a BLAS call (row- or column-major, leading dimension). The CPU backend (Eigen or OpenBLAS) and the CUDA
 // backend (cuBLAS) make these decisions the same way, here.
 #pragma once
 

@@ -2,7 +2,7 @@
 // loop the CPU kernels (tensor/cpu/), the optimizers' fused updates and anything else above them
 // split across those threads. Behind it is one small pool of worker threads per process
 // (tensor/parallel.cpp); the thread that calls parallel_for works too, so N threads = N - 1 workers.
-// GEMM runs on it too, as fixed blocks of single-threaded OpenBLAS calls (Note [GEMM on the pool],
+// GEMM runs on it too, as fixed blocks of single-threaded Eigen or OpenBLAS calls (Note [GEMM on the pool],
 // tensor/cpu/cpu_gemm.cpp): one pool, and no second set of threads competing for the cores.
 //
 // The count, first match wins: set_num_threads(n) (mini_train --threads n); the MT_NUM_THREADS

@@ -14,6 +14,7 @@
 #include "data/fashion_mnist.h"
 #include "distributed/process_group_gloo.h"
 #include "distributed/process_group_mpi.h"
+#include "tensor/backend.h"
 #include "tensor/cuda_info.h"
 #include "tensor/parallel.h"
 
@@ -50,7 +51,7 @@ void print_env_report() {
   std::string threads;
   try {
     threads = std::to_string(get_num_threads()) + " per process (--threads, else MT_NUM_THREADS, else cores / ranks "
-              "on this machine); GEMM runs on them with OpenBLAS single-threaded; an idle one spins " +
+              "on this machine); GEMM runs on them in blocks (" + cpu_gemm_library() + ", single-threaded); an idle one spins " +
               std::to_string(thread_spin_us()) + " µs before it sleeps (MT_SPIN_US)";
   } catch (const std::exception& e) {
     threads = e.what();

@@ -252,6 +252,14 @@ void CpuBackend::gemm(const Tensor& out, const Tensor& a, const Tensor& b, bool 
   });
 }
 
+const char* cpu_gemm_library() {
+#ifdef MT_HAVE_BLAS
+  return "OpenBLAS";
+#else
+  return "Eigen";
+#endif
+}
+
 void cpu::gemm_reference(const Tensor& out, const Tensor& a, const Tensor& b, bool accumulate) {
   const GemmDims d = gemm_dims(out, a, b);
   MT_DISPATCH_ALL(out.dtype(), "gemm", [&]<typename T>() { gemm_loops<T>(out, a, b, accumulate, d); });

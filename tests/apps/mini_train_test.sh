@@ -763,6 +763,9 @@ env)
   # The intra-op thread count (tensor/parallel.h): --threads, else MT_NUM_THREADS; shown by --env
   # and the config table; a malformed value is one error line.
   "$bin" --threads 3 --env | grep -q "^  threads  *3 per process" || fail "--env does not show --threads 3"
+  # The GEMM library of this build (Note [Which GEMM]).
+  "$bin" --env | grep -Eq "GEMM runs on them in blocks \((Eigen|OpenBLAS), single-threaded\)" ||
+    fail "--env does not name the GEMM library"
   MT_NUM_THREADS=2 "$bin" --env | grep -q "^  threads  *2 per process" || fail "--env does not show MT_NUM_THREADS=2"
   MT_NUM_THREADS=2 "$bin" --epochs 1 --threads 3 >out.txt || fail "training with --threads 3 failed"
   grep -q "^  threads  *3 per process" out.txt || { cat out.txt; fail "the config table does not show --threads 3"; }
