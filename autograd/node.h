@@ -105,6 +105,10 @@ class SavedTensor {
   bool defined() const { return data_.defined(); }
 
  private:
+  // Holds t itself (as_is), or a fresh impl over its storage without its history.
+  SavedTensor(const Tensor& t, bool as_is);
+  static bool has_history(const Tensor& t);
+
   Tensor data_;
   const Storage* storage_ = nullptr;  // t's storage when saved (Note [What a saved tensor holds])
   uint64_t version_ = 0;

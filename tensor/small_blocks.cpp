@@ -20,6 +20,8 @@
 
 #include <new>
 
+#include "tensor/check.h"
+
 namespace mt::detail {
 namespace {
 
@@ -70,17 +72,24 @@ thread_local ListsOwner owner;
 
 size_t size_class(size_t bytes) { return (bytes - 1) / kClassBytes; }
 
+// A block from the heap, with the CPU allocator's one-line error when there is no memory left.
+[[gnu::noinline]] void* fresh_block(size_t bytes) {
+  void* block = ::operator new(bytes, std::nothrow);
+  MT_CHECK(block != nullptr, "out of memory: could not allocate ", bytes, " bytes on the CPU");
+  return block;
+}
+
 }  // namespace
 
 void* allocate_small(size_t bytes) {
-  if (!kRecycle || bytes == 0 || bytes > kLargestSmallBlock) return ::operator new(bytes);
+  if (!kRecycle || bytes == 0 || bytes > kLargestSmallBlock) return fresh_block(bytes);
   const size_t c = size_class(bytes);
   if (FreeBlock* b = lists.head[c]) {
     lists.head[c] = b->next;
     --lists.count[c];
     return b;
   }
-  return ::operator new((c + 1) * kClassBytes);
+  return fresh_block((c + 1) * kClassBytes);
 }
 
 // The first block a thread keeps: the first use of a thread_local with a destructor registers it.

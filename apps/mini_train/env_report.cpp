@@ -51,8 +51,9 @@ void print_env_report() {
   std::string threads;
   try {
     threads = std::to_string(get_num_threads()) + " per process (--threads, else MT_NUM_THREADS, else cores / ranks "
-              "on this machine); GEMM runs on them in blocks (" + cpu_gemm_library() + ", single-threaded); an idle one spins " +
-              std::to_string(thread_spin_us()) + " µs before it sleeps (MT_SPIN_US)";
+              "on this machine); GEMM runs on them in blocks (" + cpu_gemm_library() +
+              ", single-threaded); an idle one spins " + std::to_string(thread_spin_us()) +
+              " µs before it sleeps (MT_SPIN_US)";
   } catch (const std::exception& e) {
     threads = e.what();
   }

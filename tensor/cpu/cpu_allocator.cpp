@@ -94,9 +94,10 @@ class CpuAllocator final : public Allocator {
 // of what a tiny op allocates (bench/ seed step); the block comes from this thread's free lists
 // (Note [Small blocks are recycled per thread], tensor/small_blocks.cpp). std::allocate_shared
 // lets the allocator size the block, so InlineBytesAllocator asks for the Storage's block plus
-// room for the bytes at the next 64-byte boundary; the Storage finds them just past itself. They count in
-// cpu_memory_stats() like any other block, and are freed with the block. Above kInlineBytes a tensor
-// takes its own block as before, so a small view cannot keep a large block's memory.
+// room for the bytes at the next 64-byte boundary; the Storage finds them just past itself. They
+// count in cpu_memory_stats() like any other block, and are freed with the block. Above
+// kInlineBytes a tensor takes its own block as before, so a small view cannot keep a large block's
+// memory.
 constexpr size_t kInlineBytes = 512;
 
 template <typename T>
