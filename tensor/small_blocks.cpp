@@ -1,6 +1,6 @@
 // Note [Small blocks are recycled per thread]
 // Every op result is two heap blocks (its TensorImpl, and its Storage with small bytes inline: Note
-// [Small bytes inline]), every recorded op a node, every tracked result an AutogradMeta: 25 blocks
+// [Small bytes inline]), every recorded op a node, every tracked result an AutogradMeta: 22 blocks
 // in a seed step (bench/README.md), all freed again by the next step. glibc's malloc keeps freed
 // blocks in a per-thread cache too, but its path costs about 130 instructions per malloc and free
 // (callgrind, glibc 2.36: `malloc`, `free`, `_int_free`), about 15 % of the seed step. So the blocks
