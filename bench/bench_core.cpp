@@ -22,6 +22,7 @@
 
 #include "bench/timing.h"
 #include "minitrain.h"
+#include "tensor/backend.h"  // cpu_gemm_library
 
 #ifdef MT_BENCH_OPENBLAS
 #include <cblas.h>
@@ -98,7 +99,7 @@ int bench_gemm() {
   check("OpenBLAS");
 #endif
 
-  // Eigen's own GEMM (what minitrain uses when built with MT_BLAS=OFF), on row-major maps.
+  // Eigen's own GEMM (what minitrain runs where Note [Which GEMM] picks it, or MT_GEMM=eigen), on row-major maps.
   // Single-threaded: Eigen parallelises only when compiled with OpenMP, which this build is not.
   using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   const Eigen::Map<const RowMajor> ea(pa, kN, kN), eb(pb, kN, kN);
@@ -182,7 +183,7 @@ int main() {
     // variable OPENBLAS_NUM_THREADS=1 that run.sh sets does the same before the library starts).
     openblas_set_num_threads(1);
 #endif
-    std::fprintf(stderr, "# minitrain: GEMM via %s, single-threaded\n", MT_BENCH_GEMM_IMPL);
+    std::fprintf(stderr, "# minitrain: GEMM via %s, single-threaded\n", mt::cpu_gemm_library());
     bench_tiny_add();
     const int failures = bench_gemm();
     bench_seed();

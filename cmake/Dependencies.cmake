@@ -29,21 +29,58 @@ if(NOT MT_MPI STREQUAL "OFF")
   endif()
 endif()
 
-# Note [Which GEMM]: Eigen's own GEMM in a build compiled for this CPU (MT_NATIVE, the default),
-# OpenBLAS in a portable one. Eigen's kernels are C++ templates, so -march=native gives them this
-# CPU's widest vectors (AVX-512 here), and measured in one run (bench/README.md, "Sixth pass") they
-# beat Debian's OpenBLAS 0.3.21 on this Zen 4 machine at every size the workloads use: 1024² at
-# 125-156 GFLOP/s against 103-113, the MLP step 0.71 against 1.02 ms, the GPT step 97 against 127
-# ms. OpenBLAS picks its kernels at run time, which is what a binary built for any x86-64
-# (MT_NATIVE=OFF) needs: Eigen would be compiled for SSE2 there. MT_BLAS=ON or OFF overrides it.
+# Sets out_var to Eigen or OpenBLAS, whichever cmake/gemm_probe.cpp measures faster here (Note
+# [Which GEMM] below), once per build folder (cached as MT_GEMM_PROBE); OpenBLAS where it cannot run.
+function(mt_probe_gemm out_var)
+  if(NOT DEFINED CACHE{MT_GEMM_PROBE})
+    set(probe_output "")
+    if(NOT CMAKE_CROSSCOMPILING)
+      try_run(probe_run probe_compiled ${CMAKE_BINARY_DIR}/gemm_probe ${CMAKE_CURRENT_FUNCTION_LIST_DIR}/gemm_probe.cpp
+              CMAKE_FLAGS "-DINCLUDE_DIRECTORIES=${MT_CBLAS_INCLUDE_DIR}"
+              COMPILE_DEFINITIONS -O3 -march=native -DNDEBUG
+              LINK_LIBRARIES Eigen3::Eigen ${MT_BLAS_LIBRARY}
+              CXX_STANDARD 17
+              RUN_OUTPUT_VARIABLE probe_output)
+    endif()
+    string(STRIP "${probe_output}" probe_output)
+    if(NOT probe_output MATCHES "^eigen [0-9.]+ openblas [0-9.]+ pick (Eigen|OpenBLAS)$")
+      set(probe_output "did not run: pick OpenBLAS")
+    endif()
+    set(MT_GEMM_PROBE "${probe_output}" CACHE INTERNAL "cmake/gemm_probe.cpp's GFLOP/s and pick (Note [Which GEMM])")
+  endif()
+  string(REGEX MATCH "(Eigen|OpenBLAS)$" pick "${MT_GEMM_PROBE}")
+  message(STATUS "minitrain: GEMM probe (one thread, GFLOP/s): ${MT_GEMM_PROBE}")
+  set(${out_var} ${pick} PARENT_SCOPE)
+endfunction()
+
+# Note [Which GEMM]: OpenBLAS's GEMM or Eigen's own, whichever is faster on the machine, and since
+# that depends on the machine, a native build (MT_NATIVE, the default) measures it when it is
+# configured. Eigen's kernels are C++ templates, so -march=native gives them this CPU's widest
+# vectors; OpenBLAS picks hand-written kernels at run time. Measured (bench/README.md, "Sixth pass"
+# and "Seventh pass"), one thread: on one host of this project's machine kind Eigen ran 1024² at
+# 125-156 GFLOP/s against OpenBLAS's 103-113 and the MLP step in 0.71 against 1.02 ms; on another
+# host reporting the same CPU (AMD EPYC, family 25 model 17) Eigen ran 68-83 GFLOP/s against 92-102
+# and the MLP step in 1.43-1.56 against 1.22-1.30 ms. So no fixed choice is right: the probe
+# (cmake/gemm_probe.cpp, half a second) times both on the workloads' shapes and takes Eigen only
+# when it is at least 5 % faster (a near tie keeps OpenBLAS, the library libtorch uses). Its
+# result is cached (MT_GEMM_PROBE in CMakeCache.txt; delete it to measure again) and printed.
+#   MT_BLAS=AUTO  OpenBLAS linked when found; the default GEMM is the probe's pick in a native
+#                 build, OpenBLAS in a portable one (Eigen would be compiled for SSE2 there)
+#   MT_BLAS=ON    OpenBLAS required, and the default GEMM, no probe
+#   MT_BLAS=OFF   Eigen's GEMM only
+# Where OpenBLAS is linked, both GEMMs are in the library and MT_GEMM=eigen|openblas chooses at run
+# time (tensor/cpu/cpu_gemm.cpp); the tests run on both (tests/CMakeLists.txt).
 set(MT_HAVE_BLAS OFF)
-set(MT_GEMM_IMPL "Eigen")
-if(MT_BLAS STREQUAL "ON" OR (MT_BLAS STREQUAL "AUTO" AND NOT MT_NATIVE))
+set(MT_GEMM_IMPL "Eigen")  # the default GEMM
+if(NOT MT_BLAS STREQUAL "OFF")
   find_library(MT_BLAS_LIBRARY NAMES openblas)
   find_path(MT_CBLAS_INCLUDE_DIR cblas.h PATH_SUFFIXES openblas-pthread openblas)
   if(MT_BLAS_LIBRARY AND MT_CBLAS_INCLUDE_DIR)
     set(MT_HAVE_BLAS ON)
     set(MT_GEMM_IMPL "OpenBLAS")
+    if(MT_BLAS STREQUAL "AUTO" AND MT_NATIVE)
+      mt_probe_gemm(MT_GEMM_IMPL)
+    endif()
   elseif(MT_BLAS STREQUAL "ON")
     message(FATAL_ERROR "MT_BLAS=ON but OpenBLAS was not found (Debian: libopenblas-dev)")
   endif()

@@ -159,8 +159,9 @@ class Backend {
 
 // The backend of a device; throws a clear error for a device type this build does not have.
 Backend& backend(Device device);
-// The library behind the CPU backend's GEMM: "Eigen" or "OpenBLAS" (Note [Which GEMM] in
-// cmake/Dependencies.cmake).
+// The library behind the CPU backend's GEMM: "Eigen" or "OpenBLAS", the build's default or what
+// MT_GEMM=eigen|openblas asks for (Note [Which GEMM] in cmake/Dependencies.cmake). Throws mt::Error
+// on a malformed MT_GEMM, or on MT_GEMM=openblas in a build without OpenBLAS.
 const char* cpu_gemm_library();
 // Called once by a backend's translation unit (the CUDA one registers itself when built).
 void register_backend(DeviceType type, Backend* backend);

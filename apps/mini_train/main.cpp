@@ -18,6 +18,7 @@
 #include "apps/mini_train/trainer.h"
 #include "distributed/process_group_mpi.h"
 #include "distributed/rendezvous.h"
+#include "tensor/backend.h"
 #include "tensor/check.h"
 #include "tensor/parallel.h"
 
@@ -38,6 +39,9 @@ std::string rank_prefix() {
 
 int main(int argc, char** argv) {
   try {
+    // The GEMM library (Note [Which GEMM], cmake/Dependencies.cmake), settled before any command:
+    // a malformed MT_GEMM is an error here even where the model's GEMMs are too small to reach it.
+    mt::cpu_gemm_library();
     const std::string command = argc > 1 ? argv[1] : "";
     if (command == "eval") return mt::app::run_eval(argc, argv);
     if (command == "predict") return mt::app::run_predict(argc, argv);

@@ -50,6 +50,7 @@
 #include "distributed/init.h"
 #include "distributed/process_group_mpi.h"
 #include "nn/checkpoint.h"
+#include "tensor/backend.h"
 #include "tensor/generator.h"
 #include "tensor/parallel.h"
 
@@ -230,7 +231,8 @@ void print_config(const Run& r) {
                    (r.resumed_from.empty() ? "" : ", resuming from " + r.resumed_from));
   for (const std::string& note : r.notes) row("", note);
   row("seed", std::to_string(o.seed));
-  row("threads", std::to_string(get_num_threads()) + " per process" + (o.gpus.empty() ? "" : " (host-side work)"));
+  row("threads", std::to_string(get_num_threads()) + " per process" +
+                     (o.gpus.empty() ? std::string(", GEMM via ") + cpu_gemm_library() : " (host-side work)"));
   if (!o.checkpoint_dir.empty()) row("checkpoints", o.checkpoint_dir + " (keep " + std::to_string(o.keep) + ")");
   std::fflush(stdout);
 }

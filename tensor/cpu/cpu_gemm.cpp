@@ -8,10 +8,13 @@
 //                   (M*N*K < kSmallGemm), where a BLAS call's fixed cost dominates.
 //   gemv_loops      matrix-vector products (N == 1 or M == 1) of modest size, see kSmallGemv.
 //   gemm_blas       a GEMM library in blocks on the intra-op threads (Note [GEMM on the pool]):
-//                   Eigen's own GEMM through Eigen::Map, or OpenBLAS's cblas_sgemm/dgemm when the
-//                   build chose it (MT_HAVE_BLAS; Note [Which GEMM] in cmake/Dependencies.cmake).
+//                   Eigen's own GEMM through Eigen::Map, or OpenBLAS's cblas_sgemm/dgemm where the
+//                   build links it (MT_HAVE_BLAS), whichever the build measured faster or MT_GEMM
+//                   names (Note [Which GEMM] in cmake/Dependencies.cmake).
 // int64 always takes the reference loops: BLAS has no integer GEMM.
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 #include <type_traits>
 
 #include "tensor/cpu/cpu_backend.h"
@@ -20,9 +23,8 @@
 
 #ifdef MT_HAVE_BLAS
 #include <cblas.h>
-#else
-#include "tensor/cpu/eigen_core.h"
 #endif
+#include "tensor/cpu/eigen_core.h"
 
 namespace mt {
 namespace {
@@ -142,11 +144,13 @@ constexpr int64_t kGemmGrain = int64_t{1} << 22;  // multiply-adds per block, at
 constexpr int64_t kGemmBlockRows = 512;           // rows (or columns) per block, at least, where the GEMM has them
 
 #ifdef MT_HAVE_BLAS
+constexpr bool kHaveOpenBLAS = true;
+constexpr bool kDefaultOpenBLAS = MT_GEMM_DEFAULT_OPENBLAS;  // the build's pick (CMakeLists.txt)
 
 // C (m, n), row-major with row stride ldc, (beta·C +)= A (m, k)·B (k, n), through OpenBLAS.
 template <typename T>
-void gemm_call(int64_t m, int64_t n, int64_t k, const T* A, MatrixLayout la, const T* B, MatrixLayout lb,
-               bool accumulate, T* C, int64_t ldc) {
+void gemm_openblas(int64_t m, int64_t n, int64_t k, const T* A, MatrixLayout la, const T* B, MatrixLayout lb,
+                   bool accumulate, T* C, int64_t ldc) {
   static const int settled = get_num_threads();  // Note [GEMM on the pool]: OpenBLAS set to 1 thread
   (void)settled;
   const auto ta = la.col_major ? CblasTrans : CblasNoTrans;
@@ -160,6 +164,9 @@ void gemm_call(int64_t m, int64_t n, int64_t k, const T* A, MatrixLayout la, con
 }
 
 #else
+constexpr bool kHaveOpenBLAS = false;
+constexpr bool kDefaultOpenBLAS = false;
+#endif
 
 // Calls k with an Eigen::Map of the matrix in its storage order, so Eigen's GEMM reads it in place.
 template <typename T, typename K>
@@ -176,8 +183,8 @@ void with_eigen_matrix(const T* p, int64_t rows, int64_t cols, MatrixLayout l, K
 
 // The same call through Eigen's own GEMM.
 template <typename T>
-void gemm_call(int64_t m, int64_t n, int64_t k, const T* A, MatrixLayout la, const T* B, MatrixLayout lb,
-               bool accumulate, T* C, int64_t ldc) {
+void gemm_eigen(int64_t m, int64_t n, int64_t k, const T* A, MatrixLayout la, const T* B, MatrixLayout lb,
+                bool accumulate, T* C, int64_t ldc) {
   using RowMajor = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   Eigen::Map<RowMajor, 0, Eigen::OuterStride<>> c(C, m, n, Eigen::OuterStride<>(ldc));
   with_eigen_matrix(A, m, k, la, [&](const auto& a) {
@@ -191,7 +198,31 @@ void gemm_call(int64_t m, int64_t n, int64_t k, const T* A, MatrixLayout la, con
   });
 }
 
+// Note [Which GEMM] (cmake/Dependencies.cmake) at run time: the build's default, unless MT_GEMM
+// names the other. Settled on the first GEMM; a malformed value is one error line, every time.
+bool settle_openblas() {
+  const char* env = std::getenv("MT_GEMM");
+  const std::string name = env ? env : "";
+  if (name.empty()) return kDefaultOpenBLAS;
+  MT_CHECK(name == "eigen" || name == "openblas", "MT_GEMM must be eigen or openblas, got '", name, "'");
+  MT_CHECK(name == "eigen" || kHaveOpenBLAS, "MT_GEMM=openblas, but this build has no OpenBLAS ",
+           "(configured with MT_BLAS=OFF, or without libopenblas-dev)");
+  return name == "openblas";
+}
+
+bool gemm_uses_openblas() {
+  static const bool openblas = settle_openblas();
+  return openblas;
+}
+
+template <typename T>
+void gemm_call(bool openblas, int64_t m, int64_t n, int64_t k, const T* A, MatrixLayout la, const T* B,
+               MatrixLayout lb, bool accumulate, T* C, int64_t ldc) {
+#ifdef MT_HAVE_BLAS
+  if (openblas) return gemm_openblas<T>(m, n, k, A, la, B, lb, accumulate, C, ldc);
 #endif
+  gemm_eigen<T>(m, n, k, A, la, B, lb, accumulate, C, ldc);
+}
 
 template <typename T>
 void gemm_blas(const Tensor& out, const Tensor& a, const Tensor& b, bool accumulate, GemmDims d,
@@ -206,6 +237,7 @@ void gemm_blas(const Tensor& out, const Tensor& a, const Tensor& b, bool accumul
   const int64_t block = std::max(round_up_64(kGemmGrain / std::max<int64_t>(per_line, 1)),
                                  std::min(kGemmBlockRows, round_up_64((along + 1) / 2)));
   const int64_t blocks = (along + block - 1) / block;
+  const bool openblas = gemm_uses_openblas();  // here, on the calling thread: a bad MT_GEMM throws here
   parallel_for(d.batch * blocks, 1, [&](int64_t lo, int64_t hi) {
     for (int64_t t = lo; t < hi; ++t) {
       const int64_t bi = t / blocks, first = t % blocks * block, count = std::min(block, along - first);
@@ -213,11 +245,11 @@ void gemm_blas(const Tensor& out, const Tensor& a, const Tensor& b, bool accumul
       const T* B = pb + bi * b.strides()[0];
       T* C = c + bi * d.m * d.n;
       if (split_rows) {  // rows [first, first + count) of A and C; row i of A starts at i·ld or i
-        gemm_call<T>(count, d.n, d.k, A + first * (la.col_major ? 1 : la.ld), la, B, lb, accumulate,
+        gemm_call<T>(openblas, count, d.n, d.k, A + first * (la.col_major ? 1 : la.ld), la, B, lb, accumulate,
                      C + first * d.n, d.n);
       } else {  // columns [first, first + count) of B and C
-        gemm_call<T>(d.m, count, d.k, A, la, B + first * (lb.col_major ? lb.ld : 1), lb, accumulate, C + first,
-                     d.n);
+        gemm_call<T>(openblas, d.m, count, d.k, A, la, B + first * (lb.col_major ? lb.ld : 1), lb, accumulate,
+                     C + first, d.n);
       }
     }
   });
@@ -252,13 +284,7 @@ void CpuBackend::gemm(const Tensor& out, const Tensor& a, const Tensor& b, bool 
   });
 }
 
-const char* cpu_gemm_library() {
-#ifdef MT_HAVE_BLAS
-  return "OpenBLAS";
-#else
-  return "Eigen";
-#endif
-}
+const char* cpu_gemm_library() { return gemm_uses_openblas() ? "OpenBLAS" : "Eigen"; }
 
 void cpu::gemm_reference(const Tensor& out, const Tensor& a, const Tensor& b, bool accumulate) {
   const GemmDims d = gemm_dims(out, a, b);

@@ -763,9 +763,17 @@ env)
   # The intra-op thread count (tensor/parallel.h): --threads, else MT_NUM_THREADS; shown by --env
   # and the config table; a malformed value is one error line.
   "$bin" --threads 3 --env | grep -q "^  threads  *3 per process" || fail "--env does not show --threads 3"
-  # The GEMM library of this build (Note [Which GEMM]).
+  # The GEMM library of this build (Note [Which GEMM]), and MT_GEMM's choice where OpenBLAS is linked.
   "$bin" --env | grep -Eq "GEMM runs on them in blocks \((Eigen|OpenBLAS), single-threaded\)" ||
     fail "--env does not name the GEMM library"
+  MT_GEMM=eigen "$bin" --env | grep -q "GEMM runs on them in blocks (Eigen, single-threaded)" ||
+    fail "--env does not show MT_GEMM=eigen"
+  if MT_GEMM=openblas "$bin" --env >out.txt 2>err.txt; then
+    grep -q "GEMM runs on them in blocks (OpenBLAS, single-threaded)" out.txt || fail "--env does not show MT_GEMM=openblas"
+  else
+    grep -q "MT_GEMM=openblas, but this build has no OpenBLAS" err.txt || { cat err.txt; fail "MT_GEMM=openblas: wrong error"; }
+  fi
+  MT_GEMM=blas expect_error "MT_GEMM must be eigen or openblas, got 'blas'" --epochs 1
   MT_NUM_THREADS=2 "$bin" --env | grep -q "^  threads  *2 per process" || fail "--env does not show MT_NUM_THREADS=2"
   MT_NUM_THREADS=2 "$bin" --epochs 1 --threads 3 >out.txt || fail "training with --threads 3 failed"
   grep -q "^  threads  *3 per process" out.txt || { cat out.txt; fail "the config table does not show --threads 3"; }
