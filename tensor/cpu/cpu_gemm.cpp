@@ -140,6 +140,20 @@ void gemv_loops(const Tensor& out, const Tensor& a, const Tensor& b, bool accumu
 // kGemmGrain multiply-adds and at least min(kGemmBlockRows, half the dimension split) rows: a big
 // GEMM still splits in two or more for two threads, but never into slivers. Both bounds depend on
 // the shape alone (bits).
+//
+// Note [One call on one thread]: with one thread the blocks buy no parallelism, only their cost:
+// each repacks the shared operand and runs narrower. Measured on an Intel Xeon (OpenBLAS 0.3.21,
+// SkylakeX kernels, one thread, best of 7): the MLP's forward (128, 784)·(784, 256) took 373 µs in
+// one call against 397 in its two column blocks, and dW₁ (256, 128)·(128, 784) 313-321 against 327.
+// So OpenBLAS at one thread takes the whole product in one call. The bits stay those of the blocks:
+// OpenBLAS's single-threaded driver cuts K into panels by K alone and every block sums each element
+// over the same panels in the same order, so splitting C's rows or columns changes no element
+// (checked bitwise by hand on 8 shapes, both transposes, beta 0 and 1, in column and in row blocks;
+// and by tests/nn/test_thread_independence.cpp's products and MLP steps at 1, 2 and 3 threads,
+// which compare this path with the blocks). The one call is taken only where the last block is
+// itself at least kGemmGrain multiply-adds, so no block is small enough for OpenBLAS's small-matrix
+// kernels (which sum differently; its SkylakeX permit takes them up to 100³ multiply-adds), and never on Eigen,
+// whose own blocking depends on all three sizes.
 constexpr int64_t kGemmGrain = int64_t{1} << 22;  // multiply-adds per block, at least
 constexpr int64_t kGemmBlockRows = 512;           // rows (or columns) per block, at least, where the GEMM has them
 
@@ -236,11 +250,14 @@ void gemm_blas(const Tensor& out, const Tensor& a, const Tensor& b, bool accumul
   const auto round_up_64 = [](int64_t x) { return std::max<int64_t>(64, (x + 63) / 64 * 64); };
   const int64_t block = std::max(round_up_64(kGemmGrain / std::max<int64_t>(per_line, 1)),
                                  std::min(kGemmBlockRows, round_up_64((along + 1) / 2)));
-  const int64_t blocks = (along + block - 1) / block;
   const bool openblas = gemm_uses_openblas();  // here, on the calling thread: a bad MT_GEMM throws here
+  const int64_t last_block = along - (along - 1) / block * block;
+  const bool one_call = openblas && get_num_threads() == 1 && last_block * per_line >= kGemmGrain;
+  const int64_t per_block = one_call ? along : block;  // Note [One call on one thread]
+  const int64_t blocks = (along + per_block - 1) / per_block;
   parallel_for(d.batch * blocks, 1, [&](int64_t lo, int64_t hi) {
     for (int64_t t = lo; t < hi; ++t) {
-      const int64_t bi = t / blocks, first = t % blocks * block, count = std::min(block, along - first);
+      const int64_t bi = t / blocks, first = t % blocks * per_block, count = std::min(per_block, along - first);
       const T* A = pa + bi * a.strides()[0];
       const T* B = pb + bi * b.strides()[0];
       T* C = c + bi * d.m * d.n;

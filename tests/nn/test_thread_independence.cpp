@@ -94,16 +94,18 @@ TEST_CASE("layer norm, GELU and causal attention, forward and backward, give the
 
 TEST_CASE("matrix products split into blocks of rows or columns give the same bits at 1, 2 and 3 threads") {
   // Note [GEMM on the pool]: (1100, 300)·(300, 200) splits C's rows into blocks of 512, 512 and 76;
-  // (100, 300)·(300, 1100) its columns; the transposed and batched forms take the same blocks. This
-  // checks the result, not the mechanism: a split that followed the thread count passed it too when
-  // tried (OpenBLAS's single-threaded kernels sum over K in the same order for any block of rows),
-  // but that is OpenBLAS's behaviour, not a promise, so the blocks stay fixed by the shape.
+  // (100, 300)·(300, 1100) its columns (512, 512, 76) and (100, 300)·(300, 1200) too (512, 512,
+  // 176); the transposed and batched forms take the same blocks. On OpenBLAS at one thread, Note
+  // [One call on one thread] runs the row split and the 1200 columns as one call each, since their
+  // last blocks are at least kGemmGrain multiply-adds (76·200·300 and 176·100·300), and keeps the
+  // blocks for the 1100 columns (76·100·300 is less), so 1 thread against 2 and 3 compares the one
+  // call with the blocks bit for bit. (On Eigen every thread count takes the blocks.)
   Generator gen(13);
   const Tensor a = randn({1100, 300}, gen), b = randn({300, 200}, gen), c = randn({100, 300}, gen),
-               d = randn({300, 1100}, gen), e = randn({2, 1100, 300}, gen);
+               d = randn({300, 1100}, gen), e = randn({2, 1100, 300}, gen), f = randn({300, 1200}, gen);
   check_independent([&] {
     return std::vector<Tensor>{matmul(a, b), matmul(c, d), matmul(transpose(b, 0, 1), transpose(a, 0, 1)),
-                               matmul(e, b)};
+                               matmul(e, b), matmul(c, f)};
   });
 }
 
