@@ -145,20 +145,25 @@ void gemv_loops(const Tensor& out, const Tensor& a, const Tensor& b, bool accumu
 // each repacks the shared operand and runs narrower. Measured on an Intel Xeon (OpenBLAS 0.3.21,
 // SkylakeX kernels, one thread, best of 7): the MLP's forward (128, 784)·(784, 256) took 373 µs in
 // one call against 397 in its two column blocks, and dW₁ (256, 128)·(128, 784) 313-321 against 327.
-// So OpenBLAS at one thread takes the whole product in one call. The bits stay those of the blocks:
-// OpenBLAS's single-threaded driver cuts K into panels by K alone and every block sums each element
-// over the same panels in the same order, so splitting C's rows or columns changes no element,
-// except where a block is small enough for OpenBLAS's small-matrix kernels, which sum differently
-// (its SkylakeX permit takes them up to 100³ multiply-adds). A sweep of 1440 random shapes that
-// split, both transposes, beta 0 and 1, on an Intel Xeon: 15 differed between one call and the
-// blocks, every one with a last block under 10⁶ multiply-adds; so the one call is taken only where
-// the last block is at least kGemmGrain multiply-adds (1203 of the 1440, none of which differed),
-// and never on Eigen, whose own blocking depends on all three sizes. (bench/README.md's fourth
-// pass, on an AMD host, found 84 of 1440 shapes differing between one call and column blocks
-// without recording their last blocks; those were not re-examined.)
-// tests/nn/test_thread_independence.cpp compares the one call (1 thread) with the blocks (2, 3
-// threads) on the MLP, on 36 random shapes and on 4 of the 15 that differ, and fails without the
-// bound.
+// So OpenBLAS at one thread takes the whole product in one call, but only where that gives the
+// blocks' bits, which depends on the library's kernels:
+//   - SkylakeX kernels: OpenBLAS's single-threaded driver cuts K into panels by K alone and every
+//     block sums each element over the same panels in the same order, so splitting C's rows or
+//     columns changes no element, except where a block is small enough for the small-matrix
+//     kernels, which sum differently (their permit takes them up to 100³ multiply-adds). A sweep of
+//     1440 random shapes that split, both transposes, beta 0 and 1: 15 differed between one call and
+//     the blocks, every one with a last block under 10⁶ multiply-adds; so the one call is taken only
+//     where the last block is at least kGemmGrain multiply-adds (1203 of the 1440, none differed).
+//   - Zen kernels (an AMD EPYC host, same OpenBLAS): an element's bits depend on where it falls in
+//     the micro-kernel's tile of 24, counted from the call's first row or column, so a block that
+//     starts at 512 (not a multiple of 24) shifts every tile after it. Measured: (1100, 300)·(300,
+//     200) in blocks of 512 rows differs from one call in 9127 elements, from row 504 on, even with
+//     K = 8; in blocks of 384 rows (16 tiles) in none. Here every thread count keeps the blocks.
+// Other kernels were never measured, so they keep the blocks too: the one call is an allow-list of
+// kernels (openblas_get_corename), never assumed, and never on Eigen, whose own blocking depends on
+// all three sizes. tests/nn/test_thread_independence.cpp compares 1 thread with 2 and 3 on the MLP,
+// on 36 random shapes and on 4 of the SkylakeX 15, and fails without the bound on SkylakeX and
+// without the allow-list on Zen.
 constexpr int64_t kGemmGrain = int64_t{1} << 22;  // multiply-adds per block, at least
 constexpr int64_t kGemmBlockRows = 512;           // rows (or columns) per block, at least, where the GEMM has them
 
@@ -234,6 +239,16 @@ bool gemm_uses_openblas() {
   return openblas;
 }
 
+// Note [One call on one thread]: the OpenBLAS kernels on which one call gives the blocks' bits.
+bool one_call_keeps_bits() {
+#ifdef MT_HAVE_BLAS
+  static const bool verified = std::string(openblas_get_corename()) == "SkylakeX";
+  return verified;
+#else
+  return false;
+#endif
+}
+
 template <typename T>
 void gemm_call(bool openblas, int64_t m, int64_t n, int64_t k, const T* A, MatrixLayout la, const T* B,
                MatrixLayout lb, bool accumulate, T* C, int64_t ldc) {
@@ -257,7 +272,8 @@ void gemm_blas(const Tensor& out, const Tensor& a, const Tensor& b, bool accumul
                                  std::min(kGemmBlockRows, round_up_64((along + 1) / 2)));
   const bool openblas = gemm_uses_openblas();  // here, on the calling thread: a bad MT_GEMM throws here
   const int64_t last_block = along - (along - 1) / block * block;
-  const bool one_call = openblas && get_num_threads() == 1 && last_block * per_line >= kGemmGrain;
+  const bool one_call =
+      openblas && get_num_threads() == 1 && one_call_keeps_bits() && last_block * per_line >= kGemmGrain;
   const int64_t per_block = one_call ? along : block;  // Note [One call on one thread]
   const int64_t blocks = (along + per_block - 1) / per_block;
   parallel_for(d.batch * blocks, 1, [&](int64_t lo, int64_t hi) {
