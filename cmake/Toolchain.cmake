@@ -45,3 +45,32 @@ function(mt_native_flags out_var)
   endif()
   set(${out_var} -march=native ${MT_NATIVE_WORKAROUNDS} PARENT_SCOPE)
 endfunction()
+
+# Note [Test code at a lower -O]: the test programs' own files (tests/) are harness code: the
+# library they test keeps the build's flags, so compiling the harness lighter checks the same
+# library, and a cold CI build spends most of its time compiling. Measured on the AMD host
+# (2026-12-03, one file, seconds): tests/tensor/test_cpu_backend.cpp 8.9 at the Release build's -O3
+# against 4.9 at -O1; under the sanitizers 13.2 at -O1 against 5.6 at -O0, and
+# apps/mini_train/options.cpp (CLI11's templates) 33.6 against 15.1. So the tests compile at -O1 in
+# an optimised build, and the tests and the programs (mini_train, examples/) at -O0 in a sanitizer
+# build, which still instruments every line (-O0 hides no access from AddressSanitizer). An
+# optimised build's programs keep -O3: they are what users run. One file keeps the library's flags:
+# tests/nn/test_toolchain.cpp checks the build's own code generation (Note [GCC 12's wrong
+# broadcast]), which shows only from -O2 up.
+function(mt_lighter_harness target)
+  string(TOUPPER "${CMAKE_BUILD_TYPE}" config)
+  if(MT_SANITIZE)
+    target_compile_options(${target} PRIVATE "$<$<COMPILE_LANGUAGE:CXX>:-O0>")
+  elseif(CMAKE_CXX_FLAGS_${config} MATCHES "-O[23]")
+    target_compile_options(${target} PRIVATE "$<$<COMPILE_LANGUAGE:CXX>:-O1>")
+  endif()
+endfunction()
+
+# The build configuration's own -O flag on one source of a mt_lighter_harness target.
+function(mt_library_optimization source)
+  string(TOUPPER "${CMAKE_BUILD_TYPE}" config)
+  string(REGEX MATCH "-O[0-3gsz]?" level "${CMAKE_CXX_FLAGS_${config}}")
+  if(level)
+    set_source_files_properties(${source} PROPERTIES COMPILE_OPTIONS "${level}")
+  endif()
+endfunction()
