@@ -343,8 +343,9 @@ Score score(const Run& r) {
 }
 
 // The epoch line, and with --eval the validation line; one JSON object per epoch with --log-json.
-void report_epoch(Run& r, int64_t epoch, const EpochResult& e) {
-  if (!r.lead) return;
+// Returns the --eval score it printed (rank 0 only), for the run's final report.
+std::optional<Score> report_epoch(Run& r, int64_t epoch, const EpochResult& e) {
+  if (!r.lead) return std::nullopt;
   std::optional<Score> score;
   if (r.o.eval) {
     dist::set_phase(dist::Phase::Evaluation);
@@ -367,6 +368,7 @@ void report_epoch(Run& r, int64_t epoch, const EpochResult& e) {
     }
     r.json_log << line.dump() << '\n' << std::flush;
   }
+  return score;
 }
 
 // ================================== the end =====================================================
@@ -410,6 +412,7 @@ int train(const Options& opts) {
   }
 
   double last_loss = std::nan("");
+  std::optional<Score> last_score;  // the last epoch's --eval score: Note [The final score]
   // The schedule always spans --epochs (capped by --max-steps); --stop-after only ends this
   // invocation early.
   const int64_t last_epoch = r.o.stop_after > 0 ? std::min(r.o.epochs, r.first_epoch + r.o.stop_after - 1) : r.o.epochs;
@@ -417,7 +420,7 @@ int train(const Options& opts) {
   for (int64_t epoch = r.first_epoch; epoch <= last_epoch && !steps_exhausted(r); ++epoch) {
     const EpochResult e = train_epoch(r, epoch);
     last_loss = e.loss;
-    report_epoch(r, epoch, e);
+    last_score = report_epoch(r, epoch, e);
     write_checkpoint(r, epoch, e.loss);
   }
   if (r.tracer) finish_trace(*r.tracer, r.pg.get(), r.o.trace, r.talk);  // every rank: a collective
@@ -441,8 +444,12 @@ int train(const Options& opts) {
     std::printf("memory: peak %.1f MiB of CPU tensors on rank 0\n", cpu_memory_stats().peak_bytes_in_use / 1048576.0);
   if (!r.lead) return 0;
   if (r.o.eval) {
+    // Note [The final score]: the last epoch's --eval score was taken after its last step, and
+    // nothing has changed the weights (or BatchNorm's statistics) since, so it is this score; only a
+    // run that trained no epoch here (--resume of a finished run) scores the model anew. Scoring
+    // the test split again would cost one more pass over it, half the evaluation of a 1-epoch run.
     dist::set_phase(dist::Phase::Evaluation);
-    const Score s = score(r);
+    const Score s = last_score ? *last_score : score(r);
     const char* split = r.d.test || r.d.text_validation ? "Test" : "Train (no test split)";
     if (s.classification) std::printf("%s accuracy: %.4f\n", split, s.value);
     else if (r.d.text_validation) std::printf("%s loss: %.6f nats per byte (%.4f bits per byte)\n", split, s.value,
