@@ -4,7 +4,10 @@
 // Each head's (Tq, Tk) scores live in one scratch matrix while that head is computed, and the
 // products are Eigen GEMMs on the operands in place (q, k, v are read through their row strides,
 // unit stride in the last dim, so the (B, H, T, d) head views of a fused qkv projection are not
-// copied). Nothing of size (Tq, Tk) is kept after the call: the forward saves only
+// copied). They go through cpu::eigen_gemm, whose templates compile once, in cpu_gemm.cpp: written
+// here as Eigen product expressions, the seven products made this file the slowest of the library
+// to compile (74 s of CPU in CI's sanitizer build on the 2-core AMD host, 20 s in Release). Nothing
+// of size (Tq, Tk) is kept after the call: the forward saves only
 // lse_i = m_i + log Σ_j e^{s_ij - m_i}, and the backward rebuilds p_ij = e^{s_ij - lse_i} from it.
 // The composition (autograd/reference_ops.h) instead keeps the whole (B, H, Tq, Tk) probability
 // tensor for its backward, and makes a temporary of that size for each of its ops.
@@ -49,6 +52,15 @@ HeadMap<T> head_out(const Tensor& t, int64_t b, int64_t h) {  // t contiguous
 void check_head_tensor(const char* op, const char* what, const Tensor& t, const Shape& want) {
   MT_CHECK(t.sizes() == want && t.strides()[3] == 1, op, ": CPU kernel needs ", what, " of shape ", want,
            " with a unit last stride, got ", t.sizes(), " with strides ", t.strides());
+}
+
+// C (+)= op(A)·op(B) for Eigen blocks of row-major matrices, each read in place (transposed: as the
+// column-major matrix its storage already is).
+template <typename T, typename MC, typename MA, typename MB>
+void product(MC&& C, const MA& A, bool a_transposed, const MB& B, bool b_transposed, bool accumulate = false) {
+  const int64_t k = a_transposed ? A.rows() : A.cols();
+  cpu::eigen_gemm<T>(C.rows(), C.cols(), k, A.data(), MatrixLayout{a_transposed, A.outerStride()}, B.data(),
+                     MatrixLayout{b_transposed, B.outerStride()}, accumulate, C.data(), C.outerStride());
 }
 
 AttentionDims check_attention(const char* op, const Tensor& q, const Tensor& k, const Tensor& v) {
@@ -103,7 +115,8 @@ void CpuBackend::attention(const Tensor& out, const Tensor& lse, const Tensor& q
         HeadMap<T> O = head_out<T>(out, b, h);
         for (const RowBlock& rb : row_blocks(n, params)) {
           auto Sb = S.block(rb.first, 0, rb.rows, rb.keys);
-          Sb.noalias() = T(params.scale) * (Q.middleRows(rb.first, rb.rows) * K.topRows(rb.keys).transpose());
+          product<T>(Sb, Q.middleRows(rb.first, rb.rows), false, K.topRows(rb.keys), true);
+          Sb *= T(params.scale);
           for (int64_t r = 0; r < rb.rows; ++r) {
             const int64_t i = rb.first + r, end = key_end(i, n, params);
             auto row = Sb.row(r).head(end).array();
@@ -114,7 +127,7 @@ void CpuBackend::attention(const Tensor& out, const Tensor& lse, const Tensor& q
             Sb.row(r).tail(rb.keys - end).setZero();
             l[bh * n.Tq + i] = m + std::log(sum);
           }
-          O.middleRows(rb.first, rb.rows).noalias() = Sb * V.topRows(rb.keys);
+          product<T>(O.middleRows(rb.first, rb.rows), Sb, false, V.topRows(rb.keys), false);
         }
       }
     });
@@ -146,8 +159,9 @@ void CpuBackend::attention_backward(const Tensor& dq, const Tensor& dk, const Te
           auto dSb = dS.block(rb.first, 0, rb.rows, rb.keys);
           const auto Qb = Q.middleRows(rb.first, rb.rows);
           const auto dOb = dO.middleRows(rb.first, rb.rows);
-          Pb.noalias() = scale * (Qb * K.topRows(rb.keys).transpose());
-          dSb.noalias() = dOb * V.topRows(rb.keys).transpose();  // dP
+          product<T>(Pb, Qb, false, K.topRows(rb.keys), true);
+          Pb *= scale;
+          product<T>(dSb, dOb, false, V.topRows(rb.keys), true);  // dP
           for (int64_t r = 0; r < rb.rows; ++r) {
             const int64_t i = rb.first + r, end = key_end(i, n, params);
             auto p = Pb.row(r).head(end).array();
@@ -159,9 +173,9 @@ void CpuBackend::attention_backward(const Tensor& dq, const Tensor& dk, const Te
             Pb.row(r).tail(rb.keys - end).setZero();
             dSb.row(r).tail(rb.keys - end).setZero();
           }
-          dQ.middleRows(rb.first, rb.rows).noalias() = dSb * K.topRows(rb.keys);
-          dK.topRows(rb.keys).noalias() += dSb.transpose() * Qb;
-          dV.topRows(rb.keys).noalias() += Pb.transpose() * dOb;
+          product<T>(dQ.middleRows(rb.first, rb.rows), dSb, false, K.topRows(rb.keys), false);
+          product<T>(dK.topRows(rb.keys), dSb, true, Qb, false, /*accumulate=*/true);
+          product<T>(dV.topRows(rb.keys), Pb, true, dOb, false, /*accumulate=*/true);
         }
       }
     });

@@ -29,6 +29,46 @@
 namespace mt {
 namespace {
 
+// Calls k with an Eigen::Map of the matrix in its storage order, so Eigen's GEMM reads it in place.
+template <typename T, typename K>
+void with_eigen_matrix(const T* p, int64_t rows, int64_t cols, MatrixLayout l, K&& k) {
+  using Stride = Eigen::OuterStride<>;
+  if (l.col_major) {
+    using M = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>;
+    k(Eigen::Map<const M, 0, Stride>(p, rows, cols, Stride(l.ld)));
+  } else {
+    using M = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+    k(Eigen::Map<const M, 0, Stride>(p, rows, cols, Stride(l.ld)));
+  }
+}
+
+}  // namespace
+
+// The same call through Eigen's own GEMM (declared in cpu_backend.h: the attention kernel's
+// products use it too, so Eigen's GEMM templates are compiled once, here).
+template <typename T>
+void cpu::eigen_gemm(int64_t m, int64_t n, int64_t k, const T* A, MatrixLayout la, const T* B, MatrixLayout lb,
+                     bool accumulate, T* C, int64_t ldc) {
+  using RowMajor = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  Eigen::Map<RowMajor, 0, Eigen::OuterStride<>> c(C, m, n, Eigen::OuterStride<>(ldc));
+  with_eigen_matrix(A, m, k, la, [&](const auto& a) {
+    with_eigen_matrix(B, k, n, lb, [&](const auto& b) {
+      if (accumulate) {
+        c.noalias() += a * b;
+      } else {
+        c.noalias() = a * b;
+      }
+    });
+  });
+}
+
+template void cpu::eigen_gemm<float>(int64_t, int64_t, int64_t, const float*, MatrixLayout, const float*,
+                                      MatrixLayout, bool, float*, int64_t);
+template void cpu::eigen_gemm<double>(int64_t, int64_t, int64_t, const double*, MatrixLayout, const double*,
+                                       MatrixLayout, bool, double*, int64_t);
+
+namespace {
+
 // Below this many multiply-adds the plain loops beat a BLAS call. Measured here (OpenBLAS 0.3.21,
 // Eigen 3.4, AVX-512): 4x4x4 takes 45 ns in the loops against 60 (OpenBLAS) and 70 (Eigen), while
 // 8x8x8 takes 138 against 105 and 97, and linear's 32x10x1 468 against 143. OpenBLAS's fixed cost
@@ -192,36 +232,6 @@ constexpr bool kHaveOpenBLAS = false;
 constexpr bool kDefaultOpenBLAS = false;
 #endif
 
-// Calls k with an Eigen::Map of the matrix in its storage order, so Eigen's GEMM reads it in place.
-template <typename T, typename K>
-void with_eigen_matrix(const T* p, int64_t rows, int64_t cols, MatrixLayout l, K&& k) {
-  using Stride = Eigen::OuterStride<>;
-  if (l.col_major) {
-    using M = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>;
-    k(Eigen::Map<const M, 0, Stride>(p, rows, cols, Stride(l.ld)));
-  } else {
-    using M = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-    k(Eigen::Map<const M, 0, Stride>(p, rows, cols, Stride(l.ld)));
-  }
-}
-
-// The same call through Eigen's own GEMM.
-template <typename T>
-void gemm_eigen(int64_t m, int64_t n, int64_t k, const T* A, MatrixLayout la, const T* B, MatrixLayout lb,
-                bool accumulate, T* C, int64_t ldc) {
-  using RowMajor = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-  Eigen::Map<RowMajor, 0, Eigen::OuterStride<>> c(C, m, n, Eigen::OuterStride<>(ldc));
-  with_eigen_matrix(A, m, k, la, [&](const auto& a) {
-    with_eigen_matrix(B, k, n, lb, [&](const auto& b) {
-      if (accumulate) {
-        c.noalias() += a * b;
-      } else {
-        c.noalias() = a * b;
-      }
-    });
-  });
-}
-
 // Note [Which GEMM] (cmake/Dependencies.cmake) at run time: the build's default, unless MT_GEMM
 // names the other. Settled on the first GEMM; a malformed value is one error line, every time.
 bool settle_openblas() {
@@ -255,7 +265,7 @@ void gemm_call(bool openblas, int64_t m, int64_t n, int64_t k, const T* A, Matri
 #ifdef MT_HAVE_BLAS
   if (openblas) return gemm_openblas<T>(m, n, k, A, la, B, lb, accumulate, C, ldc);
 #endif
-  gemm_eigen<T>(m, n, k, A, la, B, lb, accumulate, C, ldc);
+  cpu::eigen_gemm<T>(m, n, k, A, la, B, lb, accumulate, C, ldc);
 }
 
 template <typename T>
