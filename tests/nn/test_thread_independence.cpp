@@ -114,10 +114,10 @@ TEST_CASE("matrix products split into blocks of rows or columns give the same bi
 TEST_CASE("matrix products of 40 shapes, 36 of them random, give the same bits at 1, 2 and 3 threads") {
   // Note [One call on one thread]: at 1 thread OpenBLAS's SkylakeX kernels take one call where the
   // last block is at least kGemmGrain multiply-adds, and the blocks elsewhere; at 2 threads, and on
-  // every other kernel, always the blocks. Shapes
-  // with a last block below the small-matrix kernels' bound (where one call and the blocks can
-  // differ) are among them too: there, every thread count must keep the blocks. Either operand may
-  // be transposed (a column-major view), as linear's x·wᵀ and its backward's gᵀ·x are.
+  // every other kernel, always the blocks. Shapes with a last block below the small-matrix kernels'
+  // bound (where one call and the blocks can differ) are among them too: there, every thread count
+  // must keep the blocks. Either operand may be transposed (a column-major view), as linear's x·wᵀ
+  // and its backward's gᵀ·x are.
   Generator gen(21), shapes(5);  // shapes: its own stream, so the shapes do not depend on the tensors
   const auto next = [&shapes](int64_t lo, int64_t hi) {
     return lo + static_cast<int64_t>(shapes.next_u64() % static_cast<uint64_t>(hi - lo + 1));
