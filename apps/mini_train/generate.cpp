@@ -1,7 +1,6 @@
 // `mini_train generate` (see generate.h).
 #include "apps/mini_train/generate.h"
 
-#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -18,13 +17,8 @@ namespace mt::app {
 
 namespace {
 
-struct SamplingOptions {
-  double temperature = 1.0;  // 0: the most likely byte
-  int64_t top_k = 0;         // > 0: sample among the k most likely bytes only
-};
-
 // One byte drawn from the logits of one position (vocab values).
-int64_t sample(std::vector<float> logits, const SamplingOptions& s, Generator& gen) {
+int64_t sample(std::vector<float> logits, const GenerateOptions& s, Generator& gen) {
   const auto best = std::max_element(logits.begin(), logits.end());
   if (s.temperature == 0) return best - logits.begin();
   if (s.top_k > 0 && s.top_k < static_cast<int64_t>(logits.size())) {
@@ -49,39 +43,28 @@ int64_t sample(std::vector<float> logits, const SamplingOptions& s, Generator& g
 }  // namespace
 
 int run_generate(int argc, char** argv) {
-  CLI::App app("mini_train generate: continues a prompt with a GPT saved by mini_train --model gpt",
-               "mini_train generate");
-  std::string path, prompt;
-  int64_t tokens = 200, seed = 0;
-  SamplingOptions s;
-  app.add_option("--init", path, "the model file (mini_train --model gpt's --save)")->required();
-  app.add_option("--prompt", prompt, "the text to continue (at most the model's context in bytes)")->required();
-  app.add_option("--tokens", tokens, "bytes to generate")->capture_default_str();
-  app.add_option("--temperature", s.temperature, "divides the logits: < 1 surer, > 1 wilder, 0 the most likely byte")
-      ->capture_default_str();
-  app.add_option("--top-k", s.top_k, "sample among the k most likely bytes only (0: all)")->capture_default_str();
-  app.add_option("--seed", seed, "seed of the sampling (the same seed, the same text)")->capture_default_str();
+  GenerateOptions s;
   int exit_code = 0;
-  if (!parse_command_line(app, argc - 1, argv + 1, &exit_code)) return exit_code;
-  MT_CHECK(tokens >= 0, "--tokens must be >= 0, got ", tokens);
+  if (!parse_generate_options(argc, argv, s, &exit_code)) return exit_code;  // options.h
+  MT_CHECK(s.tokens >= 0, "--tokens must be >= 0, got ", s.tokens);
   MT_CHECK(std::isfinite(s.temperature) && s.temperature >= 0, "--temperature must be >= 0, got ", s.temperature);
   MT_CHECK(s.top_k >= 0, "--top-k must be >= 0, got ", s.top_k);
-  MT_CHECK(seed >= 0, "--seed must be >= 0, got ", seed);
-  MT_CHECK(!prompt.empty(), "--prompt is empty: give at least one byte to continue");
+  MT_CHECK(s.seed >= 0, "--seed must be >= 0, got ", s.seed);
+  MT_CHECK(!s.prompt.empty(), "--prompt is empty: give at least one byte to continue");
 
-  const SafetensorsFile file = load_safetensors(path);
-  const nn::GPTOptions shape = read_gpt_options(file.metadata, path);
+  const SafetensorsFile file = load_safetensors(s.init);
+  const nn::GPTOptions shape = read_gpt_options(file.metadata, s.init);
   // Note [Prompt longer than the context] (generate.h).
-  MT_CHECK(static_cast<int64_t>(prompt.size()) <= shape.context, "--prompt is ", prompt.size(),
+  MT_CHECK(static_cast<int64_t>(s.prompt.size()) <= shape.context, "--prompt is ", s.prompt.size(),
            " bytes, more than the model's context of ", shape.context, " bytes: give at most ", shape.context,
            " (the model cannot see further back)");
-  const std::shared_ptr<nn::GPT> gpt = load_saved_gpt(file, path);
+  const std::shared_ptr<nn::GPT> gpt = load_saved_gpt(file, s.init);
 
   NoGradGuard no_grad;
-  Generator gen(static_cast<uint64_t>(seed));
-  std::vector<int64_t> text(prompt.begin(), prompt.end());
+  Generator gen(static_cast<uint64_t>(s.seed));
+  std::vector<int64_t> text(s.prompt.begin(), s.prompt.end());
   for (int64_t& b : text) b = static_cast<unsigned char>(b);
-  for (int64_t n = 0; n < tokens; ++n) {
+  for (int64_t n = 0; n < s.tokens; ++n) {
     const int64_t t = std::min<int64_t>(static_cast<int64_t>(text.size()), shape.context);
     const Tensor window = from_vector(std::vector<int64_t>(text.end() - t, text.end()), {1, t});
     const Tensor logits = gpt->forward(window);  // (1, t, vocab)

@@ -1,7 +1,6 @@
 // `mini_train eval` and `mini_train predict` (see inference.h).
 #include "apps/mini_train/inference.h"
 
-#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -57,19 +56,13 @@ std::shared_ptr<data::TensorDataset> prepared(const std::shared_ptr<data::Tensor
 }  // namespace
 
 int run_eval(int argc, char** argv) {
-  CLI::App app("mini_train eval: the test score of a model file saved by mini_train (its metadata says the "
-               "model, task, data and preprocessing)", "mini_train eval");
-  std::string path, dataset, data_dir = data::kFashionMnistDir;
-  Options o;
-  app.add_option("--init", path, "the model file (mini_train's --save)")->required();
-  app.add_option("--dataset", dataset, "synthetic or fashion-mnist (default: what the model was trained on)")
-      ->check(CLI::IsMember({"synthetic", "fashion-mnist"}));
-  app.add_option("--data-dir", o.data_dir, "Fashion-MNIST folder")->default_str(data_dir);
-  app.add_option("--inputs", o.inputs, "score on these rows instead (.npy or .csv) ...");
-  app.add_option("--targets", o.targets, "... and these targets");
-  app.add_option("--text", o.text, "a GPT: the text whose last 10 % to score (default: its training corpus)");
+  EvalOptions e;
   int exit_code = 0;
-  if (!parse_command_line(app, argc - 1, argv + 1, &exit_code)) return exit_code;
+  if (!parse_eval_options(argc, argv, e, &exit_code)) return exit_code;  // options.h
+  const std::string& path = e.init;
+  Options o;
+  o.data_dir = e.data_dir.empty() ? data::kFashionMnistDir : e.data_dir;
+  o.inputs = e.inputs, o.targets = e.targets, o.text = e.text;
   if (const SafetensorsFile file = load_safetensors(path); holds_gpt(file.metadata)) {  // model_gpt.h
     const double nats = evaluate_saved_gpt(file, path, o.text).value;
     std::printf("Test loss: %.6f nats per byte (%.4f bits per byte)\n", nats, nats / std::log(2.0));
@@ -80,12 +73,12 @@ int run_eval(int argc, char** argv) {
 
   const SavedModel m = load_saved_model(path);
   const Metadata& meta = m.info.metadata;
-  o.dataset = !o.inputs.empty() ? "files" : !dataset.empty() ? dataset : meta.count("dataset") ? meta.at("dataset") : "";
+  const std::string trained_on = meta.count("dataset") ? meta.at("dataset") : "";
+  o.dataset = !o.inputs.empty() ? "files" : !e.dataset.empty() ? e.dataset : trained_on;
   MT_CHECK(o.dataset != "files" || !o.inputs.empty(), "mini_train eval: ", path, " was trained on files; give the "
            "data to score with --inputs and --targets");
   MT_CHECK(o.dataset == "synthetic" || o.dataset == "fashion-mnist" || o.dataset == "files", "mini_train eval: ",
            path, " does not say which data it was trained on; give --dataset or --inputs/--targets");
-  if (o.data_dir.empty()) o.data_dir = data_dir;
   if (o.dataset == "synthetic") {  // the same generator and seed regenerate the same test split
     o.seed = static_cast<uint64_t>(metadata_count(meta, "seed", path, 0));
     o.samples = metadata_count(meta, "samples", path, 1);
@@ -103,15 +96,10 @@ int run_eval(int argc, char** argv) {
 }
 
 int run_predict(int argc, char** argv) {
-  CLI::App app("mini_train predict: predictions of a model file saved by mini_train for every row of --inputs",
-               "mini_train predict");
-  std::string path, inputs, output;
-  app.add_option("--init", path, "the model file (mini_train's --save)")->required();
-  app.add_option("--inputs", inputs, "rows to predict, .npy or .csv")->required();
-  app.add_option("--output", output, "where the predictions go (.npy): class indices (int64) or values (float32)")
-      ->required();
+  PredictOptions p;
   int exit_code = 0;
-  if (!parse_command_line(app, argc - 1, argv + 1, &exit_code)) return exit_code;
+  if (!parse_predict_options(argc, argv, p, &exit_code)) return exit_code;  // options.h
+  const std::string &path = p.init, &inputs = p.inputs, &output = p.output;
 
   const SavedModel m = load_saved_model(path);
   const bool csv = inputs.size() >= 4 && inputs.compare(inputs.size() - 4, 4, ".csv") == 0;

@@ -14,10 +14,6 @@
 #include <string>
 #include <vector>
 
-namespace CLI {
-class App;
-}
-
 namespace mt::app {
 
 struct Options {
@@ -93,10 +89,24 @@ struct Options {
 // or a parse error already printed).
 bool parse_options(int argc, char** argv, Options& opts, int* exit_code);
 
-// app.parse(argc, argv), with --help printed (exit 0) and a parse error printed as one line
-// "mini_train: error: ..." (exit 2, like every other usage error). Returns false when the process
-// should exit with *exit_code. Shared by the training command line and `mini_train eval/predict`.
-bool parse_command_line(CLI::App& app, int argc, char** argv, int* exit_code);
+// The subcommands' command lines (argv[1] is the subcommand's name). Parsed here, beside the
+// training command line, so that CLI11 (header-only, seconds of compile in each file that
+// includes it) is compiled once: Note [One file parses the command lines] in options.cpp.
+struct GenerateOptions {  // `mini_train generate` (generate.h)
+  std::string init, prompt;
+  int64_t tokens = 200, seed = 0;
+  double temperature = 1.0;  // 0: the most likely byte
+  int64_t top_k = 0;         // > 0: sample among the k most likely bytes only
+};
+struct EvalOptions {  // `mini_train eval` (inference.h); empty: what the model file says
+  std::string init, dataset, data_dir, inputs, targets, text;
+};
+struct PredictOptions {  // `mini_train predict` (inference.h)
+  std::string init, inputs, output;
+};
+bool parse_generate_options(int argc, char** argv, GenerateOptions& g, int* exit_code);
+bool parse_eval_options(int argc, char** argv, EvalOptions& e, int* exit_code);
+bool parse_predict_options(int argc, char** argv, PredictOptions& p, int* exit_code);
 
 // Throws mt::Error with the reason for requests that cannot work (before anything is loaded).
 void validate(const Options& opts);
