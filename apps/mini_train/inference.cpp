@@ -13,7 +13,6 @@
 #include "apps/mini_train/outputs.h"
 #include "autograd/grad_mode.h"
 #include "data/csv.h"
-#include "data/fashion_mnist.h"
 #include "data/npy.h"
 #include "tensor/raw_ops.h"
 
@@ -61,7 +60,7 @@ int run_eval(int argc, char** argv) {
   if (!parse_eval_options(argc, argv, e, &exit_code)) return exit_code;  // options.h
   const std::string& path = e.init;
   Options o;
-  o.data_dir = e.data_dir.empty() ? data::kFashionMnistDir : e.data_dir;
+  o.data_dir = e.data_dir;
   o.inputs = e.inputs, o.targets = e.targets, o.text = e.text;
   if (const SafetensorsFile file = load_safetensors(path); holds_gpt(file.metadata)) {  // model_gpt.h
     const double nats = evaluate_saved_gpt(file, path, o.text).value;

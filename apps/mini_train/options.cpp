@@ -283,7 +283,9 @@ bool parse_eval_options(int argc, char** argv, EvalOptions& e, int* exit_code) {
   app.add_option("--inputs", e.inputs, "score on these rows instead (.npy or .csv) ...");
   app.add_option("--targets", e.targets, "... and these targets");
   app.add_option("--text", e.text, "a GPT: the text whose last 10 % to score (default: its training corpus)");
-  return parse_command_line(app, argc - 1, argv + 1, exit_code);
+  if (!parse_command_line(app, argc - 1, argv + 1, exit_code)) return false;
+  if (e.data_dir.empty()) e.data_dir = data::kFashionMnistDir;
+  return true;
 }
 
 bool parse_predict_options(int argc, char** argv, PredictOptions& p, int* exit_code) {

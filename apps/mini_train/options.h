@@ -98,8 +98,8 @@ struct GenerateOptions {  // `mini_train generate` (generate.h)
   double temperature = 1.0;  // 0: the most likely byte
   int64_t top_k = 0;         // > 0: sample among the k most likely bytes only
 };
-struct EvalOptions {  // `mini_train eval` (inference.h); empty: what the model file says
-  std::string init, dataset, data_dir, inputs, targets, text;
+struct EvalOptions {  // `mini_train eval` (inference.h); an empty dataset or text: what the model file says
+  std::string init, dataset, data_dir, inputs, targets, text;  // data_dir: filled with the default folder
 };
 struct PredictOptions {  // `mini_train predict` (inference.h)
   std::string init, inputs, output;
