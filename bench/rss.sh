@@ -25,6 +25,10 @@ if [[ -z ${MT_BENCH_BUILD_DIR:-} ]]; then
   cmake -S "$repo" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DMT_BUILD_TESTS=OFF >/dev/null
   cmake --build "$build" --target mini_train >/dev/null
 fi
+# The jobs run in a scratch folder, so a relative MT_BENCH_BUILD_DIR is taken from here first.
+[[ -d $build ]] || { echo "rss.sh: no build folder $build (MT_BENCH_BUILD_DIR)" >&2; exit 1; }
+build=$(cd "$build" && pwd)
+[[ -x $build/mini_train ]] || { echo "rss.sh: $build/mini_train is not built" >&2; exit 1; }
 have_torch=false
 "$python" -c "import torch" 2>/dev/null && have_torch=true
 work=$(mktemp -d)
