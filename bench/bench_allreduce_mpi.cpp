@@ -9,7 +9,7 @@
 //        mlp4  784-512-512-512-10 with ReLU, batch 64 per rank, in 4 buckets (one per weight matrix)
 //      with DDPStats' split of the step: backward, finalize's wait (communication left exposed after
 //      backward) and the share of the gradient bytes whose all-reduce completed during backward
-//      (Note [Overlap] in distributed/ddp_stats.h), printed as `<backend>_ddp_<workload>_overlap_pct`.
+//      (Note [Overlap] in distributed/ddp/ddp_stats.h), printed as `<backend>_ddp_<workload>_overlap_pct`.
 //
 // Run it as an MPI job (as root, OpenMPI wants OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1):
 //   mpirun -np 2 build/bench/bench_allreduce_mpi
@@ -184,7 +184,7 @@ int main() {
 
     std::vector<Trainer> trainers;
     // The same MPI without its progress thread: the bucket all-reduces then advance only when DDP
-    // calls into the group (Note [Progress thread] in distributed/process_group_mpi.cpp).
+    // calls into the group (Note [Progress thread] in distributed/process_group/mpi/process_group_mpi.cpp).
     auto mpi_nothread = std::make_shared<ProcessGroupMPI>(
         ProcessGroupMPIOptions{.timeout = std::chrono::seconds(60), .progress_thread = false});
     trainers.reserve(10);

@@ -22,8 +22,8 @@
 #include <vector>
 
 #include "autograd/ops.h"
-#include "distributed/file_store.h"
-#include "distributed/process_group_nccl.h"
+#include "distributed/store/file_store.h"
+#include "distributed/process_group/nccl/process_group_nccl.h"
 #include "nn/activation.h"
 #include "nn/linear.h"
 #include "nn/loss.h"

@@ -1,4 +1,4 @@
-// bench_guards: what DDP's desync guard (Note [Desync guard] in distributed/desync_guard.cpp) costs
+// bench_guards: what DDP's desync guard (Note [Desync guard] in distributed/fault/desync_guard.cpp) costs
 // per bucket and step. Two figures, wall and CPU time of this thread (bench/timing.h):
 //   guard_us           writing one bucket's guard before its all-reduce and checking it after
 //   ddp_seed_step_us   a DDP step of the seed job (Linear(10, 1), batch 32, MSE, SGD lr 0.01) in a
@@ -12,7 +12,7 @@
 // Not measured here: more buckets (the cost is per bucket), GPU buckets (a copy each way).
 #include <cstdio>
 
-#include "distributed/desync_guard.h"
+#include "distributed/fault/desync_guard.h"
 #include "minitrain.h"
 #include "timing.h"
 

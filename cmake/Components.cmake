@@ -1,16 +1,16 @@
 # The process-group backends that need a library of their own (Gloo, MPI) are not in libminitrain but
 # in libminitrain_gloo and libminitrain_mpi, installed as the components minitrain::gloo and
 # minitrain::mpi: a program that links only minitrain::minitrain carries neither libgloo nor libmpi.
-# They register themselves with distributed/backend_registry.h when linked (Note [Backends register
+# They register themselves with distributed/process_group/backends.h when linked (Note [Backends register
 # themselves] there: the link option below is what makes that robust for static libraries).
 # In this tree both always exist; built without Gloo (or MPI) they hold the stub that says how to
 # get it. They are installed only when the build has the real thing.
 #
 #   include(cmake/Components.cmake)   after MT_SOURCES is globbed: takes the backends' files out
 #   mt_add_backend_components()       after the library targets exist: makes minitrain_gloo/_mpi
-set(MT_GLOO_SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/distributed/process_group_gloo.cpp
-                    ${CMAKE_CURRENT_SOURCE_DIR}/distributed/gloo_connect.cpp)
-set(MT_MPI_SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/distributed/process_group_mpi.cpp)
+set(MT_GLOO_SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/distributed/process_group/gloo/process_group_gloo.cpp
+                    ${CMAKE_CURRENT_SOURCE_DIR}/distributed/process_group/gloo/gloo_connect.cpp)
+set(MT_MPI_SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/distributed/process_group/mpi/process_group_mpi.cpp)
 list(REMOVE_ITEM MT_SOURCES ${MT_GLOO_SOURCES} ${MT_MPI_SOURCES})
 
 # minitrain_<name> from `sources`; `found`: whether the build has the backend's library, `dependency`:

@@ -116,7 +116,7 @@ if(NOT MT_CUDA STREQUAL "OFF")
   endif()
 endif()
 
-# NCCL: GPU collectives for ProcessGroupNCCL (distributed/process_group_nccl.cpp). Only with the CUDA
+# NCCL: GPU collectives for ProcessGroupNCCL (distributed/process_group/nccl/process_group_nccl.cpp). Only with the CUDA
 # backend: NCCL works on CUDA tensors. Looked for in NCCL_ROOT (cache variable or environment), then
 # in the CUDA toolkit's folder (where NVIDIA's HPC images and our dev machine keep it), then in the
 # system's default places (Debian: libnccl-dev). A pip-installed PyTorch brings NCCL as the Python

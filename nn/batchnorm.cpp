@@ -111,7 +111,7 @@ Tensor BatchNorm::forward(const Tensor& x) {
 // So the gradient each rank gets for its x is that of Σ_ranks L_rank (PyTorch's convention; DDP then
 // averages the parameter gradients over the ranks). The running statistics take the whole batch's
 // mean and var·n/(n−1), the same on every rank. Every rank must run the same forwards and backwards:
-// collectives pair up by issue order (Note [Collective order] in distributed/work.h), and the
+// collectives pair up by issue order (Note [Collective order] in distributed/process_group/work.h), and the
 // backward one runs inside the engine at the same point of the same graph on every rank, between
 // DDP's bucket all-reduces.
 Tensor BatchNorm::forward_synced(const Tensor& x) {

@@ -12,7 +12,7 @@
 //
 // Shapes: BatchNorm1d takes (N, C) or (N, C, L); BatchNorm2d takes (N, C, H, W). Training needs more
 // than one value per channel (N·L or N·H·W > 1), or the variance is undefined: that is an error.
-// With a stats_reducer set (distributed/sync_batchnorm.h: SyncBatchNorm, convert_sync_batchnorm),
+// With a stats_reducer set (distributed/ddp/sync_batchnorm.h: SyncBatchNorm, convert_sync_batchnorm),
 // the batch statistics in training are those of every rank's batch together (Note [Sync batch norm]).
 // What it does not do: BatchNorm3d, and running statistics in a dtype other than the module's.
 #pragma once
@@ -33,7 +33,7 @@ struct BatchNormOptions {
 };
 
 // Sums per-channel statistics over the ranks of a data-parallel job, for a synchronised BatchNorm.
-// nn/ knows only this interface; distributed/sync_batchnorm.h implements it over a ProcessGroup.
+// nn/ knows only this interface; distributed/ddp/sync_batchnorm.h implements it over a ProcessGroup.
 class BatchStatsReducer {
  public:
   virtual ~BatchStatsReducer() = default;

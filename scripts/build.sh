@@ -1,8 +1,14 @@
 #!/usr/bin/env bash
 # Configures and builds minitrain into a build folder (default build/, Release).
-#   scripts/build.sh [BUILD_DIR] [extra cmake -D options...]
+#   scripts/build.sh [--target NAME] [BUILD_DIR] [extra cmake -D options...]
+# --target: build only NAME and what it links (scripts/run.sh builds mini_train alone); default: all.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+target=()
+if [[ "${1:-}" == "--target" ]]; then
+  target=(--target "$2")
+  shift 2
+fi
 build_dir=${1:-build}
 shift || true
 generator=()
@@ -12,4 +18,4 @@ if [[ ! -f "$build_dir/CMakeCache.txt" ]]; then
 elif [[ $# -gt 0 ]]; then
   cmake "$build_dir" "$@"
 fi
-cmake --build "$build_dir" --parallel "$(nproc)"
+cmake --build "$build_dir" --parallel "$(nproc)" "${target[@]}"

@@ -1,8 +1,8 @@
 // Tracer: records what one process did during a few training steps, as timed spans on tracks, for a
 // Chrome-trace / Perfetto JSON file (ui.perfetto.dev, chrome://tracing). The layers above mark what
 // they do where it happens: the engine each backward node (autograd/node_trace.h), DDP each bucket's
-// ready -> launch -> done (distributed/ddp_trace.h), mini_train the data, forward, optimizer and
-// checkpoint phases. distributed/trace_job.h aligns the ranks' clocks and merges their events into
+// ready -> launch -> done (distributed/ddp/ddp_trace.h), mini_train the data, forward, optimizer and
+// checkpoint phases. distributed/trace/trace_job.h aligns the ranks' clocks and merges their events into
 // one file.
 //
 //   trace::Tracer tracer({.first_step = 2, .last_step = 3});
@@ -22,7 +22,7 @@
 // that overlaps it (DDP: one per bucket), because spans on one track must nest.
 //
 // Not here: sampling, GPU timelines (CUDA events), counters, or recording more than one thread's
-// nested spans per track; the clock alignment and the file are distributed/trace_job.h's.
+// nested spans per track; the clock alignment and the file are distributed/trace/trace_job.h's.
 #pragma once
 
 #include <atomic>
@@ -94,7 +94,7 @@ class Tracer {
   void set_name(const void* key, std::string name);
   const std::string* name_of(const void* key) const;
 
-  // ---- output (distributed/trace_job.h) ----
+  // ---- output (distributed/trace/trace_job.h) ----
   // How this process's clock maps to the job's: job time = t + offset_ns - origin_ns (by default
   // offset 0 and origin the tracer's creation); `description` is a JSON object saying how the offset
   // was found, for the file.

@@ -6,8 +6,8 @@
 #include <cstdlib>
 #include <sstream>
 
-#include "distributed/process_group_mpi.h"
-#include "distributed/rendezvous.h"
+#include "distributed/process_group/mpi/process_group_mpi.h"
+#include "distributed/store/rendezvous.h"
 #include "tensor/check.h"
 
 namespace mt::app {

@@ -1,6 +1,6 @@
 // mini_train --backend: which process group the CPU ranks of a job use, decided in one place.
 //
-//   mpi    ProcessGroupMPI (distributed/process_group_mpi.h): shared memory between ranks on one
+//   mpi    ProcessGroupMPI (distributed/process_group/mpi/process_group_mpi.h): shared memory between ranks on one
 //          machine, about 25x lower latency than Gloo here (bench/README.md). The ranks must be
 //          started by an MPI launcher: `mini_train --nproc N` runs `mpirun -np N mini_train ...`
 //          itself; `mpirun`/`srun` started by the user work too.

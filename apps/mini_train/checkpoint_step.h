@@ -25,7 +25,7 @@
 #include <string>
 
 #include "apps/mini_train/options.h"
-#include "distributed/process_group.h"
+#include "distributed/process_group/process_group.h"
 #include "nn/checkpoint.h"
 
 namespace mt::app {

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "apps/mini_train/tracing.h"
-#include "distributed/heartbeat.h"
+#include "distributed/fault/heartbeat.h"
 #include "nn/checkpoint.h"
 #include "tensor/generator.h"
 #include "tensor/raw_ops.h"

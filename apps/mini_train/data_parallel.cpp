@@ -3,8 +3,8 @@
 
 #include <memory>
 
-#include "distributed/sync_batchnorm.h"
-#include "distributed/zero.h"
+#include "distributed/ddp/sync_batchnorm.h"
+#include "distributed/zero/zero.h"
 #include "optim/clip_grad.h"
 
 namespace mt::app {
@@ -12,7 +12,7 @@ namespace mt::app {
 namespace {
 
 // --zero 1: the optimizer, with whatever state --resume gave it, becomes this rank's shard of itself
-// (distributed/zero.h), and the schedule is rebuilt over it where it was.
+// (distributed/zero/zero.h), and the schedule is rebuilt over it where it was.
 void shard_optimizer(Run& r) {
   const optim::StateDict schedule = r.scheduler ? r.scheduler->state_dict() : optim::StateDict{};
   r.scheduler.reset();  // it refers to the optimizer being replaced

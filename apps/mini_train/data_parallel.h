@@ -1,6 +1,6 @@
 // mini_train's data-parallel set-up, once the model holds its --init/--resume state: --sync-bn, the
 // DistributedDataParallel wrapper with its --comm-hook, and under --zero 1 the optimizer replaced by
-// this rank's shard of itself (distributed/zero.h); and --clip-grad, which under --zero 1 is a
+// this rank's shard of itself (distributed/zero/zero.h); and --clip-grad, which under --zero 1 is a
 // collective over the shards. The trainer (trainer.cpp) calls these; one process needs none of it.
 #pragma once
 

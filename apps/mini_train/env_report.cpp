@@ -12,8 +12,8 @@
 
 #include "apps/mini_train/backend.h"
 #include "data/fashion_mnist.h"
-#include "distributed/process_group_gloo.h"
-#include "distributed/process_group_mpi.h"
+#include "distributed/process_group/gloo/process_group_gloo.h"
+#include "distributed/process_group/mpi/process_group_mpi.h"
 #include "tensor/backend.h"
 #include "tensor/cuda_info.h"
 #include "tensor/parallel.h"

@@ -19,7 +19,7 @@
 #include "apps/mini_train/node_restarts.h"
 #include "apps/mini_train/outputs.h"
 #include "apps/mini_train/workers.h"
-#include "distributed/tcp_store.h"
+#include "distributed/store/tcp_store.h"
 #include "tensor/check.h"
 
 namespace mt::app {

@@ -15,7 +15,7 @@
 //      (Note [Restarts] in launcher.cpp).
 // A worker sees RANK/WORLD_SIZE in its environment and trains as that rank (trainer.cpp), exactly as
 // it would under torchrun or srun. With --backend mpi the one child is mpirun; its ranks beat to a
-// store this launcher hosts for them (Note [Store heartbeat] in distributed/heartbeat_store.h).
+// store this launcher hosts for them (Note [Store heartbeat] in distributed/fault/heartbeat_store.h).
 //
 // Several machines (--nnodes M): run the same command on each, with --node-rank 0..M-1 and node 0's
 // --master-addr and a fixed --master-port. Each launcher starts its --nproc workers as global ranks

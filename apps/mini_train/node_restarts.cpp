@@ -10,9 +10,9 @@
 #include <sstream>
 
 #include "apps/mini_train/workers.h"
-#include "distributed/init.h"
-#include "distributed/job_attempts.h"
-#include "distributed/tcp_store.h"
+#include "distributed/process_group/init_process_group.h"
+#include "distributed/fault/job_attempts.h"
+#include "distributed/store/tcp_store.h"
 #include "nn/checkpoint.h"
 #include "tensor/check.h"
 

@@ -1,10 +1,10 @@
 // mini_train --nnodes M --max-restarts K: the restarts of a job that spans machines, with ONE
 // restart count for the whole job. launcher.cpp hands the job over here; how the launchers agree is
-// distributed/job_attempts.h; one run of this node's workers is workers.h's run_workers.
+// distributed/fault/job_attempts.h; one run of this node's workers is workers.h's run_workers.
 //
 // Note [Restarts across nodes]:
 //   1. Node 0's launcher hosts the job's TCPStore on --master-port for the whole job; every worker,
-//      rank 0 too, joins it as a client (Note [Launcher-hosted store] in distributed/init.cpp), and
+//      rank 0 too, joins it as a client (Note [Launcher-hosted store] in distributed/process_group/init_process_group.cpp), and
 //      the other nodes' launchers connect to it with MT_JOB_TOKEN, as their workers do.
 //   2. At the start the launchers meet once ("start") and compare what must be equal on every node
 //      (--nproc, --max-restarts, whether there is a --checkpoint-dir), and the folder itself (Note

@@ -9,8 +9,8 @@
 #include <string>
 
 #include "apps/mini_train/workers.h"
-#include "distributed/process_group_mpi.h"
-#include "distributed/tcp_store.h"
+#include "distributed/process_group/mpi/process_group_mpi.h"
+#include "distributed/store/tcp_store.h"
 
 namespace mt::app {
 namespace {

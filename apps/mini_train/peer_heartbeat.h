@@ -1,6 +1,6 @@
 // mini_train's heartbeat when no launcher of its own watches it (torchrun, srun, RANK/WORLD_SIZE set
 // by hand): the ranks watch each other through the job's store (Note [Store heartbeat] in
-// distributed/heartbeat_store.h). A stopped rank ends the job within --heartbeat-timeout + ~3 s, on
+// distributed/fault/heartbeat_store.h). A stopped rank ends the job within --heartbeat-timeout + ~3 s, on
 // every rank, with the line "mini_train: rank R: rank S stopped: ... Its last phase: ...".
 // Under mini_train's launcher (MT_HEARTBEAT_FD) the pipe to the launcher does this (heartbeat.h).
 // MPI ranks meet without a store: under `mini_train --nproc N --backend mpi` the launcher hosts one
@@ -12,9 +12,9 @@
 #include <optional>
 
 #include "apps/mini_train/options.h"
-#include "distributed/heartbeat_store.h"
-#include "distributed/process_group.h"
-#include "distributed/rendezvous.h"
+#include "distributed/fault/heartbeat_store.h"
+#include "distributed/process_group/process_group.h"
+#include "distributed/store/rendezvous.h"
 
 namespace mt::app {
 

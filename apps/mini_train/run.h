@@ -16,9 +16,9 @@
 #include "apps/mini_train/job.h"
 #include "apps/mini_train/options.h"
 #include "data/dataloader.h"
-#include "distributed/ddp.h"
-#include "distributed/process_group.h"
-#include "distributed/rendezvous.h"
+#include "distributed/ddp/ddp.h"
+#include "distributed/process_group/process_group.h"
+#include "distributed/store/rendezvous.h"
 #include "trace/tracer.h"
 
 namespace mt::app {

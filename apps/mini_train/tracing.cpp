@@ -11,7 +11,7 @@
 #include <fstream>
 
 #include "autograd/node_trace.h"
-#include "distributed/trace_job.h"
+#include "distributed/trace/trace_job.h"
 #include "tensor/check.h"
 
 namespace mt::app {

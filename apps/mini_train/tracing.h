@@ -1,5 +1,5 @@
 // mini_train's --trace FILE and --trace-steps A:B: a Chrome-trace / Perfetto JSON of steps A..B of
-// every rank (distributed/trace_job.h), written by rank 0 when training ends. The trainer marks its
+// every rank (distributed/trace/trace_job.h), written by rank 0 when training ends. The trainer marks its
 // phases (data, step, forward, backward, optimizer, checkpoint); the engine and DDP mark the rest.
 // scripts/trace_to_svg.py draws one step of such a file (docs/ddp.md).
 #pragma once
@@ -7,7 +7,7 @@
 #include <memory>
 #include <string>
 
-#include "distributed/process_group.h"
+#include "distributed/process_group/process_group.h"
 #include "nn/module.h"
 #include "trace/tracer.h"
 

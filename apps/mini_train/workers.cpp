@@ -13,8 +13,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "distributed/heartbeat.h"
-#include "distributed/socket.h"
+#include "distributed/fault/heartbeat.h"
+#include "distributed/store/socket.h"
 #include "nn/checkpoint.h"
 #include "tensor/check.h"
 

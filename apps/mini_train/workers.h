@@ -62,7 +62,7 @@ int supervise(std::vector<Worker>& workers, const sigset_t& watched, const Super
 
 // What one run of the workers adds when it is one attempt of a multi-node job (node_restarts.h).
 struct AttemptHooks {
-  std::string store_prefix;  // MT_STORE_PREFIX: node 0's launcher hosts the store (init.cpp)
+  std::string store_prefix;  // MT_STORE_PREFIX: node 0's launcher hosts the store (distributed/process_group/init_process_group.cpp)
   std::function<std::string(const std::string& line)> on_failure{};  // a failure on this node (Supervision)
   std::function<std::optional<std::string>()> poll{};         // a failure elsewhere: a line, and stop
   std::function<void(int sig)> on_interrupt{};                 // this launcher was interrupted (Supervision)

@@ -18,8 +18,8 @@
 #include <nccl.h>
 
 #include "distributed/errors.h"
-#include "distributed/file_store.h"
-#include "distributed/process_group_nccl.h"
+#include "distributed/store/file_store.h"
+#include "distributed/process_group/nccl/process_group_nccl.h"
 #include "tensor/cuda/cuda_device.h"
 #include "tensor/raw_ops.h"
 #include "tensor/tensor.h"

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <string>
 
-#include "distributed/process_group.h"
+#include "distributed/process_group/process_group.h"
 #include "tensor/tensor.h"
 
 namespace mt::test {

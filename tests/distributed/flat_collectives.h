@@ -1,5 +1,5 @@
 // check_flat_collectives: reduce_scatter and allgather_into (Note [Flat shards] in
-// distributed/process_group.h) on any process group, out of place and in place, against results
+// distributed/process_group/process_group.h) on any process group, out of place and in place, against results
 // computed here from every rank's inputs. Shared by the Gloo, MPI and local tests, like
 // collectives.h.
 #pragma once
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "distributed/process_group.h"
+#include "distributed/process_group/process_group.h"
 #include "tensor/tensor.h"
 
 namespace mt::test {

@@ -30,10 +30,10 @@
 #include <thread>
 #include <vector>
 
-#include "distributed/init.h"
-#include "distributed/process_group_gloo.h"
-#include "distributed/process_group_mpi.h"
-#include "distributed/rendezvous.h"
+#include "distributed/process_group/init_process_group.h"
+#include "distributed/process_group/gloo/process_group_gloo.h"
+#include "distributed/process_group/mpi/process_group_mpi.h"
+#include "distributed/store/rendezvous.h"
 
 namespace mt::test {
 

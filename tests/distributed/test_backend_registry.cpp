@@ -1,11 +1,11 @@
-// The backend registry (distributed/backend_registry.h): init_process_group finds its backends by
+// The backend registry (distributed/process_group/backends.h): init_process_group finds its backends by
 // name; this binary links minitrain::gloo and minitrain::mpi, so theirs are registered, by the
 // initialisers the link option keeps (Note [Backends register themselves]). What a program without the
 // components meets is tests/install/check.sh's.
 #include <doctest/doctest.h>
 
-#include "distributed/backend_registry.h"
-#include "distributed/process_group_local.h"
+#include "distributed/process_group/backends.h"
+#include "distributed/process_group/process_group_local.h"
 
 using namespace mt;
 using namespace mt::dist;

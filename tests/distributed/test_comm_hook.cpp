@@ -1,4 +1,4 @@
-// DDP comm hooks (distributed/comm_hook.h): the fp16-compression hook leaves exactly the rounded
+// DDP comm hooks (distributed/ddp/comm_hook.h): the fp16-compression hook leaves exactly the rounded
 // average it promises (on Gloo, and on MPI when run under mpirun: its name starts with "DDP: "), a user's hook sees every bucket once per step in launch order, and hooks are
 // registered before the first backward or not at all.
 #include <doctest/doctest.h>
@@ -7,9 +7,9 @@
 #include <cmath>
 
 #include "autograd/ops.h"
-#include "distributed/ddp.h"
-#include "distributed/process_group_local.h"
-#include "distributed/socket.h"
+#include "distributed/ddp/ddp.h"
+#include "distributed/process_group/process_group_local.h"
+#include "distributed/store/socket.h"
 #include "multiprocess.h"
 #include "nn/nn.h"
 #include "tensor/generator.h"

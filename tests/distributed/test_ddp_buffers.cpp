@@ -1,4 +1,4 @@
-// DDP's buffer broadcast (Note [Buffer broadcast] in distributed/buffer_sync.cpp): two real ranks
+// DDP's buffer broadcast (Note [Buffer broadcast] in distributed/ddp/buffer_sync.cpp): two real ranks
 // (Gloo over loopback, or MPI under mpirun: Note [Tests under mpirun] in multiprocess.h) train a
 // Linear → BatchNorm1d model on different data. With broadcast_buffers (the default) every training
 // forward starts from rank 0's running statistics, bit for bit; with it off they drift apart; a rank
@@ -7,9 +7,9 @@
 
 #include <cstring>
 
-#include "distributed/ddp.h"
-#include "distributed/join.h"
-#include "distributed/socket.h"
+#include "distributed/ddp/ddp.h"
+#include "distributed/ddp/ddp_join.h"
+#include "distributed/store/socket.h"
 #include "multiprocess.h"
 #include "nn/nn.h"
 #include "optim/sgd.h"

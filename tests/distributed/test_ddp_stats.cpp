@@ -1,4 +1,4 @@
-// DDPStats (distributed/ddp_stats.h) on two real ranks (Gloo, or MPI under mpirun): each bucket's
+// DDPStats (distributed/ddp/ddp_stats.h) on two real ranks (Gloo, or MPI under mpirun): each bucket's
 // timeline is ordered and its exposed times add up to finalize's wait (Note [Overlap]); a bucket that
 // completes while backward still computes counts as hidden; the rank that is late is named
 // (Note [Straggler attribution]); and --ddp-stats' lines.
@@ -8,8 +8,8 @@
 #include <cmath>
 #include <thread>
 
-#include "distributed/ddp.h"
-#include "distributed/socket.h"
+#include "distributed/ddp/ddp.h"
+#include "distributed/store/socket.h"
 #include "multiprocess.h"
 #include "nn/nn.h"
 #include "tensor/generator.h"

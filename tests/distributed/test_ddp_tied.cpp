@@ -9,9 +9,9 @@
 #include <cmath>
 
 #include "autograd/ops.h"
-#include "distributed/ddp.h"
-#include "distributed/process_group_local.h"
-#include "distributed/socket.h"
+#include "distributed/ddp/ddp.h"
+#include "distributed/process_group/process_group_local.h"
+#include "distributed/store/socket.h"
 #include "multiprocess.h"
 #include "nn/nn.h"
 #include "optim/sgd.h"

@@ -1,4 +1,4 @@
-// The desync guard (Note [Desync guard] in distributed/desync_guard.cpp): it never fires when every
+// The desync guard (Note [Desync guard] in distributed/fault/desync_guard.cpp): it never fires when every
 // rank is at the same point, whatever the world size, bucket dtype and comm hook (its sums must be
 // exact); it fires on every rank alike, naming each rank's point, when the ranks are at different
 // steps; and a rank that ran out of batches while its peer all-reduces a bucket ends the job at
@@ -9,11 +9,11 @@
 #include <string>
 
 #include "autograd/ops.h"
-#include "distributed/comm_hook.h"
-#include "distributed/ddp.h"
-#include "distributed/desync_guard.h"
-#include "distributed/process_group_local.h"
-#include "distributed/socket.h"
+#include "distributed/ddp/comm_hook.h"
+#include "distributed/ddp/ddp.h"
+#include "distributed/fault/desync_guard.h"
+#include "distributed/process_group/process_group_local.h"
+#include "distributed/store/socket.h"
 #include "multiprocess.h"
 #include "nn/nn.h"
 #include "optim/sgd.h"

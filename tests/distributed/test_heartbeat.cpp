@@ -1,4 +1,4 @@
-// Heartbeats (Note [Heartbeat] in distributed/heartbeat.h): a worker stopped with SIGSTOP is named
+// Heartbeats (Note [Heartbeat] in distributed/fault/heartbeat.h): a worker stopped with SIGSTOP is named
 // by the monitor, with the phase it was last in, soon after the heartbeat timeout; a worker that is
 // slow but alive (its main thread busy for several timeouts) is never taken for a stopped one; a
 // worker that exits is not stale either.
@@ -10,7 +10,7 @@
 #include <chrono>
 #include <thread>
 
-#include "distributed/heartbeat.h"
+#include "distributed/fault/heartbeat.h"
 #include "multiprocess.h"
 
 using namespace mt;

@@ -1,4 +1,4 @@
-// Note [Store heartbeat] (distributed/heartbeat_store.h), with ranks as threads over one TCPStore
+// Note [Store heartbeat] (distributed/fault/heartbeat_store.h), with ranks as threads over one TCPStore
 // and short intervals: a rank that never beats is named, with every rank told the same line; a rank
 // that finished (its beat says "done") and ranks that keep beating are never reported.
 #include <doctest/doctest.h>
@@ -11,8 +11,8 @@
 #include <thread>
 #include <vector>
 
-#include "distributed/heartbeat_store.h"
-#include "distributed/tcp_store.h"
+#include "distributed/fault/heartbeat_store.h"
+#include "distributed/store/tcp_store.h"
 
 using namespace mt;
 using namespace mt::dist;

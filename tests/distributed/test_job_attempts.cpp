@@ -1,4 +1,4 @@
-// JobAttempts (distributed/job_attempts.h): the launchers of a multi-node job, here one process per
+// JobAttempts (distributed/fault/job_attempts.h): the launchers of a multi-node job, here one process per
 // "node" around a TCPStore that the test hosts as node 0's launcher would, agree on meetings, on one
 // cause per failed attempt, on the end of the job, and name a node that never comes or stops beating.
 // Also the workers' side: ranks that meet under an attempt's prefix at a store a launcher hosts.
@@ -8,10 +8,10 @@
 #include <string>
 #include <thread>
 
-#include "distributed/init.h"
-#include "distributed/job_attempts.h"
-#include "distributed/process_group_gloo.h"
-#include "distributed/tcp_store.h"
+#include "distributed/process_group/init_process_group.h"
+#include "distributed/fault/job_attempts.h"
+#include "distributed/process_group/gloo/process_group_gloo.h"
+#include "distributed/store/tcp_store.h"
 #include "multiprocess.h"
 #include "tensor/tensor.h"
 

@@ -1,4 +1,4 @@
-// Join (distributed/join.h, Note [Join]): ranks with different numbers of batches train through
+// Join (distributed/ddp/ddp_join.h, Note [Join]): ranks with different numbers of batches train through
 // DDP and end together, every replica bit-for-bit the same, and equal to one process that applies,
 // step by step, the average (over the whole world) of the gradients of the ranks that had a batch.
 #include <doctest/doctest.h>
@@ -6,9 +6,9 @@
 #include <cmath>
 
 #include "autograd/ops.h"
-#include "distributed/ddp.h"
-#include "distributed/join.h"
-#include "distributed/socket.h"
+#include "distributed/ddp/ddp.h"
+#include "distributed/ddp/ddp_join.h"
+#include "distributed/store/socket.h"
 #include "multiprocess.h"
 #include "nn/nn.h"
 #include "optim/sgd.h"

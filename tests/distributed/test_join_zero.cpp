@@ -1,4 +1,4 @@
-// Join (distributed/join.h) with ZeRO-1 (distributed/zero.h): ranks with different numbers of
+// Join (distributed/ddp/ddp_join.h) with ZeRO-1 (distributed/zero/zero.h): ranks with different numbers of
 // batches train with a ZeroRedundancyOptimizer and end together, every replica bit-for-bit the same,
 // and equal to one process running plain Adam on each step's average over the whole world. A joined
 // rank's shadow backward goes through the same ZeroHook (zero gradients reduce-scattered into the
@@ -12,11 +12,11 @@
 #include <cmath>
 
 #include "autograd/ops.h"
-#include "distributed/ddp.h"
-#include "distributed/join.h"
-#include "distributed/process_group_local.h"
-#include "distributed/socket.h"
-#include "distributed/zero.h"
+#include "distributed/ddp/ddp.h"
+#include "distributed/ddp/ddp_join.h"
+#include "distributed/process_group/process_group_local.h"
+#include "distributed/store/socket.h"
+#include "distributed/zero/zero.h"
 #include "multiprocess.h"
 #include "nn/nn.h"
 #include "optim/adam.h"

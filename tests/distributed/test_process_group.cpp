@@ -10,12 +10,12 @@
 #include <filesystem>
 #include <thread>
 
-#include "distributed/file_store.h"
-#include "distributed/init.h"
-#include "distributed/process_group_gloo.h"
-#include "distributed/process_group_local.h"
-#include "distributed/socket.h"
-#include "distributed/tcp_store.h"
+#include "distributed/store/file_store.h"
+#include "distributed/process_group/init_process_group.h"
+#include "distributed/process_group/gloo/process_group_gloo.h"
+#include "distributed/process_group/process_group_local.h"
+#include "distributed/store/socket.h"
+#include "distributed/store/tcp_store.h"
 #include "collectives.h"
 #include "flat_collectives.h"
 #include "multiprocess.h"

@@ -4,7 +4,7 @@
 
 #include <map>
 
-#include "distributed/rendezvous.h"
+#include "distributed/store/rendezvous.h"
 #include "tensor/check.h"
 
 using namespace mt;

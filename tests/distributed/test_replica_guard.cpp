@@ -1,4 +1,4 @@
-// The replica guard (distributed/replica_guard.h): replicas that DDP keeps identical pass; one rank
+// The replica guard (distributed/fault/replica_guard.h): replicas that DDP keeps identical pass; one rank
 // whose copy of one parameter drifted by one bit makes every rank fail, naming that parameter and
 // that rank.
 #include <doctest/doctest.h>
@@ -8,9 +8,9 @@
 #include <string>
 
 #include "autograd/grad_mode.h"
-#include "distributed/ddp.h"
-#include "distributed/replica_guard.h"
-#include "distributed/socket.h"
+#include "distributed/ddp/ddp.h"
+#include "distributed/fault/replica_guard.h"
+#include "distributed/store/socket.h"
 #include "multiprocess.h"
 #include "nn/nn.h"
 #include "optim/sgd.h"

@@ -1,4 +1,4 @@
-// SyncBatchNorm and convert_sync_batchnorm (distributed/sync_batchnorm.h, Note [Sync batch norm] in
+// SyncBatchNorm and convert_sync_batchnorm (distributed/ddp/sync_batchnorm.h, Note [Sync batch norm] in
 // nn/batchnorm.cpp): N real ranks (Gloo over loopback, or MPI under mpirun: Note [Tests under
 // mpirun] in multiprocess.h), each with batch b, give the same outputs, input gradients, parameter
 // gradients (summed over the ranks) and running statistics as one BatchNorm in one process on the
@@ -9,9 +9,9 @@
 #include <string>
 
 #include "autograd/ops.h"
-#include "distributed/ddp.h"
-#include "distributed/socket.h"
-#include "distributed/sync_batchnorm.h"
+#include "distributed/ddp/ddp.h"
+#include "distributed/store/socket.h"
+#include "distributed/ddp/sync_batchnorm.h"
 #include "multiprocess.h"
 #include "nn/nn.h"
 #include "optim/sgd.h"

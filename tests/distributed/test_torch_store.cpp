@@ -11,8 +11,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "distributed/socket.h"
-#include "distributed/torch_store.h"
+#include "distributed/store/socket.h"
+#include "distributed/store/torch_store.h"
 
 using namespace mt;
 using namespace mt::dist;

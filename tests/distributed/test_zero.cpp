@@ -1,4 +1,4 @@
-// ZeRO-1 (distributed/zero.h): training equals plain DDP's, step after step, with SGD momentum and
+// ZeRO-1 (distributed/zero/zero.h): training equals plain DDP's, step after step, with SGD momentum and
 // Adam (with gradient clipping over the shards) at 2 and 3 ranks; each rank holds about 1/N of the optimizer state, as the CPU allocator
 // counts it; and a checkpoint is the plain optimizer's state, so a run resumes bit-exactly at the
 // same world size and carries on at another. The case names start with "DDP: " so that they also
@@ -12,10 +12,10 @@
 #include <cstring>
 #include <filesystem>
 
-#include "distributed/ddp.h"
-#include "distributed/process_group_local.h"
-#include "distributed/socket.h"
-#include "distributed/zero.h"
+#include "distributed/ddp/ddp.h"
+#include "distributed/process_group/process_group_local.h"
+#include "distributed/store/socket.h"
+#include "distributed/zero/zero.h"
 #include "multiprocess.h"
 #include "nn/nn.h"
 #include "nn/safetensors.h"

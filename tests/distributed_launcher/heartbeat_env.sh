@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Note [Store heartbeat] (distributed/heartbeat_store.h): two ranks started by hand (RANK,
+# Note [Store heartbeat] (distributed/fault/heartbeat_store.h): two ranks started by hand (RANK,
 # WORLD_SIZE, MASTER_ADDR, MASTER_PORT; no mini_train launcher, as under torchrun or srun) watch each
 # other through the store. SIGSTOP of rank STOPPED: the job ends within --heartbeat-timeout + 5 s,
 # on every running rank, with a line naming that rank and its last phase.

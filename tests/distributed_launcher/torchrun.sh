@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # mini_train under torchrun as it is (no --standalone): torchrun's agent hosts a PyTorch TCPStore at
 # MASTER_PORT and sets TORCHELASTIC_USE_AGENT_STORE=True, and the workers join that store (Note
-# [torchrun's agent store] in distributed/init.cpp). The job must train exactly like mini_train's own
+# [torchrun's agent store] in distributed/process_group/init_process_group.cpp). The job must train exactly like mini_train's own
 # launcher: the same final weights, bit for bit. torchrun is Debian's python3-torch's, through
 # torchrun.py (its Python 3.11 fix).
 #   torchrun.sh MINI_TRAIN        (MT_TEST_PYTHON: the interpreter with torch, default /usr/bin/python3;

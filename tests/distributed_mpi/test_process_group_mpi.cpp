@@ -13,9 +13,9 @@
 
 #include "collectives.h"
 #include "flat_collectives.h"
-#include "distributed/init.h"
-#include "distributed/process_group_mpi.h"
-#include "distributed/rendezvous.h"
+#include "distributed/process_group/init_process_group.h"
+#include "distributed/process_group/mpi/process_group_mpi.h"
+#include "distributed/store/rendezvous.h"
 #include "multiprocess.h"
 
 using namespace mt;

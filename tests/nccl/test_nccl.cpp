@@ -9,9 +9,9 @@
 #include <unistd.h>
 
 #include "autograd/ops.h"
-#include "distributed/ddp.h"
-#include "distributed/file_store.h"
-#include "distributed/process_group_nccl.h"
+#include "distributed/ddp/ddp.h"
+#include "distributed/store/file_store.h"
+#include "distributed/process_group/nccl/process_group_nccl.h"
 #include "nn/linear.h"
 #include "nn/loss.h"
 #include "optim/sgd.h"

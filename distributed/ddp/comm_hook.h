@@ -1,0 +1,75 @@
+// Comm hooks: what DDP does with a bucket of gradients once it is ready. The default hook averages it
+// over the ranks with one all-reduce; another hook can compress it first (Fp16CompressHook), or do
+// anything else that leaves the average in the bucket. PyTorch's register_comm_hook, with the
+// future's `.then()` split into two calls because our Work has no continuations:
+//
+//   launch(pg, bucket)   right when the bucket is ready, during backward: start communicating, return
+//                        the Work to wait for (Note [Bucket launch order] still holds: DDP calls
+//                        launch in bucket order, so the hook's collectives pair up across ranks)
+//   finish(pg, bucket)   in finalize, after that Work completed: leave the AVERAGE over ranks of every
+//                        rank's bucket in bucket.buffer
+//
+//   ddp->register_comm_hook(std::make_shared<dist::Fp16CompressHook>());  // before the first backward
+//
+// Not here: PowerSGD and other low-rank hooks, bf16 (no bfloat16 dtype yet), hooks that chain.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "distributed/process_group/process_group.h"
+
+namespace mt::dist {
+
+// One bucket as a hook sees it.
+struct GradBucket {
+  size_t index = 0;      // launch order: 0 holds the last layers' gradients
+  // Flat, contiguous: this rank's gradients, then DesyncGuard::kElements guard elements (Note [Desync
+  // guard] in desync_guard.cpp). The hook turns ALL of it into the average over ranks, the guard
+  // elements like the gradients.
+  Tensor buffer;
+  const std::vector<std::string>* parameter_names = nullptr;  // the parameters whose .grad are views of it
+};
+
+class CommHook {
+ public:
+  virtual ~CommHook() = default;
+  virtual std::string name() const = 0;  // for --ddp-stats and logs
+  virtual std::shared_ptr<Work> launch(ProcessGroup& pg, GradBucket& bucket) = 0;
+  virtual void finish(ProcessGroup& pg, GradBucket& bucket) {}
+  // The dtype a bucket of `bucket` dtype travels in: it bounds the integers the desync guard may use
+  // (Note [Desync guard]). A hook that compresses says so here.
+  virtual DType wire_dtype(DType bucket) const { return bucket; }
+};
+
+// The default: divide by the world size, then all-reduce (Sum) in place (Note [Averaging] in ddp.cpp).
+class AllreduceHook : public CommHook {
+ public:
+  std::string name() const override { return "allreduce"; }
+  std::shared_ptr<Work> launch(ProcessGroup& pg, GradBucket& bucket) override;
+};
+
+// Note [fp16 compression]: halves the bytes on the wire. The bucket is divided by the world size
+// FIRST, while still float32 (so a sum of many ranks' gradients cannot overflow float16's 65504), cast
+// to a float16 copy, all-reduced as float16, and cast back in finish. Costs: gradients keep about 3
+// significant digits (relative error up to 2^-11 per rounding, one rounding per cast and per sum
+// step), and magnitudes below 2^-24 (about 6e-8) flush to zero. Worth it when the network, not the
+// arithmetic, bounds the step (many ranks, slow links); on one machine's shared memory it is not.
+// PyTorch's fp16_compress_hook makes the same choices.
+class Fp16CompressHook : public CommHook {
+ public:
+  std::string name() const override { return "fp16"; }
+  std::shared_ptr<Work> launch(ProcessGroup& pg, GradBucket& bucket) override;
+  void finish(ProcessGroup& pg, GradBucket& bucket) override;
+  DType wire_dtype(DType) const override { return DType::Float16; }
+
+ private:
+  std::map<size_t, Tensor> compressed_;  // per bucket: its float16 copy, reused every step
+};
+
+// "allreduce" or "fp16" -> a new hook; throws naming the choices otherwise (mini_train --comm-hook).
+std::shared_ptr<CommHook> make_comm_hook(const std::string& name);
+
+}  // namespace mt::dist

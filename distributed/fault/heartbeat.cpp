@@ -1,0 +1,202 @@
+// Heartbeats (see heartbeat.h, Note [Heartbeat]): the phase as three atomics, the worker's beating
+// thread, the launcher's non-blocking reads.
+#include "distributed/fault/heartbeat.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#include "distributed/errors.h"
+
+namespace mt::dist {
+
+namespace {
+
+std::atomic<uint32_t> g_phase{static_cast<uint32_t>(Phase::Starting)};
+std::atomic<int64_t> g_bucket{-1};
+std::atomic<int64_t> g_step{0};
+
+// One beat on the pipe: small enough (<= PIPE_BUF) that a write is all or nothing.
+struct Beat {
+  uint32_t magic = kMagic;
+  uint32_t phase = 0;
+  int64_t bucket = -1;
+  int64_t step = 0;
+  static constexpr uint32_t kMagic = 0x4d544842;  // "MTHB"
+};
+
+const char* phase_name(Phase p) {
+  switch (p) {
+    case Phase::Starting: return "starting";
+    case Phase::Rendezvous: return "rendezvous";
+    case Phase::Data: return "data";
+    case Phase::Forward: return "forward";
+    case Phase::Backward: return "backward";
+    case Phase::Optimizer: return "optimizer";
+    case Phase::Checkpoint: return "checkpoint";
+    case Phase::Evaluation: return "evaluation";
+  }
+  return "unknown";
+}
+
+}  // namespace
+
+void set_phase(Phase phase, int64_t bucket) {
+  g_phase.store(static_cast<uint32_t>(phase), std::memory_order_relaxed);
+  g_bucket.store(bucket, std::memory_order_relaxed);
+}
+
+void set_step(int64_t step) { g_step.store(step, std::memory_order_relaxed); }
+
+PhaseNow current_phase() {
+  return {static_cast<Phase>(g_phase.load(std::memory_order_relaxed)), g_bucket.load(std::memory_order_relaxed),
+          g_step.load(std::memory_order_relaxed)};
+}
+
+std::string describe_phase(Phase phase, int64_t bucket, int64_t step) {
+  std::string s = phase_name(phase);
+  if (phase == Phase::Backward && bucket >= 0) s += ", bucket " + std::to_string(bucket);
+  return s + ", step " + std::to_string(step);
+}
+
+// ---- worker ----------------------------------------------------------------------------------------
+
+struct Heartbeat::State {
+  int fd;
+  std::chrono::milliseconds every;
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool stopping = false;
+  std::thread thread;
+};
+
+Heartbeat::Heartbeat(int fd, std::chrono::milliseconds every) : state_(std::make_unique<State>()) {
+  MT_CHECK(fd >= 0, "Heartbeat: no file descriptor to beat on");
+  MT_CHECK(every.count() > 0, "Heartbeat: the interval must be positive, got ", format_ms(every));
+  state_->fd = fd;
+  state_->every = every;
+  // Never block the beating thread on a launcher that reads late: a beat that does not fit is dropped.
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+  State* s = state_.get();
+  s->thread = std::thread([s] {
+    // A launcher that is gone would make the write raise SIGPIPE, which kills the process: blocked on
+    // this thread, it becomes an EPIPE error instead (Note [SIGPIPE] in work.cpp).
+    sigset_t pipe_only;
+    sigemptyset(&pipe_only);
+    sigaddset(&pipe_only, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_only, nullptr);
+    std::unique_lock<std::mutex> lock(s->mutex);
+    while (!s->stopping) {
+      Beat beat;
+      beat.phase = g_phase.load(std::memory_order_relaxed);
+      beat.bucket = g_bucket.load(std::memory_order_relaxed);
+      beat.step = g_step.load(std::memory_order_relaxed);
+      // A launcher that is gone (EPIPE) or a full pipe (EAGAIN): nothing to do but beat again later.
+      [[maybe_unused]] const ssize_t written = ::write(s->fd, &beat, sizeof beat);
+      s->cv.wait_for(lock, s->every, [s] { return s->stopping; });
+    }
+  });
+}
+
+Heartbeat::~Heartbeat() {
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    state_->stopping = true;
+  }
+  state_->cv.notify_all();
+  state_->thread.join();
+  ::close(state_->fd);
+}
+
+std::unique_ptr<Heartbeat> Heartbeat::from_env() {
+  const char* fd = std::getenv("MT_HEARTBEAT_FD");
+  if (!fd || !*fd) return nullptr;
+  char* end = nullptr;
+  const long n = std::strtol(fd, &end, 10);
+  MT_CHECK(*end == '\0' && n >= 0 && n < 1 << 20 && ::fcntl(static_cast<int>(n), F_GETFD) >= 0,
+           "MT_HEARTBEAT_FD='", fd, "' is not an open file descriptor (it is set by mini_train's launcher)");
+  return std::make_unique<Heartbeat>(static_cast<int>(n));
+}
+
+// ---- launcher --------------------------------------------------------------------------------------
+
+struct HeartbeatMonitor::Worker {
+  int rank;
+  int read_fd, write_fd;
+  Clock::time_point last_beat;
+  bool beat_once = false, closed = false;
+  Beat last{};
+  std::vector<char> partial;  // a beat read in pieces (never split in practice: writes are atomic)
+};
+
+HeartbeatMonitor::HeartbeatMonitor(std::chrono::milliseconds timeout) : timeout_(timeout) {
+  MT_CHECK(timeout.count() > 0, "HeartbeatMonitor: the timeout must be positive, got ", format_ms(timeout));
+}
+
+HeartbeatMonitor::~HeartbeatMonitor() {
+  for (Worker& w : workers_) {
+    ::close(w.read_fd);
+    if (w.write_fd >= 0) ::close(w.write_fd);
+  }
+}
+
+int HeartbeatMonitor::add(int rank) {
+  int fds[2];
+  MT_CHECK(::pipe2(fds, O_CLOEXEC) == 0, "heartbeat: pipe: ", std::strerror(errno));
+  ::fcntl(fds[0], F_SETFL, ::fcntl(fds[0], F_GETFL) | O_NONBLOCK);
+  workers_.push_back(
+      Worker{.rank = rank, .read_fd = fds[0], .write_fd = fds[1], .last_beat = Clock::now(), .partial = {}});
+  return fds[1];
+}
+
+void HeartbeatMonitor::keep_across_exec(int fd) { ::fcntl(fd, F_SETFD, 0); }
+
+void HeartbeatMonitor::close_worker_ends() {
+  for (Worker& w : workers_) {
+    if (w.write_fd >= 0) ::close(w.write_fd);
+    w.write_fd = -1;
+    w.last_beat = Clock::now();  // the silence counts from the start of the workers
+  }
+}
+
+std::optional<HeartbeatMonitor::Stale> HeartbeatMonitor::poll() {
+  const Clock::time_point now = Clock::now();
+  for (Worker& w : workers_) {
+    if (w.closed) continue;
+    char buf[64 * sizeof(Beat)];
+    while (true) {
+      const ssize_t n = ::read(w.read_fd, buf, sizeof buf);
+      if (n == 0) w.closed = true;  // the worker exited (or closed its end): not a stopped one
+      if (n <= 0) break;
+      w.partial.insert(w.partial.end(), buf, buf + n);
+      while (w.partial.size() >= sizeof(Beat)) {
+        Beat beat;
+        std::memcpy(&beat, w.partial.data(), sizeof beat);
+        w.partial.erase(w.partial.begin(), w.partial.begin() + sizeof beat);
+        if (beat.magic != Beat::kMagic) continue;
+        w.last = beat;
+        w.beat_once = true;
+        w.last_beat = now;
+      }
+    }
+  }
+  for (const Worker& w : workers_) {
+    if (w.closed || now - w.last_beat <= timeout_) continue;
+    return Stale{.rank = w.rank,
+                 .silent_seconds = std::chrono::duration<double>(now - w.last_beat).count(),
+                 .last_phase = w.beat_once ? describe_phase(static_cast<Phase>(w.last.phase), w.last.bucket, w.last.step)
+                                           : "starting (no heartbeat yet)"};
+  }
+  return std::nullopt;
+}
+
+}  // namespace mt::dist

@@ -1,0 +1,628 @@
+// ProcessGroupMPI: MPI's process-wide lifetime (Runtime), a Work that completes by MPI_Test
+// (MpiWork), and each collective as one non-blocking MPI call (see process_group_mpi.h). Without MPI
+// (MT_HAVE_MPI unset) only the stubs at the end are compiled. Last, the entry that makes
+// init_process_group("mpi") find it.
+#include "distributed/process_group/mpi/process_group_mpi.h"
+
+#include "distributed/process_group/backends.h"
+
+#if MT_HAVE_MPI
+
+#include <mpi.h>
+
+#include <atomic>
+#include <climits>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include "tensor/half.h"
+
+namespace mt::dist {
+
+namespace {
+
+std::string mpi_error_string(int code) {
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  if (MPI_Error_string(code, text, &length) != MPI_SUCCESS) return "MPI error " + std::to_string(code);
+  return std::string(text, static_cast<size_t>(length));
+}
+
+// Every MPI call is checked; the error names the call and MPI's explanation.
+#define MT_MPI_CHECK(call)                                                          \
+  do {                                                                              \
+    const int mt_mpi_rc = (call);                                                   \
+    if (mt_mpi_rc != MPI_SUCCESS) MT_FAIL(#call, " failed: ", mpi_error_string(mt_mpi_rc)); \
+  } while (0)
+
+const char* thread_level_name(int level) {
+  switch (level) {
+    case MPI_THREAD_SINGLE: return "MPI_THREAD_SINGLE";
+    case MPI_THREAD_FUNNELED: return "MPI_THREAD_FUNNELED";
+    case MPI_THREAD_SERIALIZED: return "MPI_THREAD_SERIALIZED";
+    case MPI_THREAD_MULTIPLE: return "MPI_THREAD_MULTIPLE";
+  }
+  return "an unknown thread level";
+}
+
+// Note [MPI is initialised once per process]: MPI_Init may be called once in a process's life, and
+// after MPI_Finalize MPI cannot be used again. So MPI's lifetime is not any group's: the first group
+// initialises it (unless the program already has), and it is finalized when the process exits, by
+// the destructor of the function-local static below. That static is constructed before the first
+// group finishes constructing, hence destroyed after every group that lives in a static. A program
+// that initialised MPI itself also finalizes it itself. MPI_Finalize is skipped when a collective
+// was abandoned with its request still in flight (Note [Timeouts without cancellation]): it would
+// wait for that request forever, and the job has failed anyway (mpirun then reports that this
+// process exited without finalizing).
+//
+// Threads: MPI is initialised with MPI_THREAD_SERIALIZED, and every MPI call made here holds `mutex`.
+// MULTIPLE would let threads call MPI at once, which this code never needs, and makes OpenMPI take
+// locks inside every call.
+// float16: MPI has no half type. Halves travel as MPI_UINT16_T and are combined by these user-defined
+// reductions, through float32 with one rounding per pairwise sum (as Gloo does).
+void half_sum(void* in, void* inout, int* len, MPI_Datatype*) {
+  const auto* a = static_cast<const uint16_t*>(in);
+  auto* b = static_cast<uint16_t*>(inout);
+  for (int i = 0; i < *len; ++i) b[i] = float_to_half(half_to_float(a[i]) + half_to_float(b[i]));
+}
+void half_max(void* in, void* inout, int* len, MPI_Datatype*) {
+  const auto* a = static_cast<const uint16_t*>(in);
+  auto* b = static_cast<uint16_t*>(inout);
+  for (int i = 0; i < *len; ++i)
+    if (half_to_float(b[i]) < half_to_float(a[i])) b[i] = a[i];
+}
+
+class Runtime {
+ public:
+  static Runtime& get() {
+    static Runtime runtime;
+    return runtime;
+  }
+  std::mutex mutex;
+  int provided = MPI_THREAD_SINGLE;
+  std::atomic<bool> unfinished{false};  // an abandoned request is in flight: do not finalize
+  MPI_Op half_sum_op = MPI_OP_NULL, half_max_op = MPI_OP_NULL;
+
+ private:
+  Runtime() {
+    int initialized = 0, finalized = 0;
+    MT_MPI_CHECK(MPI_Initialized(&initialized));
+    MT_MPI_CHECK(MPI_Finalized(&finalized));
+    MT_CHECK(!finalized, "ProcessGroupMPI: MPI was already finalized in this process, and MPI cannot be "
+             "initialised twice; create the group before calling MPI_Finalize");
+    if (initialized) {
+      MT_MPI_CHECK(MPI_Query_thread(&provided));
+    } else {
+      MT_MPI_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided));
+      owns_ = true;
+    }
+    MT_CHECK(provided >= MPI_THREAD_SERIALIZED, "ProcessGroupMPI needs MPI_THREAD_SERIALIZED (its Works may be "
+             "waited for from any thread), but MPI granted ", thread_level_name(provided), initialized ?
+             "; initialise MPI with MPI_Init_thread(..., MPI_THREAD_SERIALIZED, ...)" : "; use an MPI built "
+             "with thread support");
+    MT_MPI_CHECK(MPI_Op_create(&half_sum, /*commute=*/1, &half_sum_op));
+    MT_MPI_CHECK(MPI_Op_create(&half_max, /*commute=*/1, &half_max_op));
+  }
+  ~Runtime() {
+    int finalized = 0;
+    if (MPI_Finalized(&finalized) != MPI_SUCCESS || finalized) return;
+    MPI_Op_free(&half_sum_op);
+    MPI_Op_free(&half_max_op);
+    if (owns_ && !unfinished) MPI_Finalize();
+  }
+  bool owns_ = false;
+};
+
+MPI_Datatype mpi_type(DType dtype) {
+  switch (dtype) {
+    case DType::Float32: return MPI_FLOAT;
+    case DType::Float64: return MPI_DOUBLE;
+    case DType::Int64: return MPI_INT64_T;
+    case DType::Float16: return MPI_UINT16_T;  // bits only; see half_sum
+    default: MT_FAIL("ProcessGroupMPI: dtype ", dtype, " is not supported");
+  }
+}
+
+// MPI counts elements with an int.
+int mpi_count(const Tensor& t, const std::string& what) {
+  MT_CHECK(t.numel() <= INT_MAX, what, ": ", t.numel(), " elements is more than MPI's int count holds; "
+           "split the tensor");
+  return static_cast<int>(t.numel());
+}
+
+MPI_Op mpi_op(DType dtype, ReduceOp op) {
+  if (dtype == DType::Float16) return op == ReduceOp::Max ? Runtime::get().half_max_op : Runtime::get().half_sum_op;
+  return op == ReduceOp::Max ? MPI_MAX : MPI_SUM;
+}
+
+// t /= n on raw memory (check_reduce admits Avg for floating dtypes only): MPI has no average.
+void divide(const Tensor& t, int n) {
+  const auto numel = static_cast<size_t>(t.numel());
+  if (t.dtype() == DType::Float16) {
+    auto* p = static_cast<uint16_t*>(t.raw_data());
+    for (size_t i = 0; i < numel; ++i) p[i] = float_to_half(half_to_float(p[i]) / static_cast<float>(n));
+  } else if (t.dtype() == kFloat32) {
+    auto* p = static_cast<float*>(t.raw_data());
+    for (size_t i = 0; i < numel; ++i) p[i] /= static_cast<float>(n);
+  } else {
+    auto* p = static_cast<double*>(t.raw_data());
+    for (size_t i = 0; i < numel; ++i) p[i] /= n;
+  }
+}
+
+std::exception_ptr error_of(const std::function<void()>& fail) {
+  try {
+    fail();
+  } catch (...) {
+    return std::current_exception();
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+class MpiWork;
+class ProgressThread;
+
+// What the group and its Works share: the communicator, the requests in flight, and the first
+// failure (Note [A failed collective poisons the queue] in work.h).
+struct ProcessGroupMPI::State {
+  MPI_Comm comm = MPI_COMM_NULL;
+  std::deque<std::shared_ptr<MpiWork>> in_flight;  // issue order; kept until their request is done
+  std::string first_failure;
+  std::unique_ptr<ProgressThread> progress_thread;  // Note [Progress thread]; null when switched off
+  // Tests every request in flight, finishing those that completed. Holds Runtime::mutex.
+  void progress_locked();
+};
+
+// Note [Progress thread]: OpenMPI moves a non-blocking collective only inside MPI calls, and a
+// large one needs many of them: between two processes its shared-memory transport copies a message
+// in fragments, each handed over by a later call. DDP's ready hooks call progress() (Note
+// [Progress]), but backward runs a whole layer's matrix products between two hooks, far too few
+// calls to move a megabyte. So while requests are in flight, this thread tests them every
+// kPollEvery, taking Runtime::mutex for each round of MPI_Test like any other caller
+// (MPI_THREAD_SERIALIZED). It waits kPollEvery before its first round, so a small collective,
+// which the caller's own wait() completes within microseconds, never meets it (Note [No comm
+// thread]: the caller still issues and completes every collective itself). Idle, it sleeps on a
+// condition variable; a wake-up costs the issuing thread one notify (a system call), so only
+// collectives of kWakeFrom bytes or more wake it: smaller ones travel in a few fragments that the
+// next call into the group moves, and the seed model's 11-float step would pay the notify on every
+// step for nothing. Once awake it polls until nothing is in flight, small requests included.
+class ProgressThread {
+ public:
+  static constexpr auto kPollEvery = std::chrono::microseconds(20);
+  static constexpr size_t kWakeFrom = 64 * 1024;  // bytes: smaller collectives are not worth a wake-up
+
+  explicit ProgressThread(ProcessGroupMPI::State& state) : state_(state), thread_([this] { loop(); }) {}
+  ~ProgressThread() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    cv_.notify_one();
+    thread_.join();
+  }
+  ProgressThread(const ProgressThread&) = delete;
+  ProgressThread& operator=(const ProgressThread&) = delete;
+
+  // A request was issued: poll until nothing is in flight. Called with Runtime::mutex held; the
+  // thread never takes mutex_ while holding Runtime::mutex, so the two cannot deadlock.
+  void wake() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      ++wakes_;
+      if (!sleeping_) return;  // polling: it will see the new request
+    }
+    cv_.notify_one();
+  }
+
+ private:
+  void loop() {
+    uint64_t seen = 0;
+    while (true) {
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        sleeping_ = true;  // a wake() from now on notifies; one before was counted in wakes_
+        cv_.wait(lock, [&] { return stopping_ || wakes_ != seen; });
+        sleeping_ = false;
+        if (stopping_) return;
+        seen = wakes_;
+      }
+      bool in_flight = true;
+      while (in_flight && !stopping_) {
+        std::this_thread::sleep_for(kPollEvery);
+        std::lock_guard<std::mutex> mpi(Runtime::get().mutex);
+        state_.progress_locked();
+        // A poisoned group has nothing left to move: its abandoned requests may never complete.
+        in_flight = !state_.in_flight.empty() && state_.first_failure.empty();
+      }
+    }
+  }
+
+  ProcessGroupMPI::State& state_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  uint64_t wakes_ = 0;     // wake() calls so far
+  bool sleeping_ = false;  // waits on cv_
+  std::atomic<bool> stopping_{false};  // read without mutex_ by the polling loop
+  std::thread thread_;
+};
+
+// Note [Timeouts without cancellation]: MPI cannot cancel a collective once issued, and its blocking
+// calls wait forever. So a Work never blocks inside MPI: wait() calls MPI_Test until the request
+// completes, or until the collective's deadline (issue time + the group's timeout). At the deadline
+// the collective is abandoned: its Work fails with a TimeoutError naming it, the group is poisoned
+// (every later collective fails at once, naming this one), and the request stays in flight, still
+// holding its tensors (MPI may yet write into them, should the late peer arrive). A wait() with a
+// shorter timeout of its own only stops waiting; the collective runs on.
+//
+// Polling costs a core while it spins; OpenMPI's own MPI_Wait spins the same way. After a short spin
+// the loop yields (other ranks on an oversubscribed machine need the core), and after a long wait it
+// sleeps, since by then a peer is late, not slow.
+class MpiWork : public Work {
+ public:
+  MpiWork(std::string description, std::shared_ptr<ProcessGroupMPI::State> state, std::vector<Tensor> tensors,
+          std::function<void()> on_success, Clock::time_point deadline, std::chrono::milliseconds timeout)
+      : Work(std::move(description), timeout), state_(std::move(state)), tensors_(std::move(tensors)),
+        on_success_(std::move(on_success)), deadline_(deadline) {}
+
+  MPI_Request request = MPI_REQUEST_NULL;
+  bool request_done = false;
+
+  bool is_completed() const override {
+    if (Work::is_completed()) return true;
+    std::lock_guard<std::mutex> lock(Runtime::get().mutex);
+    const_cast<MpiWork*>(this)->poll_locked();  // progress: MPI advances only when called
+    return Work::is_completed();
+  }
+
+  using Work::wait;  // wait() = wait(the group's timeout)
+  void wait(std::chrono::milliseconds timeout) override {
+    const Clock::time_point start = Clock::now(), give_up = start + timeout;
+    while (true) {
+      Clock::time_point now;
+      {
+        std::lock_guard<std::mutex> lock(Runtime::get().mutex);
+        poll_locked();
+        now = Clock::now();
+        if (!Work::is_completed() && now >= deadline_) abandon_locked();
+      }
+      if (Work::is_completed()) break;
+      if (now >= give_up)
+        MT_FAIL_TIMEOUT(description(), " did not complete within ", format_ms(timeout), " of waiting; it stays "
+                        "in flight until its own timeout of ", format_ms(Work::timeout()));
+      const auto waited = now - start;
+      if (waited < std::chrono::microseconds(20)) continue;  // spin: most collectives end here
+      if (waited < std::chrono::milliseconds(50)) std::this_thread::yield();
+      else std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    Work::wait(std::chrono::milliseconds(0));  // rethrows the collective's error, if any
+  }
+
+  // Tests the request once; on completion runs on_success and finishes the Work. Holds Runtime::mutex.
+  void poll_locked() {
+    if (request_done) return;
+    int flag = 0;
+    const int rc = MPI_Test(&request, &flag, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) {
+      request_done = true;
+      fail_locked(error_of([&] { MT_FAIL(description(), " failed: MPI: ", mpi_error_string(rc)); }));
+      return;
+    }
+    if (!flag) return;
+    request_done = true;
+    if (!Work::is_completed()) {  // else: abandoned earlier; the late result is dropped
+      std::exception_ptr error;
+      if (on_success_) error = error_of(on_success_);
+      if (error) fail_locked(error);
+      else finish();
+    }
+    tensors_.clear();  // MPI is done with them
+    on_success_ = nullptr;
+  }
+
+  // Finishes the Work with `error`; the group's first failure poisons it. Holds Runtime::mutex.
+  void fail_locked(std::exception_ptr error) {
+    if (state_->first_failure.empty()) {
+      try {
+        std::rethrow_exception(error);
+      } catch (const std::exception& e) {
+        state_->first_failure = e.what();
+      }
+    }
+    finish(error);
+  }
+
+ private:
+  void abandon_locked() {
+    fail_locked(error_of([&] {
+      MT_FAIL_TIMEOUT(description(), " timed out after ", format_ms(Work::timeout()), ": a peer is dead or hung, "
+                      "or did not issue the same collective (Note [Collective order])");
+    }));
+  }
+
+  std::shared_ptr<ProcessGroupMPI::State> state_;
+  std::vector<Tensor> tensors_;  // alive while MPI may read or write them
+  std::function<void()> on_success_;  // Avg's division, allgather's copy-out
+  Clock::time_point deadline_;
+};
+
+void ProcessGroupMPI::State::progress_locked() {
+  for (auto& w : in_flight) w->poll_locked();
+  while (!in_flight.empty() && in_flight.front()->request_done) in_flight.pop_front();
+}
+
+namespace {
+
+// Note [No comm thread]: Gloo's collectives block, so ProcessGroupGloo hands each one to a
+// CollectiveQueue thread. Here the caller's thread issues MPI's non-blocking collective itself and
+// the Work polls its request: between two ranks on this machine an 11-float all-reduce then costs
+// about 1.3 µs issue to completion (0.5 µs to issue), where waking another thread and being woken
+// back costs tens of µs, and two ranks on two cores have no spare core for such a thread to spin
+// on. The price: OpenMPI advances a non-blocking collective only inside MPI calls, so a request
+// progresses only when the group is entered again (the next collective's issue, progress(),
+// is_completed(), wait()), not while the caller computes. DDP enters from every ready hook
+// (Note [Progress] in process_group.h), so a bucket's all-reduce advances once per parameter
+// gradient of the backward that follows it, and in finalize.
+//
+// Issues one collective: `start` makes the MPI call that fills the request. Fails at once when the
+// group is poisoned.
+std::shared_ptr<Work> issue(const std::shared_ptr<ProcessGroupMPI::State>& state, const std::string& description,
+                            std::chrono::milliseconds timeout, std::vector<Tensor> tensors,
+                            std::function<void()> on_success, const std::function<int(MPI_Request*)>& start) {
+  size_t bytes = 0;
+  for (const Tensor& t : tensors) bytes += static_cast<size_t>(t.numel()) * element_size(t.dtype());
+  auto work = std::make_shared<MpiWork>(description, state, std::move(tensors), std::move(on_success),
+                                        Clock::now() + timeout, timeout);
+  std::lock_guard<std::mutex> lock(Runtime::get().mutex);
+  if (!state->first_failure.empty()) {
+    work->finish(error_of([&] {
+      MT_FAIL(description, " was not run: an earlier collective failed: ", state->first_failure);
+    }));
+    return work;
+  }
+  state->progress_locked();  // earlier requests advance while this one is issued (DDP's next bucket)
+  const int rc = start(&work->request);
+  if (rc != MPI_SUCCESS) {
+    work->request_done = true;
+    work->fail_locked(error_of([&] { MT_FAIL(description, " could not be issued: MPI: ", mpi_error_string(rc)); }));
+    return work;
+  }
+  state->in_flight.push_back(work);
+  if (state->progress_thread && bytes >= ProgressThread::kWakeFrom) state->progress_thread->wake();
+  return work;
+}
+
+}  // namespace
+
+bool ProcessGroupMPI::is_available() { return true; }
+
+void ProcessGroupMPI::abort_job(int exit_code) {  // Note [A failing rank aborts the job]
+  int initialized = 0, finalized = 0;
+  if (MPI_Initialized(&initialized) != MPI_SUCCESS || !initialized) return;
+  if (MPI_Finalized(&finalized) != MPI_SUCCESS || finalized) return;
+  std::fflush(stdout);
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, exit_code);
+}
+
+ProcessGroupMPI::World ProcessGroupMPI::world() {
+  Runtime& runtime = Runtime::get();
+  std::lock_guard<std::mutex> lock(runtime.mutex);
+  World w;
+  MT_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &w.rank));
+  MT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &w.size));
+  return w;
+}
+
+std::string ProcessGroupMPI::thread_level() {
+  int initialized = 0;
+  if (MPI_Initialized(&initialized) != MPI_SUCCESS || !initialized) return "";
+  return thread_level_name(Runtime::get().provided);
+}
+
+ProcessGroupMPI::ProcessGroupMPI(ProcessGroupMPIOptions opts) : ProcessGroupMPI(world(), opts) {}
+
+ProcessGroupMPI::ProcessGroupMPI(World world, ProcessGroupMPIOptions opts)
+    : ProcessGroup(world.rank, world.size, opts.timeout), state_(std::make_shared<State>()) {
+  if (opts.progress_thread) state_->progress_thread = std::make_unique<ProgressThread>(*state_);
+  // The group's own communicator: its messages cannot pair with another group's, or the program's.
+  // MPI_Comm_idup, not MPI_Comm_dup: it is collective, and a rank that never comes must end in a
+  // timeout, not a hang.
+  const std::string what = "creating ProcessGroupMPI (MPI_Comm_idup of MPI_COMM_WORLD) on rank " +
+                           std::to_string(rank()) + " of " + std::to_string(size());
+  auto work = issue(state_, what, timeout(), {}, nullptr, [this](MPI_Request* request) {
+    return MPI_Comm_idup(MPI_COMM_WORLD, &state_->comm, request);
+  });
+  work->wait();
+  std::lock_guard<std::mutex> lock(Runtime::get().mutex);
+  // Errors come back as return codes (MT_MPI_CHECK turns them into exceptions), instead of MPI's
+  // default of aborting the whole job from inside the library.
+  MT_MPI_CHECK(MPI_Comm_set_errhandler(state_->comm, MPI_ERRORS_RETURN));
+}
+
+ProcessGroupMPI::~ProcessGroupMPI() {
+  state_->progress_thread.reset();  // before the State can be shared by Works alone
+  // Requests still in flight get until their own deadline; abandoned ones one more look. One that
+  // never completes keeps the communicator, and MPI itself, from being freed (Note [Timeouts without
+  // cancellation]).
+  std::deque<std::shared_ptr<MpiWork>> in_flight;
+  {
+    std::lock_guard<std::mutex> lock(Runtime::get().mutex);
+    state_->progress_locked();
+    in_flight = state_->in_flight;
+  }
+  for (auto& w : in_flight) {
+    try {
+      w->wait();
+    } catch (const std::exception&) {  // its owner has seen (or ignored) the error already
+    }
+  }
+  std::lock_guard<std::mutex> lock(Runtime::get().mutex);
+  state_->progress_locked();
+  if (!state_->in_flight.empty()) {
+    Runtime::get().unfinished = true;
+    return;
+  }
+  if (state_->comm != MPI_COMM_NULL) MPI_Comm_free(&state_->comm);
+}
+
+std::shared_ptr<Work> ProcessGroupMPI::allreduce(Tensor& tensor, ReduceOp op) {
+  check_tensor(tensor, "allreduce");
+  check_reduce(tensor, op, "allreduce");
+  const int count = mpi_count(tensor, "allreduce");
+  const std::string description =
+      describe(next_sequence(), "allreduce", describe_tensor(tensor) + ", " + reduce_op_name(op));
+  tensor.storage()->bump_version();
+  std::function<void()> after;
+  if (op == ReduceOp::Avg) after = [tensor, n = size()] { divide(tensor, n); };  // Sum, then divide
+  return issue(state_, description, timeout(), {tensor}, std::move(after), [&](MPI_Request* request) {
+    return MPI_Iallreduce(MPI_IN_PLACE, tensor.raw_data(), count, mpi_type(tensor.dtype()),
+                          mpi_op(tensor.dtype(), op), state_->comm, request);
+  });
+}
+
+std::shared_ptr<Work> ProcessGroupMPI::broadcast(Tensor& tensor, int root) {
+  check_tensor(tensor, "broadcast");
+  check_root(root, "broadcast");
+  const int count = mpi_count(tensor, "broadcast");
+  const std::string description =
+      describe(next_sequence(), "broadcast", describe_tensor(tensor) + ", root " + std::to_string(root));
+  tensor.storage()->bump_version();
+  return issue(state_, description, timeout(), {tensor}, nullptr, [&](MPI_Request* request) {
+    return MPI_Ibcast(tensor.raw_data(), count, mpi_type(tensor.dtype()), root, state_->comm, request);
+  });
+}
+
+std::shared_ptr<Work> ProcessGroupMPI::allgather(std::vector<Tensor>& outputs, const Tensor& input) {
+  prepare_allgather(outputs, input, "allgather");
+  const int count = mpi_count(input, "allgather");
+  const std::string description = describe(next_sequence(), "allgather", describe_tensor(input));
+  for (auto& out : outputs) out.storage()->bump_version();
+  // MPI gathers into one buffer, rank by rank; the outputs are filled from it on completion.
+  Tensor flat = empty({size() * input.numel()}, {.dtype = input.dtype()});
+  const size_t bytes = static_cast<size_t>(input.numel()) * element_size(input.dtype());
+  auto copy_out = [outputs, flat, bytes] {
+    const auto* from = static_cast<const char*>(flat.raw_data());
+    for (size_t r = 0; r < outputs.size(); ++r) std::memcpy(outputs[r].raw_data(), from + r * bytes, bytes);
+  };
+  std::vector<Tensor> tensors = outputs;
+  tensors.push_back(input);
+  tensors.push_back(flat);
+  return issue(state_, description, timeout(), std::move(tensors), std::move(copy_out), [&](MPI_Request* request) {
+    const MPI_Datatype type = mpi_type(input.dtype());
+    return MPI_Iallgather(input.raw_data(), count, type, flat.raw_data(), count, type, state_->comm, request);
+  });
+}
+
+// MPI's own reduce-scatter (the sum's order is the library's, fixed for a given world size). In
+// place, MPI_IN_PLACE takes the input from the whole buffer and leaves the result in its FIRST shard;
+// it is moved to this rank's shard on completion.
+std::shared_ptr<Work> ProcessGroupMPI::reduce_scatter(Tensor& output, const Tensor& input, ReduceOp op) {
+  check_flat(output, input, "reduce_scatter");
+  check_reduce(output, op, "reduce_scatter");
+  MT_CHECK(op != ReduceOp::Max, "reduce_scatter: Max is not supported (Sum, Avg)");
+  const int count = mpi_count(output, "reduce_scatter");
+  mpi_count(input, "reduce_scatter");
+  const std::string description =
+      describe(next_sequence(), "reduce_scatter", describe_tensor(input) + ", " + reduce_op_name(op));
+  output.storage()->bump_version();
+  const bool in_place = is_own_shard(output, input, rank());
+  const size_t bytes = static_cast<size_t>(output.numel()) * element_size(output.dtype());
+  std::function<void()> after = [output, input, in_place, bytes, op, n = size()] {
+    if (in_place && output.raw_data() != input.raw_data()) std::memmove(output.raw_data(), input.raw_data(), bytes);
+    if (op == ReduceOp::Avg) divide(output, n);
+  };
+  return issue(state_, description, timeout(), {output, input}, std::move(after), [&](MPI_Request* request) {
+    const MPI_Datatype type = mpi_type(input.dtype());
+    const MPI_Op mop = mpi_op(input.dtype(), ReduceOp::Sum);
+    if (in_place)
+      return MPI_Ireduce_scatter_block(MPI_IN_PLACE, input.raw_data(), count, type, mop, state_->comm, request);
+    return MPI_Ireduce_scatter_block(input.raw_data(), output.raw_data(), count, type, mop, state_->comm, request);
+  });
+}
+
+// In place (the input is this rank's shard of the output) is MPI_IN_PLACE's own meaning here.
+std::shared_ptr<Work> ProcessGroupMPI::allgather_into(Tensor& output, const Tensor& input) {
+  check_flat(input, output, "allgather_into");
+  const int count = mpi_count(input, "allgather_into");
+  mpi_count(output, "allgather_into");
+  const std::string description = describe(next_sequence(), "allgather_into", describe_tensor(input));
+  output.storage()->bump_version();
+  const bool in_place = is_own_shard(input, output, rank());
+  return issue(state_, description, timeout(), {output, input}, nullptr, [&](MPI_Request* request) {
+    const MPI_Datatype type = mpi_type(input.dtype());
+    return MPI_Iallgather(in_place ? MPI_IN_PLACE : input.raw_data(), count, type, output.raw_data(), count, type,
+                          state_->comm, request);
+  });
+}
+
+std::shared_ptr<Work> ProcessGroupMPI::barrier() {
+  const std::string description = describe(next_sequence(), "barrier", "");
+  return issue(state_, description, timeout(), {}, nullptr,
+               [&](MPI_Request* request) { return MPI_Ibarrier(state_->comm, request); });
+}
+
+void ProcessGroupMPI::progress() {
+  std::lock_guard<std::mutex> lock(Runtime::get().mutex);
+  if (!state_->in_flight.empty()) state_->progress_locked();
+}
+
+}  // namespace mt::dist
+
+#else  // no MPI in this build
+
+namespace mt::dist {
+
+struct ProcessGroupMPI::State {};
+
+namespace {
+[[noreturn]] void no_mpi() {
+  MT_FAIL("this build of minitrain has no MPI backend: CMake did not find MPI (Debian: apt install "
+          "libopenmpi-dev openmpi-bin; conda: conda install -c conda-forge openmpi), or it was configured "
+          "with -DMT_MPI=OFF; reconfigure and rebuild");
+}
+}  // namespace
+
+bool ProcessGroupMPI::is_available() { return false; }
+void ProcessGroupMPI::abort_job(int) {}
+ProcessGroupMPI::World ProcessGroupMPI::world() { no_mpi(); }
+std::string ProcessGroupMPI::thread_level() { return ""; }
+ProcessGroupMPI::ProcessGroupMPI(ProcessGroupMPIOptions opts) : ProcessGroup(0, 1, opts.timeout) { no_mpi(); }
+ProcessGroupMPI::ProcessGroupMPI(World world, ProcessGroupMPIOptions opts) : ProcessGroup(0, 1, opts.timeout) {
+  no_mpi();
+}
+ProcessGroupMPI::~ProcessGroupMPI() = default;
+std::shared_ptr<Work> ProcessGroupMPI::allreduce(Tensor&, ReduceOp) { no_mpi(); }
+std::shared_ptr<Work> ProcessGroupMPI::broadcast(Tensor&, int) { no_mpi(); }
+std::shared_ptr<Work> ProcessGroupMPI::allgather(std::vector<Tensor>&, const Tensor&) { no_mpi(); }
+std::shared_ptr<Work> ProcessGroupMPI::barrier() { no_mpi(); }
+void ProcessGroupMPI::progress() {}
+std::shared_ptr<Work> ProcessGroupMPI::reduce_scatter(Tensor&, const Tensor&, ReduceOp) { no_mpi(); }
+std::shared_ptr<Work> ProcessGroupMPI::allgather_into(Tensor&, const Tensor&) { no_mpi(); }
+
+}  // namespace mt::dist
+
+#endif
+
+// ---- registration: init_process_group("mpi") (Note [Backends register themselves]) ----------------
+extern "C" const bool mt_process_group_mpi_registered;
+const bool mt_process_group_mpi_registered = mt::dist::register_process_group_backend(
+    "mpi", {.available = mt::dist::ProcessGroupMPI::is_available(), .needs_store = false,
+            .make = [](const mt::dist::InitOptions& opts, std::shared_ptr<mt::dist::Store>) {
+              // The launcher (mpirun, srun) told MPI who is who: no store. A rendezvous that names a
+              // world larger than one must agree with MPI's.
+              using namespace mt::dist;
+              const RendezvousInfo& info = opts.rendezvous;
+              auto pg = std::make_shared<ProcessGroupMPI>(ProcessGroupMPIOptions{.timeout = opts.timeout});
+              MT_CHECK(info.world_size == 1 || (pg->rank() == info.rank && pg->size() == info.world_size),
+                       "init_process_group: MPI says this process is rank ", pg->rank(), " of ", pg->size(),
+                       ", the rendezvous says rank ", info.rank, " of ", info.world_size,
+                       "; start the job with mpirun/srun alone, or pass no rendezvous");
+              return std::static_pointer_cast<ProcessGroup>(pg);
+            }});

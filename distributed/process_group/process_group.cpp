@@ -1,0 +1,91 @@
+// ProcessGroup's argument checks and collective descriptions, shared by every backend.
+#include "distributed/process_group/process_group.h"
+
+namespace mt::dist {
+
+const char* reduce_op_name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum: return "Sum";
+    case ReduceOp::Avg: return "Avg";
+    case ReduceOp::Max: return "Max";
+  }
+  return "?";
+}
+
+bool is_own_shard(const Tensor& shard, const Tensor& whole, int rank) {
+  return shard.numel() > 0 && shard.raw_data() == static_cast<const char*>(whole.raw_data()) +
+                                                       static_cast<size_t>(rank) * shard.numel() * element_size(whole.dtype());
+}
+
+std::string describe_tensor(const Tensor& t) {
+  return std::to_string(t.numel()) + " " + dtype_name(t.dtype());
+}
+
+ProcessGroup::ProcessGroup(int rank, int size, std::chrono::milliseconds timeout, Device device)
+    : rank_(rank), size_(size), timeout_(timeout), device_(device) {
+  MT_CHECK(size >= 1 && rank >= 0 && rank < size, "process group: rank ", rank, " is not in [0, ", size, ")");
+  MT_CHECK(timeout.count() > 0, "process group: timeout must be positive, got ", format_ms(timeout));
+}
+
+std::string ProcessGroup::describe(uint64_t sequence, const std::string& what, const std::string& detail) const {
+  return what + " #" + std::to_string(sequence) + (detail.empty() ? "" : " (" + detail + ")") + " on rank " +
+         std::to_string(rank_) + " of " + std::to_string(size_);
+}
+
+void ProcessGroup::check_tensor(const Tensor& t, const std::string& what) const {
+  MT_CHECK(t.defined(), what, ": the tensor is undefined");
+  MT_CHECK(t.device() == device_, what, ": the tensor is on ", t.device(), "; the ", backend(), " backend of rank ",
+           rank_, " takes tensors on ", device_, device_.is_cuda() ? " (this rank's GPU)" : "", ": move it with "
+           "t.to(mt::Device(\"", device_, "\"))");
+  MT_CHECK(t.is_contiguous(), what, ": the tensor is not contiguous; pass t.contiguous() and copy the "
+           "result back");
+  const DType d = t.dtype();
+  MT_CHECK(d == kFloat32 || d == kFloat64 || d == kInt64 || d == DType::Float16, what, ": dtype ", d,
+           " is not supported (float32, float64, int64, float16)");
+}
+
+void ProcessGroup::check_reduce(const Tensor& t, ReduceOp op, const std::string& what) const {
+  MT_CHECK(op != ReduceOp::Avg || t.dtype() != kInt64, what, ": Avg of int64 would round; reduce with Sum "
+           "and divide, or use a floating dtype");
+}
+
+void ProcessGroup::check_root(int root, const std::string& what) const {
+  MT_CHECK(root >= 0 && root < size_, what, ": root ", root, " is not a rank of this group (size ", size_, ")");
+}
+
+void ProcessGroup::prepare_allgather(std::vector<Tensor>& outputs, const Tensor& input,
+                                     const std::string& what) const {
+  check_tensor(input, what + " input");
+  if (outputs.empty()) {
+    for (int r = 0; r < size_; ++r)
+      outputs.push_back(empty(input.sizes(), {.dtype = input.dtype(), .device = device_}));
+    return;
+  }
+  MT_CHECK(static_cast<int>(outputs.size()) == size_, what, ": ", outputs.size(), " output tensors for a group "
+           "of ", size_, " (pass one per rank, or an empty vector)");
+  for (int r = 0; r < size_; ++r) {
+    const std::string which = what + " output " + std::to_string(r);
+    check_tensor(outputs[r], which);
+    MT_CHECK(outputs[r].dtype() == input.dtype() && outputs[r].numel() == input.numel(), which, " is ",
+             describe_tensor(outputs[r]), "; the input is ", describe_tensor(input));
+  }
+}
+
+void ProcessGroup::check_flat(const Tensor& shard, const Tensor& whole, const std::string& what) const {
+  check_tensor(shard, what + " shard");
+  check_tensor(whole, what + " buffer");
+  MT_CHECK(shard.dtype() == whole.dtype(), what, ": the shard is ", describe_tensor(shard), ", the buffer ",
+           describe_tensor(whole), "; both must have one dtype");
+  MT_CHECK(whole.numel() == shard.numel() * size_, what, ": the buffer holds ", whole.numel(), " elements, not ",
+           size_, " shards of ", shard.numel(), " (pad it to a multiple of the world size, or all-reduce the rest)");
+  // In place: a shard that overlaps the buffer must be exactly this rank's shard of it.
+  const size_t bytes = shard.numel() * element_size(whole.dtype());
+  const char* s = static_cast<const char*>(shard.raw_data());
+  const char* w = static_cast<const char*>(whole.raw_data());
+  const bool overlaps = bytes > 0 && s < w + bytes * size_ && w < s + bytes;
+  MT_CHECK(!overlaps || s == w + static_cast<size_t>(rank_) * bytes, what, ": the shard overlaps the buffer but "
+           "is not rank ", rank_, "'s shard of it; in place, pass narrow(buffer, 0, ", rank_ * shard.numel(), ", ",
+           shard.numel(), ")");
+}
+
+}  // namespace mt::dist

@@ -1,0 +1,121 @@
+// ProcessGroup: the ranks of a job and the collectives they run together. Every collective returns at
+// once with a Work (work.h); wait() on it before touching its tensors.
+//
+//   allreduce(t, op)         every rank ends with op(t of rank 0, ..., t of rank n-1), in place
+//   broadcast(t, root)       every rank ends with root's t
+//   allgather(outs, t)       outs[r] = t of rank r, on every rank
+//   reduce_scatter(out, in)  out = shard `rank` of op(in of rank 0, ..., in of rank n-1): in is n
+//                            equal shards, each rank ends with the reduction of its own (ZeRO, zero.h)
+//   allgather_into(out, in)  out = in of rank 0, in of rank 1, ...: n equal shards, flat
+//   barrier()                completes once every rank has called it
+//
+// Backends: ProcessGroupLocal (process_group_local.h; a world of one, so that single-process code
+// takes the same path), ProcessGroupGloo (process_group_gloo.h; CPU tensors over TCP),
+// ProcessGroupMPI (process_group_mpi.h; CPU tensors through MPI, shared memory on one machine;
+// started by mpirun or srun) and ProcessGroupNCCL (process_group_nccl.h; CUDA tensors on this rank's GPU).
+// init_process_group (init.h) picks one from a RendezvousInfo.
+//
+// Tensors: contiguous tensors of float32, float64 or int64 on the group's device() (CPU for Local, Gloo
+// and MPI, this rank's GPU for NCCL). Collectives write raw memory, outside autograd, so they bump the
+// tensor's version counter when issued: autograd then refuses a backward that saved the tensor's old
+// value.
+//
+// Every rank must issue the same collectives, with the same sizes, in the same order
+// (Note [Collective order] in work.h). Issue them from one thread: the order must be one order.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "distributed/process_group/work.h"
+#include "tensor/tensor.h"
+
+namespace mt::dist {
+
+enum class ReduceOp { Sum, Avg, Max };
+const char* reduce_op_name(ReduceOp op);
+
+class ProcessGroup {
+ public:
+  virtual ~ProcessGroup() = default;
+  ProcessGroup(const ProcessGroup&) = delete;
+  ProcessGroup& operator=(const ProcessGroup&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  // Every collective's timeout, and what Work::wait() waits by default.
+  std::chrono::milliseconds timeout() const { return timeout_; }
+  virtual std::string backend() const = 0;  // "local", "gloo", "mpi", "nccl"
+  // Where the tensors of this group's collectives live: kCPU, or cuda(i) for NCCL. Code that makes
+  // tensors for a collective (DDP's fingerprint, an epoch's loss) makes them here.
+  Device device() const { return device_; }
+
+  // Avg is Sum followed by a division by size() on each rank; it needs a floating dtype.
+  virtual std::shared_ptr<Work> allreduce(Tensor& tensor, ReduceOp op = ReduceOp::Sum) = 0;
+  virtual std::shared_ptr<Work> broadcast(Tensor& tensor, int root = 0) = 0;
+  // `outputs` is either empty (it is filled with size() new tensors shaped like `input`) or holds
+  // size() contiguous tensors on device() of input's dtype and element count.
+  virtual std::shared_ptr<Work> allgather(std::vector<Tensor>& outputs, const Tensor& input) = 0;
+  virtual std::shared_ptr<Work> barrier() = 0;
+
+  // Note [Progress]: lets collectives in flight advance; never blocks. A backend whose collectives
+  // run on a thread of their own (Gloo's CollectiveQueue, NCCL's stream) needs nothing and keeps
+  // this no-op. MPI advances a non-blocking collective only inside MPI calls, so ProcessGroupMPI
+  // tests its requests here; DDP calls it from every ready hook, which is what lets a bucket's
+  // all-reduce progress while backward computes the next gradients (Note [No comm thread]).
+  virtual void progress() {}
+
+  // Flat collectives (Note [Flat shards]). reduce_scatter: `input` holds size() shards of
+  // output.numel() elements; output = op over ranks of shard rank(), Sum or Avg. allgather_into:
+  // `output` holds size() shards of input.numel() elements; shard r = rank r's input. Either may run
+  // in place, with the small tensor being this rank's shard of the large one
+  // (narrow(large, 0, rank() * n, n)); then the other shards of a reduce_scatter's input are left
+  // unspecified.
+  virtual std::shared_ptr<Work> reduce_scatter(Tensor& output, const Tensor& input, ReduceOp op = ReduceOp::Sum) = 0;
+  virtual std::shared_ptr<Work> allgather_into(Tensor& output, const Tensor& input) = 0;
+
+ protected:
+  ProcessGroup(int rank, int size, std::chrono::milliseconds timeout, Device device = kCPU);
+
+  // Checks a collective's tensor (defined, on device(), contiguous, supported dtype); `what` names the call.
+  void check_tensor(const Tensor& t, const std::string& what) const;
+  // Checks the op against the dtype (Avg needs floating point).
+  void check_reduce(const Tensor& t, ReduceOp op, const std::string& what) const;
+  void check_root(int root, const std::string& what) const;
+  // Checks `outputs` (see allgather) or fills an empty one.
+  void prepare_allgather(std::vector<Tensor>& outputs, const Tensor& input, const std::string& what) const;
+  // Checks a flat collective's pair: `shard` (n elements) and `whole` (size()·n, same dtype).
+  void check_flat(const Tensor& shard, const Tensor& whole, const std::string& what) const;
+  // Numbers collectives 1, 2, 3... in issue order: the same number on every rank for the same
+  // collective (Note [Collective order]).
+  uint64_t next_sequence() { return ++issued_; }
+  // "allreduce #7 (203530 float32, Sum) on rank 1 of 4": names a collective in its Work and errors.
+  std::string describe(uint64_t sequence, const std::string& what, const std::string& detail) const;
+
+ private:
+  int rank_;
+  int size_;
+  std::chrono::milliseconds timeout_;
+  Device device_;
+  uint64_t issued_ = 0;  // collectives issued so far; numbers them in messages
+};
+
+// Note [Flat shards]: reduce_scatter and allgather_into split a flat buffer into size() equal,
+// consecutive shards, shard r = [r·n, (r+1)·n). Run one after the other they move the bytes of one
+// all-reduce (each rank sends and receives (size()-1)/size() of the buffer in each), which is how
+// ring all-reduces work inside; ZeRO (zero.h) does its optimizer step between the two. Each shard is
+// reduced once, on its one rank, so there is no question of ranks disagreeing on its bits; the order
+// of the sum is fixed per backend and repeats from run to run (Gloo: rank order, x_0 + x_1 + ...,
+// for buffers up to 128 KiB, then halving-doubling; MPI and NCCL: their own reduce-scatter,
+// deterministic for a fixed world size).
+// Uneven buffers are the caller's to split: ZeRO's hook pads nothing and all-reduces the remainder.
+
+// Whether `shard` is rank's shard of `whole`, in place (check_flat has checked that any overlap is that).
+bool is_own_shard(const Tensor& shard, const Tensor& whole, int rank);
+
+// "11 float32": a tensor's element count and dtype, for collective descriptions.
+std::string describe_tensor(const Tensor& t);
+
+}  // namespace mt::dist

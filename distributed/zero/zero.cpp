@@ -1,0 +1,217 @@
+// ZeroRedundancyOptimizer (see zero.h): construct (find DDP's buckets, cut this rank's pieces, build
+// the inner optimizer over them), step (inner step, then all-gather). The state dicts are in
+// zero_state.cpp.
+#include "distributed/zero/zero.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "autograd/grad_mode.h"
+#include "distributed/fault/desync_guard.h"
+#include "optim/adam.h"
+#include "optim/sgd.h"
+#include "tensor/raw_ops.h"
+
+namespace mt::dist {
+
+// Note [ZeRO communication]: a ring all-reduce IS a reduce-scatter followed by an all-gather; each
+// moves (N-1)/N of the buffer in and out of every rank. ZeRO-1 only does the optimizer step in
+// between: the reduce-scatter leaves each rank the averaged gradient of its shard, the rank updates
+// that shard, and the all-gather sends the updated PARAMETERS around instead of the reduced
+// gradients. So a step moves 2·(N-1)/N·P elements per rank for P parameters, the bytes of one
+// all-reduce, plus a few elements per bucket (the tail and the desync guard, all-reduced). What it
+// costs is latency: two collectives per bucket instead of one, and the all-gather runs after the
+// optimizer step, where nothing of backward is left to hide it behind.
+//
+// Note [Where ZeRO's memory goes]: per rank, for P parameters of float32 and world N,
+//   parameters   4P bytes      every rank keeps the whole model (forward and backward need it)
+//   gradients    4P bytes      DDP's buckets, whole: backward writes every gradient before the
+//                              reduce-scatter (ZeRO-2 would free the other shards' after it)
+//   optimizer    4P·k/N bytes  k state buffers per parameter (SGD momentum 1, Adam 2), only for
+//                              this rank's shard (plus the tails, under N elements per bucket)
+// against 4P·k for plain DDP. Nothing else is allocated: the pieces the inner optimizer updates are
+// views of the parameters and of the buckets, and the all-gather lands in the buckets themselves
+// (their gradients are spent by then), from where each parameter copies its part. With Adam at
+// N = 2 that is 12P bytes instead of 16P for the three, the optimizer's 8P becoming 4P.
+
+namespace {
+
+// The default Factory: the kind of `full`, with full's groups' options.
+template <typename Opt>
+std::unique_ptr<optim::Optimizer> rebuild(const Opt& full, const std::vector<std::vector<Tensor>>& groups) {
+  auto opt = std::make_unique<Opt>(groups[0], full.options(0));
+  for (size_t g = 1; g < groups.size(); ++g) opt->add_param_group(groups[g], full.options(g));
+  return opt;
+}
+
+std::unique_ptr<optim::Optimizer> make_like(const optim::Optimizer& full, const std::vector<std::vector<Tensor>>& groups) {
+  if (const auto* sgd = dynamic_cast<const optim::SGD*>(&full)) return rebuild(*sgd, groups);
+  if (const auto* adamw = dynamic_cast<const optim::AdamW*>(&full)) return rebuild(*adamw, groups);
+  if (const auto* adam = dynamic_cast<const optim::Adam*>(&full)) return rebuild(*adam, groups);
+  MT_FAIL("ZeroRedundancyOptimizer: no default way to rebuild this optimizer over shards (SGD, Adam and AdamW "
+          "are known); pass a Factory");
+}
+
+}  // namespace
+
+ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::shared_ptr<DistributedDataParallel> ddp,
+                                                 std::unique_ptr<optim::Optimizer> full, Factory make)
+    : ddp_(std::move(ddp)) {
+  MT_CHECK(ddp_ != nullptr && full != nullptr, "ZeroRedundancyOptimizer: needs a DDP model and an optimizer");
+  pg_ = ddp_->process_group();
+  std::vector<size_t> group_of;
+  for (size_t g = 0; g < full->num_param_groups(); ++g) {
+    groups_.push_back(full->params(g));
+    for (const Tensor& p : full->params(g)) {
+      MT_CHECK(p.is_contiguous(), "ZeroRedundancyOptimizer: parameter ", flat_.size(), " is not contiguous");
+      flat_.push_back(raw::view(p, {p.numel()}));
+      group_of.push_back(g);
+    }
+  }
+  all_ = full->parameters();
+  build_buckets();
+  build_pieces();
+  std::vector<std::vector<Tensor>> inner_groups(groups_.size());
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    for (size_t j = 0; j < pieces_.size(); ++j) {
+      const ZeroPiece& piece = pieces_[j];
+      if (group_of[piece.param] != g) continue;
+      Tensor view = raw::narrow(flat_[piece.param], 0, piece.param_offset, piece.numel);
+      view.set_grad(raw::narrow(buckets_[piece.bucket].buffer, 0, piece.bucket_offset, piece.numel));
+      inner_groups[g].push_back(view);
+      inner_piece_.push_back(static_cast<int64_t>(j));
+    }
+    if (inner_groups[g].empty()) {  // no piece of this group here: a placeholder that never has a gradient
+      inner_groups[g].push_back(empty({0}, {.dtype = flat_.front().dtype(), .device = flat_.front().device()}));
+      inner_piece_.push_back(-1);
+    }
+    inner_group_size_.push_back(inner_groups[g].size());
+  }
+  inner_ = make ? make(inner_groups) : make_like(*full, inner_groups);
+  MT_CHECK(inner_->num_param_groups() == groups_.size(), "ZeroRedundancyOptimizer: the factory made ",
+           inner_->num_param_groups(), " param groups, expected ", groups_.size());
+  load_state_dict(full->state_dict());  // hyperparameters, and any state `full` already had
+  ddp_->register_comm_hook(std::make_shared<ZeroHook>());
+}
+
+// DDP's buckets as the hook will see them: each parameter's .grad is a view of its bucket (Note
+// [Gradients are bucket views]), so the bucket is the flat tensor under the first one's gradient.
+void ZeroRedundancyOptimizer::build_buckets() {
+  const std::vector<Tensor>& all = all_;
+  const NamedTensors named = ddp_->module()->named_parameters();
+  const DDPStats& stats = ddp_->stats();
+  size_t bucketed = 0;
+  for (const std::vector<std::string>& names : stats.bucket_parameters) {
+    Bucket b;
+    int64_t numel = 0;
+    for (const std::string& name : names) {
+      const auto it = std::find_if(named.begin(), named.end(), [&](const auto& kv) { return kv.first == name; });
+      const auto at = std::find_if(all.begin(), all.end(), [&](const Tensor& p) { return p.is_same(it->second); });
+      MT_CHECK(at != all.end(), "ZeroRedundancyOptimizer: parameter '", name, "' of the DDP model is not in the "
+               "optimizer; give the optimizer every trainable parameter");
+      b.params.push_back(static_cast<size_t>(at - all.begin()));
+      b.offsets.push_back(numel);
+      numel += at->numel();
+    }
+    const Tensor first = all[b.params.front()].grad();
+    MT_CHECK(first.defined() && first.storage_offset() == 0,
+             "ZeroRedundancyOptimizer: the gradient of '", names.front(), "' is not the start of its DDP bucket; "
+             "build the optimizer right after DDP, before any zero_grad(set_to_none)");
+    b.buffer = raw::as_strided(first, {numel + detail::DesyncGuard::kElements}, {1}, 0);
+    for (size_t k = 0; k < b.params.size(); ++k) {
+      const Tensor g = all[b.params[k]].grad();
+      MT_CHECK(g.defined() && g.storage() == first.storage() && g.storage_offset() == b.offsets[k],
+               "ZeroRedundancyOptimizer: the gradient of '", names[k], "' is not its slice of the DDP bucket");
+    }
+    b.split = zero_shard(numel, pg_->size());
+    bucketed += b.params.size();
+    buckets_.push_back(std::move(b));
+  }
+  MT_CHECK(bucketed == all.size(), "ZeroRedundancyOptimizer: the optimizer has ", all.size(), " parameters, the "
+           "DDP buckets ", bucketed, "; a parameter without requires_grad cannot be in the optimizer");
+}
+
+// This rank's pieces: each parameter's overlap with this rank's shard and with the tail of its
+// bucket (Note [ZeRO shards]), in bucket order.
+void ZeroRedundancyOptimizer::build_pieces() {
+  const std::vector<Tensor>& all = all_;
+  const int64_t rank = pg_->rank();
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    const Bucket& bucket = buckets_[b];
+    const ZeroShard& s = bucket.split;
+    const std::pair<int64_t, int64_t> owned[2] = {{rank * s.shard, (rank + 1) * s.shard}, {s.body, s.numel}};
+    for (size_t k = 0; k < bucket.params.size(); ++k) {
+      const int64_t begin = bucket.offsets[k], end = begin + all[bucket.params[k]].numel();
+      for (const auto& [lo, hi] : owned) {
+        const int64_t a = std::max(begin, lo), z = std::min(end, hi);
+        if (a < z)
+          pieces_.push_back({.param = bucket.params[k], .bucket = b, .param_offset = a - begin, .bucket_offset = a,
+                             .numel = z - a});
+      }
+    }
+  }
+}
+
+Tensor ZeroRedundancyOptimizer::piece_grad(const ZeroPiece& piece) const {
+  return raw::narrow(buckets_[piece.bucket].buffer, 0, piece.bucket_offset, piece.numel);
+}
+
+double ZeroRedundancyOptimizer::clip_grad_norm(double max_norm) {
+  MT_CHECK(max_norm >= 0, "ZeroRedundancyOptimizer::clip_grad_norm: max_norm must be >= 0, got ", max_norm);
+  NoGradGuard no_grad;
+  std::vector<Tensor> counted, all;
+  for (const ZeroPiece& piece : pieces_) {
+    all.push_back(piece_grad(piece));
+    const bool tail = piece.bucket_offset >= buckets_[piece.bucket].split.body;
+    if (!tail || pg_->rank() == 0) counted.push_back(all.back());
+  }
+  double squares = 0;  // this rank's part of the sum of squares, in double like clip_grad_norm_
+  for (const Tensor& g : counted) squares += raw::sum(raw::unary(UnaryOp::Pow, raw::cast(g, kFloat64), 2.0)).item();
+  Tensor sum = full({1}, squares, {.dtype = kFloat64, .device = pg_->device()});
+  pg_->allreduce(sum, ReduceOp::Sum)->wait();
+  const double total = std::sqrt(sum.to(kCPU).item());
+  const double coef = max_norm / (total + 1e-6);  // as clip_grad_norm_
+  if (!(coef >= 1))
+    for (const Tensor& g : all) raw::unary_(UnaryOp::MulScalar, g, coef);
+  return total;
+}
+
+const std::vector<Tensor>& ZeroRedundancyOptimizer::params(size_t group) const {
+  MT_CHECK(group < groups_.size(), "ZeroRedundancyOptimizer: no param group ", group, " (there are ",
+           groups_.size(), ")");
+  return groups_[group];
+}
+
+// The inner step updates this rank's pieces in place (they are views of the parameters). Then each
+// bucket's body carries the parameters: this rank's shard is copied in, all-gathered in place, and
+// every parameter copies its part back out (Note [Where ZeRO's memory goes]). All buckets'
+// all-gathers are in flight together, issued in bucket order on every rank.
+void ZeroRedundancyOptimizer::step() {
+  inner_->step();
+  NoGradGuard no_grad;
+  const int rank = pg_->rank();
+  std::vector<std::shared_ptr<Work>> works(buckets_.size());
+  for (const ZeroPiece& piece : pieces_)  // the shard's pieces into the shard (tails stay where they are)
+    if (piece.bucket_offset < buckets_[piece.bucket].split.body)
+      raw::copy_(raw::narrow(buckets_[piece.bucket].buffer, 0, piece.bucket_offset, piece.numel),
+                 raw::narrow(flat_[piece.param], 0, piece.param_offset, piece.numel));
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    const Bucket& bucket = buckets_[b];
+    if (bucket.split.shard == 0) continue;
+    Tensor body = raw::narrow(bucket.buffer, 0, 0, bucket.split.body);
+    const Tensor mine = raw::narrow(body, 0, rank * bucket.split.shard, bucket.split.shard);
+    works[b] = pg_->allgather_into(body, mine);
+  }
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    Bucket& bucket = buckets_[b];
+    if (works[b]) works[b]->wait();
+    for (size_t k = 0; k < bucket.params.size(); ++k) {
+      const int64_t begin = bucket.offsets[k];
+      const int64_t n = std::min(flat_[bucket.params[k]].numel(), bucket.split.body - begin);
+      if (n > 0) raw::copy_(raw::narrow(flat_[bucket.params[k]], 0, 0, n), raw::narrow(bucket.buffer, 0, begin, n));
+    }
+    raw::fill_(bucket.buffer, 0.0);  // the gradients are spent; what is left there are parameters
+  }
+}
+
+}  // namespace mt::dist

@@ -1,0 +1,137 @@
+// ZeRO stage 1 (Rajbhandari et al., SC 2020): data parallelism where each rank keeps only 1/N of
+// the optimizer state. DDP still holds the whole model and every gradient on every rank; what
+// changes is what happens to a bucket and to the optimizer step:
+//
+//   backward   each bucket is REDUCE-SCATTERED instead of all-reduced (ZeroHook, a DDP comm hook):
+//              rank r ends with the average of its own shard of the bucket only
+//   step       the wrapped optimizer updates only this rank's shard of the parameters, so only that
+//              shard has momentum / Adam moments (ZeroRedundancyOptimizer)
+//   gather     the updated shards are ALL-GATHERED, so every rank again holds the whole model
+//
+//   auto ddp = std::make_shared<dist::DistributedDataParallel>(model, pg);
+//   dist::ZeroRedundancyOptimizer opt(ddp, std::make_unique<optim::Adam>(model->parameters(), opts));
+//   loss(ddp->forward(x), y).backward();   // reduce-scatter, bucket by bucket, during backward
+//   opt.step();                            // this rank's shard, then the all-gather
+//
+// Note [ZeRO communication] (the bytes) and Note [Where ZeRO's memory goes] are in zero.cpp;
+// docs/ddp.md has the walk-through. It lives in distributed/, not optim/, because it is made of
+// collectives and of DDP's buckets, and optim/ sits below distributed/ (nothing there knows that
+// distribution exists).
+//
+// Uneven inputs: a dist::Join over the DDP model works with it, with {.step = [&] { zero.step(); }}
+// (Note [Join], distributed/ddp/ddp_join.h).
+//
+// Not here: ZeRO-2/3 (sharding the gradients and the parameters themselves), optimizers whose
+// update is not elementwise (LAMB, Shampoo: they need the whole parameter).
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "distributed/ddp/comm_hook.h"
+#include "distributed/ddp/ddp.h"
+#include "optim/optimizer.h"
+
+namespace mt::dist {
+
+// Note [ZeRO shards]: a bucket of `numel` gradient elements (then the desync guard's elements) is
+// split as   [ shard 0 | shard 1 | ... | shard N-1 | tail ][ guard ]   with q = numel / N elements
+// per shard (rounded down). The body (N·q elements) is reduce-scattered: rank r ends with the
+// average of [r·q, (r+1)·q). The tail (numel - N·q < N gradient elements) and the guard are
+// all-reduced, so the guard is checked on every rank exactly as in plain DDP (Note [Desync guard])
+// and every rank holds the tail's average and steps it, identically (a few elements per bucket of
+// replicated state, instead of padding the bucket).
+struct ZeroShard {
+  int64_t numel = 0;  // gradient elements of the bucket
+  int64_t shard = 0;  // q
+  int64_t body = 0;   // N·q
+};
+ZeroShard zero_shard(int64_t numel, int world);
+
+// The comm hook: reduce-scatter the body, all-reduce tail and guard (Note [ZeRO shards]). After it,
+// only this rank's shard of each bucket (and the tail) holds averaged gradients; the rest of the
+// bucket holds this rank's own scaled gradients, which nothing reads. Use it through
+// ZeroRedundancyOptimizer, which registers it.
+class ZeroHook : public CommHook {
+ public:
+  std::string name() const override { return "zero"; }
+  std::shared_ptr<Work> launch(ProcessGroup& pg, GradBucket& bucket) override;
+  void finish(ProcessGroup& pg, GradBucket& bucket) override;
+
+ private:
+  std::map<size_t, std::shared_ptr<Work>> scattering_;  // per bucket: its reduce-scatter in flight
+};
+
+// One contiguous run of a parameter that this rank updates: elements [param_offset, +numel) of the
+// flattened parameter, at [bucket_offset, +numel) of its bucket.
+struct ZeroPiece {
+  size_t param = 0;  // index in the full optimizer's numbering (group after group)
+  size_t bucket = 0;
+  int64_t param_offset = 0, bucket_offset = 0, numel = 0;
+};
+
+class ZeroRedundancyOptimizer : public optim::Optimizer {
+ public:
+  // Builds the optimizer that updates this rank's pieces, group g of it holding the pieces of `full`'s
+  // group g, each group non-empty (a placeholder stands in for a group with no piece here).
+  using Factory = std::function<std::unique_ptr<optim::Optimizer>(const std::vector<std::vector<Tensor>>& groups)>;
+
+  // `full`: the optimizer as plain DDP would use it, over the model's parameters (its kind, groups,
+  // hyperparameters and any state it holds, e.g. loaded from a checkpoint, carry over; then it is
+  // dropped). `make`: how to build the same kind over pieces; by default SGD, Adam and AdamW are
+  // known. Registers ZeroHook on `ddp`: before the first backward, on every rank.
+  ZeroRedundancyOptimizer(std::shared_ptr<DistributedDataParallel> ddp, std::unique_ptr<optim::Optimizer> full,
+                          Factory make = {});
+
+  // This rank's shard, then the all-gather of every bucket. Afterwards every rank holds the same
+  // parameters, and the gradients read zero (their buckets carried the all-gather).
+  void step() override;
+
+  // clip_grad_norm_ (optim/clip_grad.h) for ZeRO, 2-norm: after backward only this rank's shard holds
+  // averaged gradients, so each rank sums the squares of its shard (the tails, alike on every rank,
+  // counted by rank 0 only), one all-reduce adds the ranks' sums, and every rank scales its pieces by
+  // the same coefficient. A COLLECTIVE. Returns the norm before clipping.
+  double clip_grad_norm(double max_norm);
+
+  // The model's parameters in `full`'s groups; the learning rates are the inner optimizer's.
+  size_t num_param_groups() const override { return groups_.size(); }
+  const std::vector<Tensor>& params(size_t group) const override;
+  double lr(size_t group) const override { return inner_->lr(group); }
+  void set_lr(size_t group, double lr) override { inner_->set_lr(group, lr); }
+
+  // Note [Consolidated ZeRO state]: a COLLECTIVE (every rank calls it): the state of `full` as if a
+  // plain optimizer had run, gathered from every rank's shards. The same keys and shapes as plain
+  // DDP's optimizer (Note [Optimizer state dict]), so a checkpoint does not depend on the world size
+  // and loads into a ZeRO run of any world size, or into a plain one.
+  optim::StateDict state_dict() const override;
+  // Takes this rank's pieces out of a consolidated (or plain) state dict. Not a collective.
+  void load_state_dict(const optim::StateDict& state) override;
+
+  const std::vector<ZeroPiece>& pieces() const { return pieces_; }
+
+ private:
+  struct Bucket {
+    Tensor buffer;  // DDP's bucket: gradients, then the guard
+    ZeroShard split;
+    std::vector<size_t> params;     // full indices, in bucket order
+    std::vector<int64_t> offsets;   // where each starts in the bucket
+  };
+  void build_buckets();
+  void build_pieces();
+  Tensor piece_grad(const ZeroPiece& piece) const;
+
+  std::shared_ptr<DistributedDataParallel> ddp_;
+  std::shared_ptr<ProcessGroup> pg_;
+  std::vector<std::vector<Tensor>> groups_;  // the model's parameters, in full's groups
+  std::vector<Tensor> all_;                  // every parameter, in full numbering (group after group)
+  std::vector<Tensor> flat_;                 // the same, flattened views
+  std::vector<Bucket> buckets_;
+  std::vector<ZeroPiece> pieces_;
+  std::vector<int64_t> inner_piece_;         // inner parameter index -> piece, or -1 for a placeholder
+  std::vector<size_t> inner_group_size_;
+  std::unique_ptr<optim::Optimizer> inner_;
+};
+
+}  // namespace mt::dist

@@ -1,0 +1,38 @@
+// ZeroHook: a DDP bucket reduce-scattered instead of all-reduced (see zero.h, Note [ZeRO shards]).
+#include "distributed/fault/desync_guard.h"
+#include "distributed/zero/zero.h"
+#include "tensor/raw_ops.h"
+
+namespace mt::dist {
+
+ZeroShard zero_shard(int64_t numel, int world) {
+  MT_CHECK(numel >= 0 && world >= 1, "zero_shard: ", numel, " elements over ", world, " ranks");
+  const int64_t q = numel / world;
+  return {.numel = numel, .shard = q, .body = q * world};
+}
+
+// Note [Averaging] holds as for the default hook: the whole bucket (guard included) is divided by
+// the world size first, then summed. Both collectives go out now, in this order on every rank, so
+// they pair up (Note [Bucket launch order]); DDP waits for the second, finish() for the first.
+std::shared_ptr<Work> ZeroHook::launch(ProcessGroup& pg, GradBucket& bucket) {
+  const int64_t numel = bucket.buffer.numel() - detail::DesyncGuard::kElements;
+  const ZeroShard split = zero_shard(numel, pg.size());
+  if (pg.size() > 1) bucket.buffer.mul_(1.0 / pg.size());
+  if (split.shard > 0) {
+    const Tensor body = raw::narrow(bucket.buffer, 0, 0, split.body);
+    Tensor mine = raw::narrow(body, 0, pg.rank() * split.shard, split.shard);
+    scattering_[bucket.index] = pg.reduce_scatter(mine, body, ReduceOp::Sum);  // in place
+  }
+  Tensor tail = raw::narrow(bucket.buffer, 0, split.body, bucket.buffer.numel() - split.body);
+  return pg.allreduce(tail, ReduceOp::Sum);
+}
+
+void ZeroHook::finish(ProcessGroup&, GradBucket& bucket) {
+  const auto it = scattering_.find(bucket.index);
+  if (it == scattering_.end() || !it->second) return;
+  const std::shared_ptr<Work> work = std::move(it->second);
+  it->second.reset();
+  work->wait();  // issued before the tail's all-reduce, so normally long done
+}
+
+}  // namespace mt::dist

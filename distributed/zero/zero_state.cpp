@@ -1,0 +1,164 @@
+// ZeroRedundancyOptimizer's state dicts (see zero.h): consolidating the shards into the state a plain
+// optimizer would have, and cutting this rank's pieces out of such a state.
+//
+// Note [Consolidated ZeRO state]: the inner optimizer numbers its parameters by piece; the
+// consolidated dict numbers them like `full` (state.<i>.<field>, shaped like parameter i). For
+// every bucket and every tensor field (in name order, the same on every rank), a bucket-sized flat
+// buffer gets this rank's pieces' values, its body is all-gathered in place (each rank contributes
+// its shard; the tail is the same on every rank), and each parameter's part is copied out. Scalar
+// fields (Adam's step) are the same for every piece of a parameter; a parameter with no piece on
+// this rank takes the value of one in the same bucket (every parameter of a DDP bucket steps
+// together). Every rank ends with the whole state, so any rank can save it; it costs the whole
+// state's memory for the moment of the checkpoint.
+#include <set>
+#include <string>
+
+#include "distributed/zero/zero.h"
+#include "tensor/raw_ops.h"
+
+namespace mt::dist {
+
+namespace {
+
+constexpr const char* kState = "state.";
+constexpr const char* kNumParams = "num_params";
+const std::string kGroups = "param_groups.";
+
+// "state.12.exp_avg" -> (12, "exp_avg"); false for other keys.
+bool split_state_key(const std::string& key, size_t& index, std::string& field) {
+  const size_t start = std::string(kState).size();
+  if (key.rfind(kState, 0) != 0) return false;
+  const size_t dot = key.find('.', start);
+  if (dot == std::string::npos) return false;
+  index = std::stoul(key.substr(start, dot - start));
+  field = key.substr(dot + 1);
+  return true;
+}
+
+// "param_groups.1.lr" -> 1.
+size_t group_of_key(const std::string& key) {
+  MT_CHECK(key.rfind(kGroups, 0) == 0, "ZeroRedundancyOptimizer: unexpected optimizer state key '", key, "'");
+  return std::stoul(key.substr(kGroups.size(), key.find('.', kGroups.size()) - kGroups.size()));
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+}  // namespace
+
+optim::StateDict ZeroRedundancyOptimizer::state_dict() const {
+  const optim::StateDict inner = inner_->state_dict();
+  optim::StateDict out;
+  // This rank's fields: tensor fields (per element) and scalar ones (per parameter).
+  std::set<std::string> tensor_fields, scalar_fields;
+  for (const auto& [key, value] : inner) {
+    size_t j = 0;
+    std::string field;
+    if (!split_state_key(key, j, field)) {
+      // param_groups.<g>.<name>: the hyperparameters as they are, the counts as `full` counts.
+      const bool count = ends_with(key, std::string(".") + kNumParams);
+      out[key] = count ? optim::detail::scalar_entry(static_cast<double>(groups_.at(group_of_key(key)).size())) : value;
+      continue;
+    }
+    (value.dim() == 0 ? scalar_fields : tensor_fields).insert(field);
+  }
+  // Every rank must gather the same fields (a rank with state and one without would not pair up).
+  Tensor counts = from_vector(std::vector<int64_t>{static_cast<int64_t>(tensor_fields.size()),
+                                                   -static_cast<int64_t>(tensor_fields.size())}, {2})
+                      .to(pg_->device());
+  pg_->allreduce(counts, ReduceOp::Max)->wait();
+  const std::vector<int64_t> c = counts.to(kCPU).to_vector<int64_t>();
+  MT_CHECK(c[0] == -c[1], "ZeroRedundancyOptimizer::state_dict on rank ", pg_->rank(), ": the ranks hold state "
+           "for different numbers of fields (", -c[1], " to ", c[0], "); every rank must have stepped alike");
+
+  // inner index of each piece, to find its entries
+  std::vector<size_t> inner_of(pieces_.size());
+  for (size_t j = 0; j < inner_piece_.size(); ++j)
+    if (inner_piece_[j] >= 0) inner_of[static_cast<size_t>(inner_piece_[j])] = j;
+  const auto entry = [&](size_t piece, const std::string& field) -> const Tensor* {
+    const auto it = inner.find(kState + std::to_string(inner_of[piece]) + "." + field);
+    return it == inner.end() ? nullptr : &it->second;
+  };
+
+  const int rank = pg_->rank();
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    const Bucket& bucket = buckets_[b];
+    for (const std::string& field : tensor_fields) {
+      Tensor flat = zeros({bucket.split.numel}, {.dtype = bucket.buffer.dtype(), .device = bucket.buffer.device()});
+      for (size_t p = 0; p < pieces_.size(); ++p) {
+        if (pieces_[p].bucket != b) continue;
+        const Tensor* value = entry(p, field);
+        MT_CHECK(value != nullptr, "ZeroRedundancyOptimizer::state_dict: piece ", p, " has no '", field, "'");
+        raw::copy_(raw::narrow(flat, 0, pieces_[p].bucket_offset, pieces_[p].numel), *value);
+      }
+      if (bucket.split.shard > 0) {
+        Tensor body = raw::narrow(flat, 0, 0, bucket.split.body);
+        const Tensor mine = raw::narrow(body, 0, rank * bucket.split.shard, bucket.split.shard);
+        pg_->allgather_into(body, mine)->wait();
+      }
+      for (size_t k = 0; k < bucket.params.size(); ++k) {
+        const size_t i = bucket.params[k];
+        const Tensor part = raw::narrow(flat, 0, bucket.offsets[k], flat_[i].numel());
+        out[kState + std::to_string(i) + "." + field] = raw::clone(raw::view(part, all_[i].sizes()));
+      }
+    }
+    for (const std::string& field : scalar_fields) {
+      const Tensor* any = nullptr;  // a value of this bucket's pieces on this rank
+      for (size_t p = 0; p < pieces_.size() && !any; ++p)
+        if (pieces_[p].bucket == b) any = entry(p, field);
+      if (!any) continue;
+      for (size_t k = 0; k < bucket.params.size(); ++k) {
+        const Tensor* own = nullptr;
+        for (size_t p = 0; p < pieces_.size() && !own; ++p)
+          if (pieces_[p].param == bucket.params[k]) own = entry(p, field);
+        out[kState + std::to_string(bucket.params[k]) + "." + field] = raw::clone(own ? *own : *any);
+      }
+    }
+  }
+  return out;
+}
+
+void ZeroRedundancyOptimizer::load_state_dict(const optim::StateDict& state) {
+  optim::StateDict inner;
+  size_t total = 0;
+  for (const auto& g : groups_) total += g.size();
+  for (const auto& [key, value] : state) {
+    size_t i = 0;
+    std::string field;
+    if (split_state_key(key, i, field)) {
+      MT_CHECK(i < total, "ZeroRedundancyOptimizer::load_state_dict: '", key, "' is for parameter ", i,
+               ", the optimizer has ", total);
+      continue;
+    }
+    if (!ends_with(key, std::string(".") + kNumParams)) {
+      inner[key] = value;
+      continue;
+    }
+    const size_t g = group_of_key(key);
+    MT_CHECK(g < groups_.size(), "ZeroRedundancyOptimizer::load_state_dict: '", key, "': there are ", groups_.size(),
+             " param groups");
+    MT_CHECK(value.item() == static_cast<double>(groups_[g].size()), "ZeroRedundancyOptimizer::load_state_dict: "
+             "param group ", g, " has ", value.item(), " parameters in the state dict, ", groups_[g].size(), " here");
+    inner[key] = optim::detail::scalar_entry(static_cast<double>(inner_group_size_[g]));
+  }
+  for (size_t j = 0; j < inner_piece_.size(); ++j) {
+    if (inner_piece_[j] < 0) continue;
+    const ZeroPiece& piece = pieces_[static_cast<size_t>(inner_piece_[j])];
+    const std::string from = kState + std::to_string(piece.param) + ".";
+    for (auto it = state.lower_bound(from); it != state.end() && it->first.rfind(from, 0) == 0; ++it) {
+      const std::string to = kState + std::to_string(j) + "." + it->first.substr(from.size());
+      const Tensor& value = it->second;
+      if (value.dim() == 0) {
+        inner[to] = value;
+        continue;
+      }
+      MT_CHECK(value.numel() == flat_[piece.param].numel(), "ZeroRedundancyOptimizer::load_state_dict: '", it->first,
+               "' has ", value.numel(), " elements, parameter ", piece.param, " has ", flat_[piece.param].numel());
+      inner[to] = raw::clone(raw::narrow(raw::reshape(value, {value.numel()}), 0, piece.param_offset, piece.numel));
+    }
+  }
+  inner_->load_state_dict(inner);  // strict: shapes and counts checked there
+}
+
+}  // namespace mt::dist
