@@ -10,9 +10,13 @@
 // Every version trains the same model from the same weights on the same data; the program prints
 // each one's step time and how much of its communication it hid, checks that all four (and the
 // library's DDP) end with the same weights on every rank, and exits non-zero if they do not.
-// Overlap needs the collective to advance while backward computes: Gloo runs it on its own thread
-// (which needs a free core), MPI only inside MPI calls (process_group_mpi.h), such as the next
-// launch. So how much is hidden depends on the backend and the machine; the weights never do.
+// Overlap needs the collective to advance while backward computes. Gloo runs it on its own thread
+// (which needs a free core). MPI moves it only inside MPI calls: ProcessGroupMPI's progress thread,
+// woken by a collective of 64 KiB or more (each of v4's buckets), makes them every 20 µs until
+// nothing is in flight; a smaller one (v3's biases and last weight) issued while the thread sleeps
+// moves only when this rank next enters the group, such as the next launch (Note [Progress thread]
+// in distributed/process_group/mpi/process_group_mpi.cpp). So how much is hidden depends on the
+// backend and the machine; the weights never do.
 //
 //   build/example_ddp_from_scratch [ranks]   forks `ranks` (default 2) processes that meet over Gloo
 //   mpirun -np 2 build/example_ddp_from_scratch   each process is one rank, over MPI

@@ -166,8 +166,9 @@ class Reducer {
     }
   }
 
-  // Note [Progress] (process_group.h): each hook lets the buckets in flight advance (MPI moves them
-  // only inside MPI calls) and notes which have completed (Note [Overlap]). Buckets complete in
+  // Note [Progress] (process_group.h): each hook lets the buckets in flight advance (on MPI this is
+  // what moves a bucket under 64 KiB; larger ones have the progress thread, Note [Progress thread]
+  // in process_group_mpi.cpp) and notes which have completed (Note [Overlap]). Buckets complete in
   // launch order on Gloo's queue thread and NCCL's stream, and nearly so on MPI, so the look ends at
   // the first incomplete one; one that completed out of order is seen at a later look (done times
   // are upper bounds anyway).

@@ -28,10 +28,11 @@ struct DDPBucketTimes {
 // of compute, exact in finalize). So:
 //   exposed      = the time finalize waited for all-reduces (what backward did not hide)
 //   overlap      = the bytes whose all-reduce completed before finalize began / all bytes reduced
-// A bucket launched long before finalize but not progressed in between (MPI without progress calls)
-// is not hidden: it still completes inside finalize's wait. The bucket launched by the last hook has
-// only the engine's last nodes to hide behind, so a model whose gradients fit one bucket overlaps
-// next to nothing, whatever the backend.
+// A bucket launched long before finalize but not progressed in between (on MPI: no progress thread
+// and no hook after it, Note [Progress thread] in process_group_mpi.cpp) is not hidden: it still
+// completes inside finalize's wait. The bucket launched by the last hook has only the engine's last
+// nodes to hide behind, so a model whose gradients fit one bucket overlaps next to nothing,
+// whatever the backend.
 struct DDPStats {
   std::vector<int64_t> bucket_bytes;           // one entry per bucket, in launch order
   std::vector<std::vector<std::string>> bucket_parameters;  // the parameters of each bucket

@@ -63,8 +63,11 @@ class ProcessGroup {
   // Note [Progress]: lets collectives in flight advance; never blocks. A backend whose collectives
   // run on a thread of their own (Gloo's CollectiveQueue, NCCL's stream) needs nothing and keeps
   // this no-op. MPI advances a non-blocking collective only inside MPI calls, so ProcessGroupMPI
-  // tests its requests here; DDP calls it from every ready hook, which is what lets a bucket's
-  // all-reduce progress while backward computes the next gradients (Note [No comm thread]).
+  // tests its requests here, and DDP calls it from every ready hook. For a large bucket the hooks
+  // are the lesser part: ProcessGroupMPI's progress thread, woken by collectives of 64 KiB or more,
+  // tests every 20 µs. A smaller collective does not wake it and, unless a larger one keeps the
+  // thread polling (or with the thread off), moves only when the caller enters the group, as here
+  // (Note [Progress thread] in process_group_mpi.cpp).
   virtual void progress() {}
 
   // Flat collectives (Note [Flat shards]). reduce_scatter: `input` holds size() shards of

@@ -11,7 +11,8 @@
 // CollectiveQueue: the one worker thread on which a backend runs its collectives, in the order they
 // were issued (Note [Collective order]). Gloo, synchronous underneath, uses it to become
 // asynchronous; DDP relies on that to overlap communication with the rest of backward. (MPI has
-// non-blocking collectives of its own: Note [No comm thread] in process_group_mpi.cpp.)
+// non-blocking collectives of its own, issued on the caller's thread and moved by a progress
+// thread: Note [Progress thread] in process_group_mpi.cpp.)
 #pragma once
 
 #include <atomic>

@@ -1,5 +1,6 @@
-// ProcessGroupMPI: MPI's process-wide lifetime (Runtime), a Work that completes by MPI_Test
-// (MpiWork), and each collective as one non-blocking MPI call (see process_group_mpi.h). Without MPI
+// ProcessGroupMPI: MPI's process-wide lifetime (Runtime), the thread that moves large collectives
+// (ProgressThread), a Work that completes by MPI_Test (MpiWork), and each collective as one
+// non-blocking MPI call (see process_group_mpi.h). Without MPI
 // (MT_HAVE_MPI unset) only the stubs at the end are compiled. Last, the entry that makes
 // init_process_group("mpi") find it.
 #include "distributed/process_group/mpi/process_group_mpi.h"
@@ -180,19 +181,41 @@ struct ProcessGroupMPI::State {
   void progress_locked();
 };
 
-// Note [Progress thread]: OpenMPI moves a non-blocking collective only inside MPI calls, and a
-// large one needs many of them: between two processes its shared-memory transport copies a message
-// in fragments, each handed over by a later call. DDP's ready hooks call progress() (Note
-// [Progress]), but backward runs a whole layer's matrix products between two hooks, far too few
-// calls to move a megabyte. So while requests are in flight, this thread tests them every
-// kPollEvery, taking Runtime::mutex for each round of MPI_Test like any other caller
-// (MPI_THREAD_SERIALIZED). It waits kPollEvery before its first round, so a small collective,
-// which the caller's own wait() completes within microseconds, never meets it (Note [No comm
-// thread]: the caller still issues and completes every collective itself). Idle, it sleeps on a
-// condition variable; a wake-up costs the issuing thread one notify (a system call), so only
-// collectives of kWakeFrom bytes or more wake it: smaller ones travel in a few fragments that the
-// next call into the group moves, and the seed model's 11-float step would pay the notify on every
-// step for nothing. Once awake it polls until nothing is in flight, small requests included.
+// Note [Progress thread]: how an MPI collective moves, and which thread completes it. (The one full
+// account; process_group.h, process_group_mpi.h, work.h, ddp.cpp, docs/mpi.md, docs/ddp.md and
+// examples/ddp_from_scratch.cpp say it briefly and point here.)
+//   Issue: on the caller's thread, as MPI's non-blocking call (issue() below); no queue, no
+//     hand-off. Between two ranks on this machine an 11-float all-reduce costs about 1.3 µs issue
+//     to completion (0.5 µs to issue), where waking another thread and being woken back costs tens
+//     of µs. Gloo's collectives block, which is why ProcessGroupGloo needs a CollectiveQueue thread.
+//   Progress: OpenMPI moves a non-blocking collective only inside MPI calls, and a large one needs
+//     many of them: between two processes its shared-memory transport copies a message in
+//     fragments, each handed over by a later call. Two kinds of thread make those calls:
+//     - this thread (ProcessGroupMPIOptions::progress_thread, on by default). A collective of
+//       kWakeFrom (64 KiB) or more, counting all the tensors it holds, wakes it. Awake, it sleeps
+//       kPollEvery (20 µs) before each round, and each round tests every request in flight, small
+//       ones included, holding Runtime::mutex like any other caller (MPI_THREAD_SERIALIZED). It
+//       goes back to sleep on its condition variable when nothing is in flight or the group is
+//       poisoned.
+//     - the caller, whenever it enters the group: the next collective's issue (which first tests
+//       those in flight), progress() (DDP's ready hooks call it, Note [Progress] in
+//       process_group.h), is_completed(), and wait(), which spins on MPI_Test (Note [Timeouts
+//       without cancellation]). The hooks alone are not enough for a large bucket: backward runs a
+//       whole layer's matrix products between two hooks, far too few calls to move a megabyte.
+//   Below kWakeFrom: a collective issued while the thread sleeps does not wake it. Such a
+//     collective travels in a few fragments, and a wake-up costs the issuing thread one notify
+//     (a system call) that the seed model's 11-float step would pay every step for nothing. It
+//     moves only when the caller enters the group, or when a larger collective in flight already
+//     has the thread polling. Because the thread waits kPollEvery before its first round, a small
+//     collective that the caller's own wait() completes within microseconds never meets it.
+//   Completion: the first thread whose MPI_Test finds the request done completes it on the spot,
+//     under Runtime::mutex (MpiWork::poll_locked): it runs the collective's on_success (Avg's
+//     division by the world size, allgather's copy into the outputs, reduce_scatter's move into
+//     this rank's shard and Avg's division) and then Work::finish, which stamps the finish time.
+//     So with the thread on, a large collective can be completed on the progress thread while the
+//     caller computes, and the caller's wait() then finds it finished.
+//   Off (progress_thread = false): requests move only at the caller's entries listed above; a
+//     large bucket then moves mostly in finalize's wait (bench/README.md has the two side by side).
 class ProgressThread {
  public:
   static constexpr auto kPollEvery = std::chrono::microseconds(20);
@@ -359,19 +382,9 @@ void ProcessGroupMPI::State::progress_locked() {
 
 namespace {
 
-// Note [No comm thread]: Gloo's collectives block, so ProcessGroupGloo hands each one to a
-// CollectiveQueue thread. Here the caller's thread issues MPI's non-blocking collective itself and
-// the Work polls its request: between two ranks on this machine an 11-float all-reduce then costs
-// about 1.3 µs issue to completion (0.5 µs to issue), where waking another thread and being woken
-// back costs tens of µs, and two ranks on two cores have no spare core for such a thread to spin
-// on. The price: OpenMPI advances a non-blocking collective only inside MPI calls, so a request
-// progresses only when the group is entered again (the next collective's issue, progress(),
-// is_completed(), wait()), not while the caller computes. DDP enters from every ready hook
-// (Note [Progress] in process_group.h), so a bucket's all-reduce advances once per parameter
-// gradient of the backward that follows it, and in finalize.
-//
-// Issues one collective: `start` makes the MPI call that fills the request. Fails at once when the
-// group is poisoned.
+// Issues one collective on the caller's thread (Note [Progress thread]): `start` makes the MPI call
+// that fills the request; a collective of kWakeFrom bytes or more wakes the progress thread. Fails
+// at once when the group is poisoned.
 std::shared_ptr<Work> issue(const std::shared_ptr<ProcessGroupMPI::State>& state, const std::string& description,
                             std::chrono::milliseconds timeout, std::vector<Tensor> tensors,
                             std::function<void()> on_success, const std::function<int(MPI_Request*)>& start) {

@@ -12,9 +12,10 @@
 // How it works (docs/mpi.md has the measurements behind each choice):
 //   - Every collective is MPI's non-blocking version (MPI_Iallreduce, MPI_Ibcast, ...), issued on the
 //     calling thread: allreduce() returns at once with a Work that holds the MPI request, and no
-//     thread hand-off sits between the caller and MPI (Note [No comm thread]). While requests are
-//     in flight, a progress thread tests them every few microseconds, so that large collectives
-//     advance while the caller computes (Note [Progress thread]).
+//     thread hand-off sits between the caller and MPI. MPI moves a request only inside MPI calls, so
+//     a progress thread (on by default), woken by collectives of 64 KiB or more, tests the requests
+//     in flight every 20 µs and completes those it finds done; smaller ones do not wake it and move
+//     when the caller next enters the group (Note [Progress thread] in process_group_mpi.cpp).
 //   - Work::wait() polls the request with MPI_Test against a deadline, so a collective whose peer
 //     never comes ends in a TimeoutError naming it, and the group's later collectives fail at once
 //     (Note [Timeouts without cancellation] in process_group_mpi.cpp).
@@ -47,9 +48,10 @@ struct ProcessGroupMPIOptions {
   // Every collective's timeout (counted from when it was issued), and the time allowed for all ranks
   // to create the group.
   std::chrono::milliseconds timeout = kDefaultTimeout;
-  // A thread that tests the requests in flight every few microseconds, so that a large collective
-  // advances while the caller computes (Note [Progress thread] in process_group_mpi.cpp). Off: they
-  // advance only when the group is called (Note [No comm thread]).
+  // A thread that, once a collective of 64 KiB or more wakes it, tests the requests in flight every
+  // 20 µs, so that a large collective advances (and completes) while the caller computes (Note
+  // [Progress thread] in process_group_mpi.cpp). Off: requests advance only when the caller enters
+  // the group (an issue, progress(), is_completed(), wait()).
   bool progress_thread = true;
 };
 
