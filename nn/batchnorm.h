@@ -13,7 +13,8 @@
 // Shapes: BatchNorm1d takes (N, C) or (N, C, L); BatchNorm2d takes (N, C, H, W). Training needs more
 // than one value per channel (N·L or N·H·W > 1), or the variance is undefined: that is an error.
 // With a stats_reducer set (distributed/ddp/sync_batchnorm.h: SyncBatchNorm, convert_sync_batchnorm),
-// the batch statistics in training are those of every rank's batch together (Note [Sync batch norm]).
+// batch statistics (in training, and in eval too without track_running_stats) are those of every
+// rank's batch together (Note [Sync batch norm]).
 // What it does not do: BatchNorm3d, and running statistics in a dtype other than the module's.
 #pragma once
 

@@ -46,7 +46,8 @@ struct DDPStats {
   double comm_seconds = 0;           // from the launch of bucket 0 to the last all-reduce seen complete
   int64_t hidden_bytes = 0;          // bytes whose all-reduce completed before finalize (Note [Overlap])
   double overlap_fraction() const;   // hidden_bytes / bytes reduced in timed backwards
-  std::string comm_hook;             // the comm hook's name: "allreduce" (the default) or "fp16"
+  std::string comm_hook;             // the comm hook's name: "allreduce" (the default), "fp16" or
+                                     // "zero" (ZeroRedundancyOptimizer's ZeroHook, zero.h)
 };
 
 // Which rank completed a bucket last (Note [Straggler attribution] in ddp.cpp): on average over the

@@ -10,8 +10,11 @@
 // The ranks' statistics are merged as counts, means and sums of squared deviations (Chan et al.'s
 // parallel Welford combination), so inputs of large mean and small variance keep their digits. A
 // training forward is a collective (one all-reduce), and so is its backward (one): every rank
-// runs the same forwards and backwards. Eval mode uses the running statistics: no collective. A world
-// of one is a plain BatchNorm. Parameters and buffers keep BatchNorm's names, so state dicts load
+// runs the same forwards and backwards. In eval mode it uses the running statistics and needs no
+// collective, unless track_running_stats is false: then there are none, every forward uses batch
+// statistics (BatchNorm::forward in nn/batchnorm.cpp), and an eval forward is a collective too, so
+// every rank must run the same evaluation (PyTorch's SyncBatchNorm uses the rank's own batch then).
+// A world of one is a plain BatchNorm. Parameters and buffers keep BatchNorm's names, so state dicts load
 // into either.
 //
 // What it does not do: statistics over a subset of the ranks (PyTorch's process_group argument takes
