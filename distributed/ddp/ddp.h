@@ -74,9 +74,21 @@ class DistributedDataParallel : public nn::Module {
   void register_comm_hook(std::shared_ptr<CommHook> hook);
 
   // RAII: while a NoSync is alive, backward does not communicate; gradients accumulate locally in the
-  // buckets. The first backward after it averages the accumulated sums. Gradient accumulation:
-  //   { auto guard = ddp.no_sync(); loss(micro_batch_0).backward(); }
-  //   loss(micro_batch_1).backward();   // reduces the sum of both micro-batches
+  // buckets. The first backward after it averages the accumulated sums. Gradient accumulation over
+  // k micro-batches:
+  //   opt.zero_grad();                                                  // once per optimizer step
+  //   { auto guard = ddp.no_sync(); (loss(micro_batch_0) / k).backward(); ... }
+  //   (loss(micro_batch_last) / k).backward();   // reduces the sum of all k micro-batches
+  //   opt.step();
+  // - Scale each micro-batch's loss by 1/k: DDP averages over ranks only, and the micro-batches'
+  //   gradients add up in the bucket, so unscaled they give k times the mean over the combined
+  //   batch (test_ddp.cpp's no_sync test scales by 1/2).
+  // - No zero_grad between micro-batches: opt.zero_grad() makes the next backward write its first
+  //   gradient over the bucket slot (Note [Gradient destination]), and zero_grad() above zeroes the
+  //   buckets; either forgets the micro-batches so far.
+  // - A no_sync backward is invisible to DDPStats (--ddp-stats): its hooks return before queueing
+  //   finalize, so it is not counted in `backwards` and not timed; the synced backward that follows
+  //   is timed from its own first hook.
   class NoSync {
    public:
     explicit NoSync(std::shared_ptr<detail::Reducer> reducer);
