@@ -193,21 +193,21 @@ struct ProcessGroupMPI::State {
 //     fragments, each handed over by a later call. Two kinds of thread make those calls:
 //     - this thread (ProcessGroupMPIOptions::progress_thread, on by default). A collective of
 //       kWakeFrom (64 KiB) or more, counting all the tensors it holds, wakes it. Awake, it sleeps
-//       kPollEvery (20 µs) before each round, and each round tests every request in flight, small
-//       ones included, holding Runtime::mutex like any other caller (MPI_THREAD_SERIALIZED). It
-//       goes back to sleep on its condition variable when nothing is in flight or the group is
+//       kPollEvery (20 µs) before each round, the first one too (so a collective that the caller's
+//       own wait() completes sooner never meets it), and each round tests every request in flight,
+//       small ones included, holding Runtime::mutex like any other caller (MPI_THREAD_SERIALIZED).
+//       It goes back to sleep on its condition variable when nothing is in flight or the group is
 //       poisoned.
 //     - the caller, whenever it enters the group: the next collective's issue (which first tests
 //       those in flight), progress() (DDP's ready hooks call it, Note [Progress] in
-//       process_group.h), is_completed(), and wait(), which spins on MPI_Test (Note [Timeouts
+//       process_group.h), is_completed(), and wait(), which polls MPI_Test (Note [Timeouts
 //       without cancellation]). The hooks alone are not enough for a large bucket: backward runs a
 //       whole layer's matrix products between two hooks, far too few calls to move a megabyte.
 //   Below kWakeFrom: a collective issued while the thread sleeps does not wake it. Such a
 //     collective travels in a few fragments, and a wake-up costs the issuing thread one notify
 //     (a system call) that the seed model's 11-float step would pay every step for nothing. It
 //     moves only when the caller enters the group, or when a larger collective in flight already
-//     has the thread polling. Because the thread waits kPollEvery before its first round, a small
-//     collective that the caller's own wait() completes within microseconds never meets it.
+//     has the thread polling.
 //   Completion: the first thread whose MPI_Test finds the request done completes it on the spot,
 //     under Runtime::mutex (MpiWork::poll_locked): it runs the collective's on_success (Avg's
 //     division by the world size, allgather's copy into the outputs, reduce_scatter's move into
