@@ -8,10 +8,22 @@
 #
 #   include(cmake/Components.cmake)   after MT_SOURCES is globbed: takes the backends' files out
 #   mt_add_backend_components()       after the library targets exist: makes minitrain_gloo/_mpi
-set(MT_GLOO_SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/distributed/process_group/gloo/process_group_gloo.cpp
-                    ${CMAKE_CURRENT_SOURCE_DIR}/distributed/process_group/gloo/gloo_connect.cpp)
-set(MT_MPI_SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/distributed/process_group/mpi/process_group_mpi.cpp)
+set(mt_pg_dir ${CMAKE_CURRENT_SOURCE_DIR}/distributed/process_group)
+file(GLOB MT_GLOO_SOURCES CONFIGURE_DEPENDS ${mt_pg_dir}/gloo/*.cpp)
+file(GLOB MT_MPI_SOURCES CONFIGURE_DEPENDS ${mt_pg_dir}/mpi/*.cpp)
 list(REMOVE_ITEM MT_SOURCES ${MT_GLOO_SOURCES} ${MT_MPI_SOURCES})
+# Each backend's folder holds the real thing, its stub (*_stub.cpp: the same class, saying how to get
+# the library) and its registration (register_*.cpp). A build compiles the one or the other.
+if(MT_HAVE_GLOO)
+  list(REMOVE_ITEM MT_GLOO_SOURCES ${mt_pg_dir}/gloo/process_group_gloo_stub.cpp)
+else()
+  set(MT_GLOO_SOURCES ${mt_pg_dir}/gloo/process_group_gloo_stub.cpp ${mt_pg_dir}/gloo/register_gloo.cpp)
+endif()
+if(MT_HAVE_MPI)
+  list(REMOVE_ITEM MT_MPI_SOURCES ${mt_pg_dir}/mpi/process_group_mpi_stub.cpp)
+else()
+  set(MT_MPI_SOURCES ${mt_pg_dir}/mpi/process_group_mpi_stub.cpp ${mt_pg_dir}/mpi/register_mpi.cpp)
+endif()
 
 # minitrain_<name> from `sources`; `found`: whether the build has the backend's library, `dependency`:
 # the target to link for it. The component sits on the CPU library (minitrain_cpu in a CUDA build,

@@ -6,7 +6,7 @@
 // component to link.
 //
 // Note [Backends register themselves]: a component's source defines a global whose initialiser calls
-// register_process_group_backend, e.g. in process_group_gloo.cpp:
+// register_process_group_backend, e.g. in gloo/register_gloo.cpp:
 //   extern "C" const bool mt_process_group_gloo_registered = register_process_group_backend("gloo", ...);
 // A static library's object that nothing references is dropped by the linker, initialiser and all, so
 // that alone would be fragile. The component's CMake target therefore carries the link option

@@ -27,9 +27,58 @@ ProcessGroup::ProcessGroup(int rank, int size, std::chrono::milliseconds timeout
   MT_CHECK(timeout.count() > 0, "process group: timeout must be positive, got ", format_ms(timeout));
 }
 
-std::string ProcessGroup::describe(uint64_t sequence, const std::string& what, const std::string& detail) const {
-  return what + " #" + std::to_string(sequence) + (detail.empty() ? "" : " (" + detail + ")") + " on rank " +
+std::string ProcessGroup::number(const std::string& what, const std::string& detail) {
+  return what + " #" + std::to_string(++issued_) + (detail.empty() ? "" : " (" + detail + ")") + " on rank " +
          std::to_string(rank_) + " of " + std::to_string(size_);
+}
+
+// Note [One opening for every collective]: every collective starts the same way on every backend:
+// check the arguments (so a wrong call fails here, on this rank, before anything reaches the wire),
+// number it (Note [Collective order]: the same number on every rank names the same collective in
+// messages and in the desync guard's reports), and bump the version of each tensor it will write
+// (the backend writes raw memory, outside autograd, so a backward that saved the old value must
+// refuse to run). The public collectives do that here, once, and then call the backend's run_*,
+// which only moves bytes. A backend's own limits (MPI's int counts) stay in its run_*.
+
+std::shared_ptr<Work> ProcessGroup::allreduce(Tensor& tensor, ReduceOp op) {
+  check_tensor(tensor, "allreduce");
+  check_reduce(tensor, op, "allreduce");
+  const std::string what = number("allreduce", describe_tensor(tensor) + ", " + reduce_op_name(op));
+  tensor.storage()->bump_version();
+  return run_allreduce(tensor, op, what);
+}
+
+std::shared_ptr<Work> ProcessGroup::broadcast(Tensor& tensor, int root) {
+  check_tensor(tensor, "broadcast");
+  check_root(root, "broadcast");
+  const std::string what = number("broadcast", describe_tensor(tensor) + ", root " + std::to_string(root));
+  tensor.storage()->bump_version();
+  return run_broadcast(tensor, root, what);
+}
+
+std::shared_ptr<Work> ProcessGroup::allgather(std::vector<Tensor>& outputs, const Tensor& input) {
+  prepare_allgather(outputs, input, "allgather");
+  const std::string what = number("allgather", describe_tensor(input));
+  for (auto& out : outputs) out.storage()->bump_version();
+  return run_allgather(outputs, input, what);
+}
+
+std::shared_ptr<Work> ProcessGroup::barrier() { return run_barrier(number("barrier", "")); }
+
+std::shared_ptr<Work> ProcessGroup::reduce_scatter(Tensor& output, const Tensor& input, ReduceOp op) {
+  check_flat(output, input, "reduce_scatter");
+  check_reduce(output, op, "reduce_scatter");
+  MT_CHECK(op != ReduceOp::Max, "reduce_scatter: Max is not supported (Sum, Avg)");
+  const std::string what = number("reduce_scatter", describe_tensor(input) + ", " + reduce_op_name(op));
+  output.storage()->bump_version();
+  return run_reduce_scatter(output, input, op, what);
+}
+
+std::shared_ptr<Work> ProcessGroup::allgather_into(Tensor& output, const Tensor& input) {
+  check_flat(input, output, "allgather_into");
+  const std::string what = number("allgather_into", describe_tensor(input));
+  output.storage()->bump_version();
+  return run_allgather_into(output, input, what);
 }
 
 void ProcessGroup::check_tensor(const Tensor& t, const std::string& what) const {

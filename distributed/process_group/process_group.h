@@ -52,13 +52,25 @@ class ProcessGroup {
   // tensors for a collective (DDP's fingerprint, an epoch's loss) makes them here.
   Device device() const { return device_; }
 
+  // The collectives. They are not virtual: each checks its arguments, numbers the collective and
+  // bumps the version of the tensors it will write, once for every backend, then hands over to the
+  // backend's run_* below (Note [One opening for every collective]).
+  //
   // Avg is Sum followed by a division by size() on each rank; it needs a floating dtype.
-  virtual std::shared_ptr<Work> allreduce(Tensor& tensor, ReduceOp op = ReduceOp::Sum) = 0;
-  virtual std::shared_ptr<Work> broadcast(Tensor& tensor, int root = 0) = 0;
+  std::shared_ptr<Work> allreduce(Tensor& tensor, ReduceOp op = ReduceOp::Sum);
+  std::shared_ptr<Work> broadcast(Tensor& tensor, int root = 0);
   // `outputs` is either empty (it is filled with size() new tensors shaped like `input`) or holds
   // size() contiguous tensors on device() of input's dtype and element count.
-  virtual std::shared_ptr<Work> allgather(std::vector<Tensor>& outputs, const Tensor& input) = 0;
-  virtual std::shared_ptr<Work> barrier() = 0;
+  std::shared_ptr<Work> allgather(std::vector<Tensor>& outputs, const Tensor& input);
+  std::shared_ptr<Work> barrier();
+  // Flat collectives (Note [Flat shards]). reduce_scatter: `input` holds size() shards of
+  // output.numel() elements; output = op over ranks of shard rank(), Sum or Avg. allgather_into:
+  // `output` holds size() shards of input.numel() elements; shard r = rank r's input. Either may run
+  // in place, with the small tensor being this rank's shard of the large one
+  // (narrow(large, 0, rank() * n, n)); then the other shards of a reduce_scatter's input are left
+  // unspecified.
+  std::shared_ptr<Work> reduce_scatter(Tensor& output, const Tensor& input, ReduceOp op = ReduceOp::Sum);
+  std::shared_ptr<Work> allgather_into(Tensor& output, const Tensor& input);
 
   // Note [Progress]: lets collectives in flight advance; never blocks. A backend whose collectives
   // run on a thread of their own (Gloo's CollectiveQueue, NCCL's stream) needs nothing and keeps
@@ -70,18 +82,22 @@ class ProcessGroup {
   // (Note [Progress thread] in process_group_mpi.cpp).
   virtual void progress() {}
 
-  // Flat collectives (Note [Flat shards]). reduce_scatter: `input` holds size() shards of
-  // output.numel() elements; output = op over ranks of shard rank(), Sum or Avg. allgather_into:
-  // `output` holds size() shards of input.numel() elements; shard r = rank r's input. Either may run
-  // in place, with the small tensor being this rank's shard of the large one
-  // (narrow(large, 0, rank() * n, n)); then the other shards of a reduce_scatter's input are left
-  // unspecified.
-  virtual std::shared_ptr<Work> reduce_scatter(Tensor& output, const Tensor& input, ReduceOp op = ReduceOp::Sum) = 0;
-  virtual std::shared_ptr<Work> allgather_into(Tensor& output, const Tensor& input) = 0;
-
  protected:
   ProcessGroup(int rank, int size, std::chrono::milliseconds timeout, Device device = kCPU);
 
+  // What a backend implements: the collective itself, its arguments already checked and the
+  // written tensors' versions bumped. `what` names it in its Work and its errors: "allreduce #7
+  // (203530 float32, Sum) on rank 1 of 4". allgather's `outputs` holds size() tensors.
+  virtual std::shared_ptr<Work> run_allreduce(Tensor& tensor, ReduceOp op, const std::string& what) = 0;
+  virtual std::shared_ptr<Work> run_broadcast(Tensor& tensor, int root, const std::string& what) = 0;
+  virtual std::shared_ptr<Work> run_allgather(std::vector<Tensor>& outputs, const Tensor& input,
+                                              const std::string& what) = 0;
+  virtual std::shared_ptr<Work> run_barrier(const std::string& what) = 0;
+  virtual std::shared_ptr<Work> run_reduce_scatter(Tensor& output, const Tensor& input, ReduceOp op,
+                                                   const std::string& what) = 0;
+  virtual std::shared_ptr<Work> run_allgather_into(Tensor& output, const Tensor& input, const std::string& what) = 0;
+
+ private:
   // Checks a collective's tensor (defined, on device(), contiguous, supported dtype); `what` names the call.
   void check_tensor(const Tensor& t, const std::string& what) const;
   // Checks the op against the dtype (Avg needs floating point).
@@ -92,12 +108,9 @@ class ProcessGroup {
   // Checks a flat collective's pair: `shard` (n elements) and `whole` (size()·n, same dtype).
   void check_flat(const Tensor& shard, const Tensor& whole, const std::string& what) const;
   // Numbers collectives 1, 2, 3... in issue order: the same number on every rank for the same
-  // collective (Note [Collective order]).
-  uint64_t next_sequence() { return ++issued_; }
-  // "allreduce #7 (203530 float32, Sum) on rank 1 of 4": names a collective in its Work and errors.
-  std::string describe(uint64_t sequence, const std::string& what, const std::string& detail) const;
+  // collective (Note [Collective order]), and names it: "allreduce #7 (203530 float32, Sum) on rank 1 of 4".
+  std::string number(const std::string& what, const std::string& detail);
 
- private:
   int rank_;
   int size_;
   std::chrono::milliseconds timeout_;

@@ -13,29 +13,14 @@ std::shared_ptr<Work> ProcessGroupLocal::done(const std::string& description) {
   return work;
 }
 
-std::shared_ptr<Work> ProcessGroupLocal::allreduce(Tensor& tensor, ReduceOp op) {
-  check_tensor(tensor, "allreduce");
-  check_reduce(tensor, op, "allreduce");
-  const std::string what =
-      describe(next_sequence(), "allreduce", describe_tensor(tensor) + ", " + reduce_op_name(op));
-  tensor.storage()->bump_version();  // as the real backends do: the tensor was (trivially) written
-  return done(what);  // Sum, Avg and Max over one rank leave the tensor as it is
-}
+// Sum, Avg and Max over one rank leave the tensor as it is; broadcast has nothing to send.
+std::shared_ptr<Work> ProcessGroupLocal::run_allreduce(Tensor&, ReduceOp, const std::string& what) { return done(what); }
 
-std::shared_ptr<Work> ProcessGroupLocal::broadcast(Tensor& tensor, int root) {
-  check_tensor(tensor, "broadcast");
-  check_root(root, "broadcast");
-  const std::string what =
-      describe(next_sequence(), "broadcast", describe_tensor(tensor) + ", root " + std::to_string(root));
-  tensor.storage()->bump_version();
-  return done(what);
-}
+std::shared_ptr<Work> ProcessGroupLocal::run_broadcast(Tensor&, int, const std::string& what) { return done(what); }
 
-std::shared_ptr<Work> ProcessGroupLocal::allgather(std::vector<Tensor>& outputs, const Tensor& input) {
-  prepare_allgather(outputs, input, "allgather");
-  const std::string what = describe(next_sequence(), "allgather", describe_tensor(input));
+std::shared_ptr<Work> ProcessGroupLocal::run_allgather(std::vector<Tensor>& outputs, const Tensor& input,
+                                                       const std::string& what) {
   std::memcpy(outputs[0].raw_data(), input.raw_data(), input.numel() * element_size(input.dtype()));
-  outputs[0].storage()->bump_version();
   return done(what);
 }
 
@@ -44,27 +29,21 @@ namespace {
 void copy_flat(Tensor& output, const Tensor& input) {
   if (output.raw_data() != input.raw_data())
     std::memcpy(output.raw_data(), input.raw_data(), input.numel() * element_size(input.dtype()));
-  output.storage()->bump_version();
 }
 }  // namespace
 
-std::shared_ptr<Work> ProcessGroupLocal::reduce_scatter(Tensor& output, const Tensor& input, ReduceOp op) {
-  check_flat(output, input, "reduce_scatter");
-  check_reduce(output, op, "reduce_scatter");
-  MT_CHECK(op != ReduceOp::Max, "reduce_scatter: Max is not supported (Sum, Avg)");
-  const std::string what =
-      describe(next_sequence(), "reduce_scatter", describe_tensor(input) + ", " + reduce_op_name(op));
+std::shared_ptr<Work> ProcessGroupLocal::run_reduce_scatter(Tensor& output, const Tensor& input, ReduceOp,
+                                                            const std::string& what) {
   copy_flat(output, input);
   return done(what);
 }
 
-std::shared_ptr<Work> ProcessGroupLocal::allgather_into(Tensor& output, const Tensor& input) {
-  check_flat(input, output, "allgather_into");
-  const std::string what = describe(next_sequence(), "allgather_into", describe_tensor(input));
+std::shared_ptr<Work> ProcessGroupLocal::run_allgather_into(Tensor& output, const Tensor& input,
+                                                            const std::string& what) {
   copy_flat(output, input);
   return done(what);
 }
 
-std::shared_ptr<Work> ProcessGroupLocal::barrier() { return done(describe(next_sequence(), "barrier", "")); }
+std::shared_ptr<Work> ProcessGroupLocal::run_barrier(const std::string& what) { return done(what); }
 
 }  // namespace mt::dist

@@ -13,14 +13,16 @@ class ProcessGroupLocal : public ProcessGroup {
   explicit ProcessGroupLocal(std::chrono::milliseconds timeout = kDefaultTimeout);
   std::string backend() const override { return "local"; }
 
-  std::shared_ptr<Work> allreduce(Tensor& tensor, ReduceOp op = ReduceOp::Sum) override;
-  std::shared_ptr<Work> broadcast(Tensor& tensor, int root = 0) override;
-  std::shared_ptr<Work> allgather(std::vector<Tensor>& outputs, const Tensor& input) override;
-  std::shared_ptr<Work> barrier() override;
-  std::shared_ptr<Work> reduce_scatter(Tensor& output, const Tensor& input, ReduceOp op = ReduceOp::Sum) override;
-  std::shared_ptr<Work> allgather_into(Tensor& output, const Tensor& input) override;
-
  private:
+  // The collectives (Note [One opening for every collective]: ProcessGroup checked and numbered them).
+  std::shared_ptr<Work> run_allreduce(Tensor& tensor, ReduceOp op, const std::string& what) override;
+  std::shared_ptr<Work> run_broadcast(Tensor& tensor, int root, const std::string& what) override;
+  std::shared_ptr<Work> run_allgather(std::vector<Tensor>& outputs, const Tensor& input, const std::string& what) override;
+  std::shared_ptr<Work> run_barrier(const std::string& what) override;
+  std::shared_ptr<Work> run_reduce_scatter(Tensor& output, const Tensor& input, ReduceOp op,
+                                           const std::string& what) override;
+  std::shared_ptr<Work> run_allgather_into(Tensor& output, const Tensor& input, const std::string& what) override;
+
   std::shared_ptr<Work> done(const std::string& description);
 };
 

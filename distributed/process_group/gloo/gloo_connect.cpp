@@ -2,8 +2,6 @@
 // deadline.
 #include "distributed/process_group/gloo/gloo_connect.h"
 
-#if MT_HAVE_GLOO
-
 #include <gloo/barrier_all_to_all.h>
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
@@ -183,5 +181,3 @@ std::shared_ptr<::gloo::rendezvous::Context> connect_gloo(const std::shared_ptr<
 }
 
 }  // namespace mt::dist::detail
-
-#endif

@@ -3,8 +3,6 @@
 // types, which the public headers keep out of sight); compiled only where CMake found Gloo.
 #pragma once
 
-#if MT_HAVE_GLOO
-
 #include <gloo/rendezvous/context.h>
 
 #include <chrono>
@@ -22,5 +20,3 @@ std::shared_ptr<::gloo::rendezvous::Context> connect_gloo(const std::shared_ptr<
                                                           const ProcessGroupGlooOptions& opts);
 
 }  // namespace mt::dist::detail
-
-#endif

@@ -1,11 +1,7 @@
 // ProcessGroupGloo: the rendezvous (connecting is gloo_connect.cpp), and each collective as one task on the
-// CollectiveQueue (see process_group_gloo.h). Without Gloo (MT_HAVE_GLOO unset) only the stubs at the
-// end are compiled. Last, the entry that makes init_process_group("gloo") find it.
+// CollectiveQueue (see process_group_gloo.h). Compiled only with Gloo: process_group_gloo_stub.cpp
+// stands in without it, and register_gloo.cpp makes init_process_group("gloo") find either.
 #include "distributed/process_group/gloo/process_group_gloo.h"
-
-#include "distributed/process_group/backends.h"
-
-#if MT_HAVE_GLOO
 
 #include <gloo/allgather_ring.h>
 #include <gloo/allreduce_halving_doubling.h>
@@ -162,13 +158,8 @@ void ProcessGroupGloo::enqueue(const std::shared_ptr<Work>& work, std::function<
   });
 }
 
-std::shared_ptr<Work> ProcessGroupGloo::allreduce(Tensor& tensor, ReduceOp op) {
-  check_tensor(tensor, "allreduce");
-  check_reduce(tensor, op, "allreduce");
-  const uint64_t seq = next_sequence();
-  auto work = std::make_shared<Work>(
-      describe(seq, "allreduce", describe_tensor(tensor) + ", " + reduce_op_name(op)), timeout());
-  tensor.storage()->bump_version();
+std::shared_ptr<Work> ProcessGroupGloo::run_allreduce(Tensor& tensor, ReduceOp op, const std::string& what) {
+  auto work = std::make_shared<Work>(what, timeout());
   enqueue(work, [this, tensor, op] {
     const int n = element_count(tensor);
     if (n == 0 || size() == 1) return;  // Note [A world of one]
@@ -198,13 +189,8 @@ std::shared_ptr<Work> ProcessGroupGloo::allreduce(Tensor& tensor, ReduceOp op) {
   return work;
 }
 
-std::shared_ptr<Work> ProcessGroupGloo::broadcast(Tensor& tensor, int root) {
-  check_tensor(tensor, "broadcast");
-  check_root(root, "broadcast");
-  const uint64_t seq = next_sequence();
-  auto work = std::make_shared<Work>(
-      describe(seq, "broadcast", describe_tensor(tensor) + ", root " + std::to_string(root)), timeout());
-  tensor.storage()->bump_version();
+std::shared_ptr<Work> ProcessGroupGloo::run_broadcast(Tensor& tensor, int root, const std::string& what) {
+  auto work = std::make_shared<Work>(what, timeout());
   enqueue(work, [this, tensor, root] {
     const int n = element_count(tensor);
     if (n == 0 || size() == 1) return;
@@ -217,11 +203,9 @@ std::shared_ptr<Work> ProcessGroupGloo::broadcast(Tensor& tensor, int root) {
   return work;
 }
 
-std::shared_ptr<Work> ProcessGroupGloo::allgather(std::vector<Tensor>& outputs, const Tensor& input) {
-  prepare_allgather(outputs, input, "allgather");
-  const uint64_t seq = next_sequence();
-  auto work = std::make_shared<Work>(describe(seq, "allgather", describe_tensor(input)), timeout());
-  for (auto& out : outputs) out.storage()->bump_version();
+std::shared_ptr<Work> ProcessGroupGloo::run_allgather(std::vector<Tensor>& outputs, const Tensor& input,
+                                                      const std::string& what) {
+  auto work = std::make_shared<Work>(what, timeout());
   // Gloo gathers into one buffer, rank by rank; the outputs are filled from it afterwards.
   const Tensor flat = empty({size() * input.numel()}, {.dtype = input.dtype()});
   enqueue(work, [this, input, outputs, flat] {
@@ -241,14 +225,9 @@ std::shared_ptr<Work> ProcessGroupGloo::allgather(std::vector<Tensor>& outputs, 
   return work;
 }
 
-std::shared_ptr<Work> ProcessGroupGloo::reduce_scatter(Tensor& output, const Tensor& input, ReduceOp op) {
-  check_flat(output, input, "reduce_scatter");
-  check_reduce(output, op, "reduce_scatter");
-  MT_CHECK(op != ReduceOp::Max, "reduce_scatter: Max is not supported (Sum, Avg)");
-  const uint64_t seq = next_sequence();
-  auto work = std::make_shared<Work>(
-      describe(seq, "reduce_scatter", describe_tensor(input) + ", " + reduce_op_name(op)), timeout());
-  output.storage()->bump_version();
+std::shared_ptr<Work> ProcessGroupGloo::run_reduce_scatter(Tensor& output, const Tensor& input, ReduceOp op,
+                                                           const std::string& what) {
+  auto work = std::make_shared<Work>(what, timeout());
   // Out of place, Gloo works on a copy, so that the input stays as it was.
   const bool in_place = is_own_shard(output, input, rank());
   const Tensor work_on = in_place || size() == 1 ? input : raw::clone(input);
@@ -271,11 +250,8 @@ std::shared_ptr<Work> ProcessGroupGloo::reduce_scatter(Tensor& output, const Ten
   return work;
 }
 
-std::shared_ptr<Work> ProcessGroupGloo::allgather_into(Tensor& output, const Tensor& input) {
-  check_flat(input, output, "allgather_into");
-  const uint64_t seq = next_sequence();
-  auto work = std::make_shared<Work>(describe(seq, "allgather_into", describe_tensor(input)), timeout());
-  output.storage()->bump_version();
+std::shared_ptr<Work> ProcessGroupGloo::run_allgather_into(Tensor& output, const Tensor& input, const std::string& what) {
+  auto work = std::make_shared<Work>(what, timeout());
   enqueue(work, [this, output, input] {
     const int n = element_count(input);
     element_count(output);
@@ -299,9 +275,8 @@ std::shared_ptr<Work> ProcessGroupGloo::allgather_into(Tensor& output, const Ten
   return work;
 }
 
-std::shared_ptr<Work> ProcessGroupGloo::barrier() {
-  const uint64_t seq = next_sequence();
-  auto work = std::make_shared<Work>(describe(seq, "barrier", ""), timeout());
+std::shared_ptr<Work> ProcessGroupGloo::run_barrier(const std::string& what) {
+  auto work = std::make_shared<Work>(what, timeout());
   enqueue(work, [this] {
     if (size() > 1) ::gloo::BarrierAllToAll(gloo_->context).run();
   });
@@ -309,43 +284,3 @@ std::shared_ptr<Work> ProcessGroupGloo::barrier() {
 }
 
 }  // namespace mt::dist
-
-#else  // no Gloo in this build
-
-namespace mt::dist {
-
-struct ProcessGroupGloo::Gloo {};
-
-bool ProcessGroupGloo::is_available() { return false; }
-
-ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<Store> store, int rank, int size, ProcessGroupGlooOptions opts)
-    : ProcessGroup(rank, size, opts.timeout) {
-  MT_FAIL("this build of minitrain has no Gloo backend: CMake did not find Gloo (Debian: apt install "
-          "libgloo-dev, then reconfigure)");
-}
-ProcessGroupGloo::~ProcessGroupGloo() = default;
-std::shared_ptr<Work> ProcessGroupGloo::allreduce(Tensor&, ReduceOp) { MT_FAIL("no Gloo backend"); }
-std::shared_ptr<Work> ProcessGroupGloo::broadcast(Tensor&, int) { MT_FAIL("no Gloo backend"); }
-std::shared_ptr<Work> ProcessGroupGloo::allgather(std::vector<Tensor>&, const Tensor&) { MT_FAIL("no Gloo backend"); }
-std::shared_ptr<Work> ProcessGroupGloo::barrier() { MT_FAIL("no Gloo backend"); }
-std::shared_ptr<Work> ProcessGroupGloo::reduce_scatter(Tensor&, const Tensor&, ReduceOp) { MT_FAIL("no Gloo backend"); }
-std::shared_ptr<Work> ProcessGroupGloo::allgather_into(Tensor&, const Tensor&) { MT_FAIL("no Gloo backend"); }
-
-}  // namespace mt::dist
-
-#endif
-
-// ---- registration: init_process_group("gloo") (Note [Backends register themselves]) ---------------
-extern "C" const bool mt_process_group_gloo_registered;
-const bool mt_process_group_gloo_registered = mt::dist::register_process_group_backend(
-    "gloo", {.available = mt::dist::ProcessGroupGloo::is_available(), .needs_store = true,
-             .make = [](const mt::dist::InitOptions& opts, std::shared_ptr<mt::dist::Store> store) {
-               using namespace mt::dist;
-               ProcessGroupGlooOptions gloo{.timeout = opts.timeout, .hostname = opts.gloo_hostname,
-                                            .interface = opts.gloo_interface};
-               if (gloo.interface.empty()) gloo.interface = process_env("GLOO_SOCKET_IFNAME").value_or("");
-               if (gloo.interface.empty() && gloo.hostname.empty() && is_loopback(opts.rendezvous.master_addr))
-                 gloo.hostname = "127.0.0.1";
-               return std::make_shared<ProcessGroupGloo>(std::move(store), opts.rendezvous.rank,
-                                                         opts.rendezvous.world_size, gloo);
-             }});

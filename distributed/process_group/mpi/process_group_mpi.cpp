@@ -1,13 +1,8 @@
 // ProcessGroupMPI: MPI's process-wide lifetime (Runtime), the thread that moves large collectives
 // (ProgressThread), a Work that completes by MPI_Test (MpiWork), and each collective as one
-// non-blocking MPI call (see process_group_mpi.h). Without MPI
-// (MT_HAVE_MPI unset) only the stubs at the end are compiled. Last, the entry that makes
-// init_process_group("mpi") find it.
+// non-blocking MPI call (see process_group_mpi.h). Compiled only with MPI: process_group_mpi_stub.cpp
+// stands in without it, and register_mpi.cpp makes init_process_group("mpi") find either.
 #include "distributed/process_group/mpi/process_group_mpi.h"
-
-#include "distributed/process_group/backends.h"
-
-#if MT_HAVE_MPI
 
 #include <mpi.h>
 
@@ -485,13 +480,8 @@ ProcessGroupMPI::~ProcessGroupMPI() {
   if (state_->comm != MPI_COMM_NULL) MPI_Comm_free(&state_->comm);
 }
 
-std::shared_ptr<Work> ProcessGroupMPI::allreduce(Tensor& tensor, ReduceOp op) {
-  check_tensor(tensor, "allreduce");
-  check_reduce(tensor, op, "allreduce");
+std::shared_ptr<Work> ProcessGroupMPI::run_allreduce(Tensor& tensor, ReduceOp op, const std::string& description) {
   const int count = mpi_count(tensor, "allreduce");
-  const std::string description =
-      describe(next_sequence(), "allreduce", describe_tensor(tensor) + ", " + reduce_op_name(op));
-  tensor.storage()->bump_version();
   std::function<void()> after;
   if (op == ReduceOp::Avg) after = [tensor, n = size()] { divide(tensor, n); };  // Sum, then divide
   return issue(state_, description, timeout(), {tensor}, std::move(after), [&](MPI_Request* request) {
@@ -500,23 +490,16 @@ std::shared_ptr<Work> ProcessGroupMPI::allreduce(Tensor& tensor, ReduceOp op) {
   });
 }
 
-std::shared_ptr<Work> ProcessGroupMPI::broadcast(Tensor& tensor, int root) {
-  check_tensor(tensor, "broadcast");
-  check_root(root, "broadcast");
+std::shared_ptr<Work> ProcessGroupMPI::run_broadcast(Tensor& tensor, int root, const std::string& description) {
   const int count = mpi_count(tensor, "broadcast");
-  const std::string description =
-      describe(next_sequence(), "broadcast", describe_tensor(tensor) + ", root " + std::to_string(root));
-  tensor.storage()->bump_version();
   return issue(state_, description, timeout(), {tensor}, nullptr, [&](MPI_Request* request) {
     return MPI_Ibcast(tensor.raw_data(), count, mpi_type(tensor.dtype()), root, state_->comm, request);
   });
 }
 
-std::shared_ptr<Work> ProcessGroupMPI::allgather(std::vector<Tensor>& outputs, const Tensor& input) {
-  prepare_allgather(outputs, input, "allgather");
+std::shared_ptr<Work> ProcessGroupMPI::run_allgather(std::vector<Tensor>& outputs, const Tensor& input,
+                                                     const std::string& description) {
   const int count = mpi_count(input, "allgather");
-  const std::string description = describe(next_sequence(), "allgather", describe_tensor(input));
-  for (auto& out : outputs) out.storage()->bump_version();
   // MPI gathers into one buffer, rank by rank; the outputs are filled from it on completion.
   Tensor flat = empty({size() * input.numel()}, {.dtype = input.dtype()});
   const size_t bytes = static_cast<size_t>(input.numel()) * element_size(input.dtype());
@@ -536,15 +519,10 @@ std::shared_ptr<Work> ProcessGroupMPI::allgather(std::vector<Tensor>& outputs, c
 // MPI's own reduce-scatter (the sum's order is the library's, fixed for a given world size). In
 // place, MPI_IN_PLACE takes the input from the whole buffer and leaves the result in its FIRST shard;
 // it is moved to this rank's shard on completion.
-std::shared_ptr<Work> ProcessGroupMPI::reduce_scatter(Tensor& output, const Tensor& input, ReduceOp op) {
-  check_flat(output, input, "reduce_scatter");
-  check_reduce(output, op, "reduce_scatter");
-  MT_CHECK(op != ReduceOp::Max, "reduce_scatter: Max is not supported (Sum, Avg)");
+std::shared_ptr<Work> ProcessGroupMPI::run_reduce_scatter(Tensor& output, const Tensor& input, ReduceOp op,
+                                                          const std::string& description) {
   const int count = mpi_count(output, "reduce_scatter");
   mpi_count(input, "reduce_scatter");
-  const std::string description =
-      describe(next_sequence(), "reduce_scatter", describe_tensor(input) + ", " + reduce_op_name(op));
-  output.storage()->bump_version();
   const bool in_place = is_own_shard(output, input, rank());
   const size_t bytes = static_cast<size_t>(output.numel()) * element_size(output.dtype());
   std::function<void()> after = [output, input, in_place, bytes, op, n = size()] {
@@ -561,12 +539,10 @@ std::shared_ptr<Work> ProcessGroupMPI::reduce_scatter(Tensor& output, const Tens
 }
 
 // In place (the input is this rank's shard of the output) is MPI_IN_PLACE's own meaning here.
-std::shared_ptr<Work> ProcessGroupMPI::allgather_into(Tensor& output, const Tensor& input) {
-  check_flat(input, output, "allgather_into");
+std::shared_ptr<Work> ProcessGroupMPI::run_allgather_into(Tensor& output, const Tensor& input,
+                                                          const std::string& description) {
   const int count = mpi_count(input, "allgather_into");
   mpi_count(output, "allgather_into");
-  const std::string description = describe(next_sequence(), "allgather_into", describe_tensor(input));
-  output.storage()->bump_version();
   const bool in_place = is_own_shard(input, output, rank());
   return issue(state_, description, timeout(), {output, input}, nullptr, [&](MPI_Request* request) {
     const MPI_Datatype type = mpi_type(input.dtype());
@@ -575,8 +551,7 @@ std::shared_ptr<Work> ProcessGroupMPI::allgather_into(Tensor& output, const Tens
   });
 }
 
-std::shared_ptr<Work> ProcessGroupMPI::barrier() {
-  const std::string description = describe(next_sequence(), "barrier", "");
+std::shared_ptr<Work> ProcessGroupMPI::run_barrier(const std::string& description) {
   return issue(state_, description, timeout(), {}, nullptr,
                [&](MPI_Request* request) { return MPI_Ibarrier(state_->comm, request); });
 }
@@ -587,55 +562,3 @@ void ProcessGroupMPI::progress() {
 }
 
 }  // namespace mt::dist
-
-#else  // no MPI in this build
-
-namespace mt::dist {
-
-struct ProcessGroupMPI::State {};
-
-namespace {
-[[noreturn]] void no_mpi() {
-  MT_FAIL("this build of minitrain has no MPI backend: CMake did not find MPI (Debian: apt install "
-          "libopenmpi-dev openmpi-bin; conda: conda install -c conda-forge openmpi), or it was configured "
-          "with -DMT_MPI=OFF; reconfigure and rebuild");
-}
-}  // namespace
-
-bool ProcessGroupMPI::is_available() { return false; }
-void ProcessGroupMPI::abort_job(int) {}
-ProcessGroupMPI::World ProcessGroupMPI::world() { no_mpi(); }
-std::string ProcessGroupMPI::thread_level() { return ""; }
-ProcessGroupMPI::ProcessGroupMPI(ProcessGroupMPIOptions opts) : ProcessGroup(0, 1, opts.timeout) { no_mpi(); }
-ProcessGroupMPI::ProcessGroupMPI(World world, ProcessGroupMPIOptions opts) : ProcessGroup(0, 1, opts.timeout) {
-  no_mpi();
-}
-ProcessGroupMPI::~ProcessGroupMPI() = default;
-std::shared_ptr<Work> ProcessGroupMPI::allreduce(Tensor&, ReduceOp) { no_mpi(); }
-std::shared_ptr<Work> ProcessGroupMPI::broadcast(Tensor&, int) { no_mpi(); }
-std::shared_ptr<Work> ProcessGroupMPI::allgather(std::vector<Tensor>&, const Tensor&) { no_mpi(); }
-std::shared_ptr<Work> ProcessGroupMPI::barrier() { no_mpi(); }
-void ProcessGroupMPI::progress() {}
-std::shared_ptr<Work> ProcessGroupMPI::reduce_scatter(Tensor&, const Tensor&, ReduceOp) { no_mpi(); }
-std::shared_ptr<Work> ProcessGroupMPI::allgather_into(Tensor&, const Tensor&) { no_mpi(); }
-
-}  // namespace mt::dist
-
-#endif
-
-// ---- registration: init_process_group("mpi") (Note [Backends register themselves]) ----------------
-extern "C" const bool mt_process_group_mpi_registered;
-const bool mt_process_group_mpi_registered = mt::dist::register_process_group_backend(
-    "mpi", {.available = mt::dist::ProcessGroupMPI::is_available(), .needs_store = false,
-            .make = [](const mt::dist::InitOptions& opts, std::shared_ptr<mt::dist::Store>) {
-              // The launcher (mpirun, srun) told MPI who is who: no store. A rendezvous that names a
-              // world larger than one must agree with MPI's.
-              using namespace mt::dist;
-              const RendezvousInfo& info = opts.rendezvous;
-              auto pg = std::make_shared<ProcessGroupMPI>(ProcessGroupMPIOptions{.timeout = opts.timeout});
-              MT_CHECK(info.world_size == 1 || (pg->rank() == info.rank && pg->size() == info.world_size),
-                       "init_process_group: MPI says this process is rank ", pg->rank(), " of ", pg->size(),
-                       ", the rendezvous says rank ", info.rank, " of ", info.world_size,
-                       "; start the job with mpirun/srun alone, or pass no rendezvous");
-              return std::static_pointer_cast<ProcessGroup>(pg);
-            }});

@@ -83,19 +83,22 @@ class ProcessGroupMPI : public ProcessGroup {
 
   std::string backend() const override { return "mpi"; }
 
-  std::shared_ptr<Work> allreduce(Tensor& tensor, ReduceOp op = ReduceOp::Sum) override;
-  std::shared_ptr<Work> broadcast(Tensor& tensor, int root = 0) override;
-  std::shared_ptr<Work> allgather(std::vector<Tensor>& outputs, const Tensor& input) override;
-  std::shared_ptr<Work> barrier() override;
   // Tests every request in flight once (Note [Progress] in process_group.h).
   void progress() override;
-  std::shared_ptr<Work> reduce_scatter(Tensor& output, const Tensor& input, ReduceOp op = ReduceOp::Sum) override;
-  std::shared_ptr<Work> allgather_into(Tensor& output, const Tensor& input) override;
 
   struct State;  // the communicator and the requests in flight; process_group_mpi.cpp
 
  private:
   ProcessGroupMPI(World world, ProcessGroupMPIOptions opts);
+
+  // The collectives (Note [One opening for every collective]: ProcessGroup checked and numbered them).
+  std::shared_ptr<Work> run_allreduce(Tensor& tensor, ReduceOp op, const std::string& what) override;
+  std::shared_ptr<Work> run_broadcast(Tensor& tensor, int root, const std::string& what) override;
+  std::shared_ptr<Work> run_allgather(std::vector<Tensor>& outputs, const Tensor& input, const std::string& what) override;
+  std::shared_ptr<Work> run_barrier(const std::string& what) override;
+  std::shared_ptr<Work> run_reduce_scatter(Tensor& output, const Tensor& input, ReduceOp op,
+                                           const std::string& what) override;
+  std::shared_ptr<Work> run_allgather_into(Tensor& output, const Tensor& input, const std::string& what) override;
 
   std::shared_ptr<State> state_;  // shared with the Works, which may outlive the group
 };

@@ -364,11 +364,7 @@ std::shared_ptr<Work> issue(detail::NcclComm& n, const std::string& description,
 
 }  // namespace
 
-std::shared_ptr<Work> ProcessGroupNCCL::allreduce(Tensor& tensor, ReduceOp op) {
-  check_tensor(tensor, "allreduce");
-  check_reduce(tensor, op, "allreduce");
-  const std::string what = describe(next_sequence(), "allreduce", describe_tensor(tensor) + ", " + reduce_op_name(op));
-  tensor.storage()->bump_version();
+std::shared_ptr<Work> ProcessGroupNCCL::run_allreduce(Tensor& tensor, ReduceOp op, const std::string& what) {
   return issue(*nccl_, what, {tensor}, [&](ncclComm_t comm, cudaStream_t stream, Clock::time_point deadline) {
     if (tensor.numel() == 0) return;
     void* data = tensor.raw_data();  // in place
@@ -378,12 +374,7 @@ std::shared_ptr<Work> ProcessGroupNCCL::allreduce(Tensor& tensor, ReduceOp op) {
   });
 }
 
-std::shared_ptr<Work> ProcessGroupNCCL::broadcast(Tensor& tensor, int root) {
-  check_tensor(tensor, "broadcast");
-  check_root(root, "broadcast");
-  const std::string what = describe(next_sequence(), "broadcast", describe_tensor(tensor) + ", root " +
-                                                                      std::to_string(root));
-  tensor.storage()->bump_version();
+std::shared_ptr<Work> ProcessGroupNCCL::run_broadcast(Tensor& tensor, int root, const std::string& what) {
   return issue(*nccl_, what, {tensor}, [&](ncclComm_t comm, cudaStream_t stream, Clock::time_point deadline) {
     if (tensor.numel() == 0) return;
     void* data = tensor.raw_data();  // the root sends from it, the others receive into it
@@ -393,10 +384,8 @@ std::shared_ptr<Work> ProcessGroupNCCL::broadcast(Tensor& tensor, int root) {
   });
 }
 
-std::shared_ptr<Work> ProcessGroupNCCL::allgather(std::vector<Tensor>& outputs, const Tensor& input) {
-  prepare_allgather(outputs, input, "allgather");
-  const std::string what = describe(next_sequence(), "allgather", describe_tensor(input));
-  for (auto& out : outputs) out.storage()->bump_version();
+std::shared_ptr<Work> ProcessGroupNCCL::run_allgather(std::vector<Tensor>& outputs, const Tensor& input,
+                                                      const std::string& what) {
   // NCCL gathers into one buffer, rank by rank; the outputs are filled from it on the comm stream,
   // so they too are ready when the done event fires.
   //   flat: (size() * n)   outputs[r] = flat[r*n : (r+1)*n]
@@ -419,13 +408,8 @@ std::shared_ptr<Work> ProcessGroupNCCL::allgather(std::vector<Tensor>& outputs, 
 
 // NCCL's own flat collectives; in place is their native form (recv = send + rank·n for
 // ncclReduceScatter, send = recv + rank·n for ncclAllGather), and Avg is ncclAvg.
-std::shared_ptr<Work> ProcessGroupNCCL::reduce_scatter(Tensor& output, const Tensor& input, ReduceOp op) {
-  check_flat(output, input, "reduce_scatter");
-  check_reduce(output, op, "reduce_scatter");
-  MT_CHECK(op != ReduceOp::Max, "reduce_scatter: Max is not supported (Sum, Avg)");
-  const std::string what =
-      describe(next_sequence(), "reduce_scatter", describe_tensor(input) + ", " + reduce_op_name(op));
-  output.storage()->bump_version();
+std::shared_ptr<Work> ProcessGroupNCCL::run_reduce_scatter(Tensor& output, const Tensor& input, ReduceOp op,
+                                                           const std::string& what) {
   return issue(*nccl_, what, {output, input}, [&](ncclComm_t comm, cudaStream_t stream, Clock::time_point deadline) {
     if (output.numel() == 0) return;
     MT_NCCL_CHECK_NONBLOCKING(ncclReduceScatter(input.raw_data(), output.raw_data(), static_cast<size_t>(output.numel()),
@@ -434,10 +418,7 @@ std::shared_ptr<Work> ProcessGroupNCCL::reduce_scatter(Tensor& output, const Ten
   });
 }
 
-std::shared_ptr<Work> ProcessGroupNCCL::allgather_into(Tensor& output, const Tensor& input) {
-  check_flat(input, output, "allgather_into");
-  const std::string what = describe(next_sequence(), "allgather_into", describe_tensor(input));
-  output.storage()->bump_version();
+std::shared_ptr<Work> ProcessGroupNCCL::run_allgather_into(Tensor& output, const Tensor& input, const std::string& what) {
   return issue(*nccl_, what, {output, input}, [&](ncclComm_t comm, cudaStream_t stream, Clock::time_point deadline) {
     if (input.numel() == 0) return;
     MT_NCCL_CHECK_NONBLOCKING(ncclAllGather(input.raw_data(), output.raw_data(), static_cast<size_t>(input.numel()),
@@ -446,10 +427,9 @@ std::shared_ptr<Work> ProcessGroupNCCL::allgather_into(Tensor& output, const Ten
   });
 }
 
-std::shared_ptr<Work> ProcessGroupNCCL::barrier() {
+std::shared_ptr<Work> ProcessGroupNCCL::run_barrier(const std::string& what) {
   // NCCL has no barrier: a one-element all-reduce completes on every rank only once all have issued it.
   Tensor token = zeros({1}, {.device = device()});
-  const std::string what = describe(next_sequence(), "barrier", "");
   return issue(*nccl_, what, {token}, [&](ncclComm_t comm, cudaStream_t stream, Clock::time_point deadline) {
     void* data = token.raw_data();
     MT_NCCL_CHECK_NONBLOCKING(ncclAllReduce(data, data, 1, ncclFloat32, ncclSum, comm, stream), comm, deadline);
@@ -474,12 +454,12 @@ ProcessGroupNCCL::ProcessGroupNCCL(std::shared_ptr<Store> store, int rank, int s
           "(nccl.h, libnccl); install NCCL or set NCCL_ROOT, then reconfigure with -DMT_NCCL=ON");
 }
 ProcessGroupNCCL::~ProcessGroupNCCL() = default;
-std::shared_ptr<Work> ProcessGroupNCCL::allreduce(Tensor&, ReduceOp) { MT_FAIL("no NCCL backend"); }
-std::shared_ptr<Work> ProcessGroupNCCL::broadcast(Tensor&, int) { MT_FAIL("no NCCL backend"); }
-std::shared_ptr<Work> ProcessGroupNCCL::allgather(std::vector<Tensor>&, const Tensor&) { MT_FAIL("no NCCL backend"); }
-std::shared_ptr<Work> ProcessGroupNCCL::barrier() { MT_FAIL("no NCCL backend"); }
-std::shared_ptr<Work> ProcessGroupNCCL::reduce_scatter(Tensor&, const Tensor&, ReduceOp) { MT_FAIL("no NCCL backend"); }
-std::shared_ptr<Work> ProcessGroupNCCL::allgather_into(Tensor&, const Tensor&) { MT_FAIL("no NCCL backend"); }
+std::shared_ptr<Work> ProcessGroupNCCL::run_allreduce(Tensor&, ReduceOp, const std::string&) { MT_FAIL("no NCCL backend"); }
+std::shared_ptr<Work> ProcessGroupNCCL::run_broadcast(Tensor&, int, const std::string&) { MT_FAIL("no NCCL backend"); }
+std::shared_ptr<Work> ProcessGroupNCCL::run_allgather(std::vector<Tensor>&, const Tensor&, const std::string&) { MT_FAIL("no NCCL backend"); }
+std::shared_ptr<Work> ProcessGroupNCCL::run_barrier(const std::string&) { MT_FAIL("no NCCL backend"); }
+std::shared_ptr<Work> ProcessGroupNCCL::run_reduce_scatter(Tensor&, const Tensor&, ReduceOp, const std::string&) { MT_FAIL("no NCCL backend"); }
+std::shared_ptr<Work> ProcessGroupNCCL::run_allgather_into(Tensor&, const Tensor&, const std::string&) { MT_FAIL("no NCCL backend"); }
 
 }  // namespace mt::dist
 

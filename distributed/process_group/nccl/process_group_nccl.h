@@ -66,15 +66,17 @@ class ProcessGroupNCCL : public ProcessGroup {
   std::string backend() const override { return "nccl"; }
   int cuda_device() const { return device().index; }
 
-  std::shared_ptr<Work> allreduce(Tensor& tensor, ReduceOp op = ReduceOp::Sum) override;
-  std::shared_ptr<Work> broadcast(Tensor& tensor, int root = 0) override;
-  std::shared_ptr<Work> allgather(std::vector<Tensor>& outputs, const Tensor& input) override;
-  // A one-element all-reduce, waited for by the Work's wait() like any other.
-  std::shared_ptr<Work> barrier() override;
-  std::shared_ptr<Work> reduce_scatter(Tensor& output, const Tensor& input, ReduceOp op = ReduceOp::Sum) override;
-  std::shared_ptr<Work> allgather_into(Tensor& output, const Tensor& input) override;
-
  private:
+  // The collectives (Note [One opening for every collective]: ProcessGroup checked and numbered them).
+  std::shared_ptr<Work> run_allreduce(Tensor& tensor, ReduceOp op, const std::string& what) override;
+  std::shared_ptr<Work> run_broadcast(Tensor& tensor, int root, const std::string& what) override;
+  std::shared_ptr<Work> run_allgather(std::vector<Tensor>& outputs, const Tensor& input, const std::string& what) override;
+  // barrier: a one-element all-reduce, waited for by the Work's wait() like any other.
+  std::shared_ptr<Work> run_barrier(const std::string& what) override;
+  std::shared_ptr<Work> run_reduce_scatter(Tensor& output, const Tensor& input, ReduceOp op,
+                                           const std::string& what) override;
+  std::shared_ptr<Work> run_allgather_into(Tensor& output, const Tensor& input, const std::string& what) override;
+
   std::shared_ptr<Store> store_;  // kept: rank 0's may host the TCPStore server for the whole job
   // Defined in the .cpp, so that NCCL's and CUDA's headers stay out of this one.
   std::unique_ptr<detail::NcclComm> nccl_;
