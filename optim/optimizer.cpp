@@ -1,9 +1,10 @@
-// The non-template part of Optimizer: zero_grad, the parameter list, and the checks on new groups.
+// The non-template part of Optimizer: zero_grad, clipping, the parameter list, and the checks on new groups.
 #include "optim/optimizer.h"
 
 #include <algorithm>
 
 #include "autograd/node.h"
+#include "optim/clip_grad.h"
 #include "tensor/raw_ops.h"
 
 namespace mt::optim {
@@ -21,6 +22,8 @@ void Optimizer::zero_grad(bool set_to_none) {
     }
   }
 }
+
+double Optimizer::clip_grad_norm(double max_norm) { return clip_grad_norm_(parameters(), max_norm); }
 
 std::vector<Tensor> Optimizer::parameters() const {
   std::vector<Tensor> all;

@@ -56,6 +56,13 @@ class Optimizer {
   virtual double lr(size_t group) const = 0;
   virtual void set_lr(size_t group, double lr) = 0;
 
+  // Scales the gradients of this optimizer's parameters to a joint 2-norm of at most max_norm, as
+  // clip_grad_norm_(parameters(), max_norm) does (optim/clip_grad.h), and returns the norm before
+  // clipping. An optimizer whose gradients are split across ranks overrides it: ZeRO's sums its
+  // shards' squares over the ranks (distributed/zero/zero.h), a collective. So a training loop
+  // clips through its optimizer and need not know which kind it holds.
+  virtual double clip_grad_norm(double max_norm);
+
   // Note [Optimizer state dict]. The tensors are copies: a snapshot, unaffected by later steps.
   virtual StateDict state_dict() const = 0;
   virtual void load_state_dict(const StateDict& state) = 0;

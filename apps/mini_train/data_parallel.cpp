@@ -5,7 +5,6 @@
 
 #include "distributed/ddp/sync_batchnorm.h"
 #include "distributed/zero/zero.h"
-#include "optim/clip_grad.h"
 
 namespace mt::app {
 
@@ -33,9 +32,7 @@ void set_up_data_parallel(Run& r) {
   if (r.o.zero) shard_optimizer(r);
 }
 
-void clip_gradients(Run& r) {
-  if (auto* zero = dynamic_cast<dist::ZeroRedundancyOptimizer*>(r.opt.get())) zero->clip_grad_norm(r.o.clip_grad);
-  else optim::clip_grad_norm_(r.model->parameters(), r.o.clip_grad);
-}
+// The optimizer clips: over its shards, a collective, when it is ZeRO's (Optimizer::clip_grad_norm).
+void clip_gradients(Run& r) { r.opt->clip_grad_norm(r.o.clip_grad); }
 
 }  // namespace mt::app

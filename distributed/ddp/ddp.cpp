@@ -11,22 +11,15 @@
 #include "autograd/engine.h"
 #include "distributed/ddp/buffer_sync.h"
 #include "distributed/ddp/ddp_fingerprint.h"
-#include "distributed/ddp/ddp_trace.h"
+#include "distributed/ddp/bucket_timeline.h"
 #include "distributed/fault/desync_guard.h"
 #include "distributed/fault/heartbeat.h"
 #include "distributed/fault/replica_guard.h"
 #include "autograd/grad_mode.h"
 #include "tensor/raw_ops.h"
+#include "trace/tracer.h"
 
 namespace mt::dist {
-
-namespace {
-
-double seconds_between(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
-}
-
-}  // namespace
 
 namespace detail {
 
@@ -52,13 +45,10 @@ class Reducer {
     std::vector<size_t> slots;  // indices into slots_
     size_t pending = 0;         // slots not yet ready in this backward
     std::shared_ptr<Work> work;
-    // This backward's timeline (Note [Overlap]).
-    Clock::time_point ready_at, launched_at, done_at;
-    bool seen_done = false;     // its Work was seen complete; done_at says when
   };
 
   Reducer(std::shared_ptr<ProcessGroup> pg, const DDPOptions& options)
-      : pg_(std::move(pg)), options_(options), hook_(std::make_shared<AllreduceHook>()), epoch_(Clock::now()) {
+      : pg_(std::move(pg)), options_(options), hook_(std::make_shared<AllreduceHook>()) {
     stats_.comm_hook = hook_->name();
   }
 
@@ -100,10 +90,9 @@ class Reducer {
       const Tensor buffer =
           zeros({numel + DesyncGuard::kElements}, {.dtype = first.dtype(), .device = first.device()});
       Bucket bucket{.buffer = buffer, .guard = make_guard(buffer, numel), .numel = numel, .slots = members[b],
-                    .pending = members[b].size(), .work = nullptr, .ready_at = {}, .launched_at = {},
-                    .done_at = {}, .seen_done = false};
+                    .pending = members[b].size(), .work = nullptr};
       int64_t offset = 0;
-      stats_.bucket_parameters.emplace_back();
+      std::vector<std::string> names;
       for (size_t s : members[b]) {
         Slot& slot = slots_[s];
         slot.view = raw::view(raw::narrow(bucket.buffer, 0, offset, slot.param.numel()), slot.param.sizes());
@@ -112,17 +101,27 @@ class Reducer {
         if (old.defined()) slot.view.copy_(old);
         slot.param.set_grad(slot.view);
         set_grad_destination(slot.param, slot.view);
-        stats_.bucket_parameters.back().push_back(slot.name);
+        names.push_back(slot.name);
       }
-      bucket.pending = bucket.slots.size();
-      stats_.bucket_bytes.push_back(bytes[b]);
-      stats_.bucket_times.emplace_back();
-      ready_sums_.push_back(0);
+      timeline_.add_bucket(bytes[b], std::move(names));
       buckets_.push_back(std::move(bucket));
     }
   }
 
   size_t slot_count() const { return slots_.size(); }
+  std::vector<DistributedDataParallel::BucketLayout> layout() const {
+    std::vector<DistributedDataParallel::BucketLayout> out;
+    for (const Bucket& b : buckets_) {
+      DistributedDataParallel::BucketLayout l{.buffer = b.buffer, .numel = b.numel};
+      for (size_t s : b.slots) {
+        l.names.push_back(slots_[s].name);
+        l.parameters.push_back(slots_[s].param);
+        l.offsets.push_back(slots_[s].view.storage_offset() - b.buffer.storage_offset());
+      }
+      out.push_back(std::move(l));
+    }
+    return out;
+  }
   void forget_destinations() {
     for (Slot& s : slots_) set_grad_destination(s.param, Tensor());
   }
@@ -150,7 +149,7 @@ class Reducer {
     if (no_sync_) return;  // gradients accumulate in the buckets; the next synced backward reduces them
     if (!backward_started_) {
       backward_started_ = true;
-      backward_start_ = Clock::now();
+      timeline_.backward_began();
       Engine::queue_callback([weak] {
         if (std::shared_ptr<Reducer> self = weak.lock()) self->finalize();
       });
@@ -160,8 +159,7 @@ class Reducer {
     observe_completions();
     Bucket& bucket = buckets_[slot.bucket];
     if (--bucket.pending == 0) {
-      bucket.ready_at = Clock::now();
-      ddp_trace::bucket_ready(this, slot.bucket);  // trace: bucket ready
+      timeline_.ready(slot.bucket);
       launch_ready_buckets();
     }
   }
@@ -175,11 +173,8 @@ class Reducer {
   void observe_completions() {
     if (next_seen_ == next_launch_) return;  // nothing in flight
     pg_->progress();
-    const Clock::time_point now = Clock::now();
-    for (; next_seen_ < next_launch_ && buckets_[next_seen_].work->is_completed(); ++next_seen_) {
-      buckets_[next_seen_].seen_done = true;
-      buckets_[next_seen_].done_at = now;
-    }
+    for (; next_seen_ < next_launch_ && buckets_[next_seen_].work->is_completed(); ++next_seen_)
+      timeline_.seen_done(next_seen_);
   }
 
   // Note [Gradients are bucket views]: put the gradient into the bucket if .grad is elsewhere (set_grad
@@ -217,13 +212,10 @@ class Reducer {
   // it must leave the same average (comm_hook.h).
   void launch(size_t b) {
     Bucket& bucket = buckets_[b];
-    bucket.launched_at = Clock::now();
-    set_phase(Phase::Backward, static_cast<int64_t>(b));  // Note [Heartbeat]
+    timeline_.launched(b, bucket.numel);
     if (pg_->size() > 1) bucket.guard.write(point(b));  // Note [Desync guard]; one rank cannot disagree
-    ddp_trace::bucket_launch(this, b, bucket.numel);  // trace: bucket launch
     GradBucket view = grad_bucket(b);
     bucket.work = hook_->launch(*pg_, view);
-    ++stats_.allreduces;
   }
 
   // The desync guard on the last elements of a bucket's buffer, sized for the comm hook's wire dtype.
@@ -279,7 +271,7 @@ class Reducer {
   // and fail at the collective timeout (or at the desync guard, if a later bucket pairs up with them).
   void finalize() {
     observe_completions();  // what completed during backward is hidden (Note [Overlap])
-    const Clock::time_point finalize_start = Clock::now();
+    timeline_.finalize_began();
     std::vector<std::string> unused;
     for (Slot& s : slots_) {
       if (s.ready) continue;
@@ -287,15 +279,14 @@ class Reducer {
       if (!options_.find_unused_parameters) continue;
       reattach_view(s);  // Note [Unused parameters]
       s.ready = true;
-      if (--buckets_[s.bucket].pending == 0) buckets_[s.bucket].ready_at = finalize_start;
+      if (--buckets_[s.bucket].pending == 0) timeline_.ready_in_finalize(s.bucket);
     }
     const bool complete = unused.empty() || options_.find_unused_parameters;
     if (complete) launch_ready_buckets();
     trace::Span wait_span("DDP finalize wait");  // trace: finalize wait begin
     const std::exception_ptr error = wait_for_buckets();
     wait_span.end();  // trace: finalize wait end
-    if (!error && complete) record_times(finalize_start, Clock::now());
-    ++stats_.backwards;
+    timeline_.backward_finished(!error && complete, next_launch_);
     reset();
     if (error) std::rethrow_exception(error);
     if (!complete) {
@@ -314,13 +305,9 @@ class Reducer {
       Bucket& bucket = buckets_[i];
       if (!bucket.work) continue;
       try {
-        set_phase(Phase::Backward, static_cast<int64_t>(i));  // waiting for it (Note [Heartbeat])
+        timeline_.waiting(i);
         bucket.work->wait();
-        ddp_trace::bucket_done(this, i, *bucket.work);  // trace: bucket done
-        if (!bucket.seen_done) {
-          bucket.seen_done = true;
-          bucket.done_at = Clock::now();
-        }
+        timeline_.waited(i, *bucket.work);
         if (!error) {
           GradBucket view = grad_bucket(i);
           hook_->finish(*pg_, view);
@@ -348,36 +335,9 @@ class Reducer {
     for (Slot& s : slots_) reattach_view(s);
     while (next_launch_ < buckets_.size()) launch(next_launch_++);
     const std::exception_ptr error = wait_for_buckets();
-    ++stats_.backwards;
+    timeline_.backward_finished(false, next_launch_);
     reset();
     if (error) std::rethrow_exception(error);
-  }
-
-  // One finalized backward's timeline into the stats (Note [Overlap]). Finalize's wait is charged
-  // to the buckets in order: each to the extent it completed after finalize began and after the
-  // bucket before it, so the exposed times add up to the wait.
-  void record_times(Clock::time_point finalize_start, Clock::time_point finalize_end) {
-    ++stats_.timed_backwards;
-    stats_.backward_seconds += seconds_between(backward_start_, finalize_start);
-    stats_.finalize_wait_seconds += seconds_between(finalize_start, finalize_end);
-    Clock::time_point charged_until = finalize_start, last_done = backward_start_;
-    for (size_t b = 0; b < next_launch_; ++b) {
-      const Bucket& bucket = buckets_[b];
-      DDPBucketTimes& t = stats_.bucket_times[b];
-      t.ready += seconds_between(backward_start_, bucket.ready_at);
-      t.launched += seconds_between(backward_start_, bucket.launched_at);
-      t.done += seconds_between(backward_start_, bucket.done_at);
-      ready_sums_[b] += seconds_between(epoch_, bucket.ready_at);
-      if (bucket.done_at <= finalize_start) {
-        ++t.hidden;
-        stats_.hidden_bytes += stats_.bucket_bytes[b];
-      } else {
-        t.exposed += seconds_between(std::max(charged_until, finalize_start), bucket.done_at);
-      }
-      charged_until = std::max(charged_until, bucket.done_at);
-      last_done = std::max(last_done, bucket.done_at);
-    }
-    if (next_launch_ > 0) stats_.comm_seconds += seconds_between(buckets_[0].launched_at, last_done);
   }
 
   // Note [Straggler attribution]: which rank held a bucket up. Each rank sums, over its timed
@@ -390,14 +350,14 @@ class Reducer {
   std::vector<BucketArrival> arrivals() {
     if (pg_->size() == 1 || stats_.timed_backwards == 0) return {};
     pg_->barrier()->wait();
-    std::vector<double> mine{seconds_between(epoch_, Clock::now())};
-    for (double sum : ready_sums_) mine.push_back(sum / static_cast<double>(stats_.timed_backwards));
+    std::vector<double> mine{timeline_.seconds_now()};
+    for (double ready : timeline_.mean_ready_seconds()) mine.push_back(ready);
     std::vector<Tensor> all;
     pg_->allgather(all, from_vector(mine, {static_cast<int64_t>(mine.size())}).to(pg_->device()))->wait();
     std::vector<std::vector<double>> ranks;  // per rank: its clock after the barrier, then its mean ready times
     for (const Tensor& t : all) ranks.push_back(t.to(kCPU).to_vector<double>());
     std::vector<BucketArrival> out;
-    for (size_t b = 0; b < ready_sums_.size(); ++b) {
+    for (size_t b = 0; b < buckets_.size(); ++b) {
       double earliest = 0, latest = 0;
       BucketArrival a;
       for (size_t r = 0; r < ranks.size(); ++r) {
@@ -419,7 +379,6 @@ class Reducer {
     for (Bucket& b : buckets_) {
       b.pending = b.slots.size();
       b.work.reset();
-      b.seen_done = false;
     }
     next_launch_ = 0;
     next_seen_ = 0;
@@ -438,9 +397,8 @@ class Reducer {
   size_t next_launch_ = 0;        // the lowest-index bucket not yet launched in this backward
   size_t next_seen_ = 0;          // the lowest-index bucket not yet seen complete in this backward
   bool backward_started_ = false;
-  Clock::time_point backward_start_;
-  const Clock::time_point epoch_;  // this rank's zero for the straggler sums
-  std::vector<double> ready_sums_;  // per bucket: sum over timed backwards of (ready - epoch_), seconds
+  // Times, stats, trace and heartbeat (Note [The reducer tells, the timeline watches]).
+  BucketTimeline timeline_{stats_, this};
 };
 
 }  // namespace detail
@@ -517,6 +475,10 @@ void DistributedDataParallel::shadow_backward() {
 
 void DistributedDataParallel::check_replicas(const std::string& when) {
   dist::check_replicas(*process_group_, module_->named_parameters(), when);
+}
+
+std::vector<DistributedDataParallel::BucketLayout> DistributedDataParallel::bucket_layout() const {
+  return reducer_->layout();
 }
 
 const DDPStats& DistributedDataParallel::stats() const { return reducer_->stats_; }

@@ -110,6 +110,17 @@ class DistributedDataParallel : public nn::Module {
   // Join calls it; after it, .grad holds the other ranks' average.
   void shadow_backward();
 
+  // The buckets as the reducer laid them out (Note [Buckets] in ddp.cpp), read-only: what a comm
+  // hook's user such as ZeRO (distributed/zero/zero.h) builds on, instead of working it out again.
+  struct BucketLayout {
+    Tensor buffer;                     // flat: `numel` gradient elements, then the desync guard's
+    int64_t numel = 0;
+    std::vector<std::string> names;    // its parameters, in bucket order
+    std::vector<Tensor> parameters;
+    std::vector<int64_t> offsets;      // where each parameter's gradient starts in `buffer`
+  };
+  std::vector<BucketLayout> bucket_layout() const;
+
   const DDPStats& stats() const;
   // Per bucket, which rank's gradient arrived last (Note [Straggler attribution] in ddp.cpp). A
   // collective: every rank calls it at the same point, e.g. after training; off the hot path.

@@ -1,6 +1,6 @@
-// DDP's marks in a trace (trace/tracer.h), called from the reducer (ddp.cpp) at the points they
-// name. Each bucket b gets its own track ("bucket b", tid b + 1), because its communication overlaps
-// the backward spans on the compute track:
+// DDP's marks in a trace (trace/tracer.h), made by the reducer's BucketTimeline (bucket_timeline.cpp)
+// at the points they name. Each bucket b gets its own track ("bucket b", tid b + 1), because its
+// communication overlaps the backward spans on the compute track:
 //
 //   compute   ... [AccumulateGrad fc2.weight] ... [DDP finalize wait]
 //                          | ready (the gradient that completed bucket 0)

@@ -7,7 +7,6 @@
 #include <cmath>
 
 #include "autograd/grad_mode.h"
-#include "distributed/fault/desync_guard.h"
 #include "optim/adam.h"
 #include "optim/sgd.h"
 #include "tensor/raw_ops.h"
@@ -94,40 +93,25 @@ ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::shared_ptr<DistributedData
   ddp_->register_comm_hook(std::make_shared<ZeroHook>());
 }
 
-// DDP's buckets as the hook will see them: each parameter's .grad is a view of its bucket (Note
-// [Gradients are bucket views]), so the bucket is the flat tensor under the first one's gradient.
+// DDP's buckets as its reducer laid them out (DistributedDataParallel::bucket_layout): each
+// parameter's gradient is a view of its bucket (Note [Gradients are bucket views]), and the hook
+// reduce-scatters the bucket, so this rank's shard of each bucket is what it steps.
 void ZeroRedundancyOptimizer::build_buckets() {
-  const std::vector<Tensor>& all = all_;
-  const NamedTensors named = ddp_->module()->named_parameters();
-  const DDPStats& stats = ddp_->stats();
   size_t bucketed = 0;
-  for (const std::vector<std::string>& names : stats.bucket_parameters) {
-    Bucket b;
-    int64_t numel = 0;
-    for (const std::string& name : names) {
-      const auto it = std::find_if(named.begin(), named.end(), [&](const auto& kv) { return kv.first == name; });
-      const auto at = std::find_if(all.begin(), all.end(), [&](const Tensor& p) { return p.is_same(it->second); });
-      MT_CHECK(at != all.end(), "ZeroRedundancyOptimizer: parameter '", name, "' of the DDP model is not in the "
-               "optimizer; give the optimizer every trainable parameter");
-      b.params.push_back(static_cast<size_t>(at - all.begin()));
-      b.offsets.push_back(numel);
-      numel += at->numel();
+  for (const DistributedDataParallel::BucketLayout& layout : ddp_->bucket_layout()) {
+    Bucket b{.buffer = layout.buffer, .split = zero_shard(layout.numel, pg_->size()), .params = {},
+             .offsets = layout.offsets};
+    for (size_t k = 0; k < layout.parameters.size(); ++k) {
+      const Tensor& param = layout.parameters[k];
+      const auto at = std::find_if(all_.begin(), all_.end(), [&](const Tensor& p) { return p.is_same(param); });
+      MT_CHECK(at != all_.end(), "ZeroRedundancyOptimizer: parameter '", layout.names[k], "' of the DDP model is "
+               "not in the optimizer; give the optimizer every trainable parameter");
+      b.params.push_back(static_cast<size_t>(at - all_.begin()));
     }
-    const Tensor first = all[b.params.front()].grad();
-    MT_CHECK(first.defined() && first.storage_offset() == 0,
-             "ZeroRedundancyOptimizer: the gradient of '", names.front(), "' is not the start of its DDP bucket; "
-             "build the optimizer right after DDP, before any zero_grad(set_to_none)");
-    b.buffer = raw::as_strided(first, {numel + detail::DesyncGuard::kElements}, {1}, 0);
-    for (size_t k = 0; k < b.params.size(); ++k) {
-      const Tensor g = all[b.params[k]].grad();
-      MT_CHECK(g.defined() && g.storage() == first.storage() && g.storage_offset() == b.offsets[k],
-               "ZeroRedundancyOptimizer: the gradient of '", names[k], "' is not its slice of the DDP bucket");
-    }
-    b.split = zero_shard(numel, pg_->size());
     bucketed += b.params.size();
     buckets_.push_back(std::move(b));
   }
-  MT_CHECK(bucketed == all.size(), "ZeroRedundancyOptimizer: the optimizer has ", all.size(), " parameters, the "
+  MT_CHECK(bucketed == all_.size(), "ZeroRedundancyOptimizer: the optimizer has ", all_.size(), " parameters, the "
            "DDP buckets ", bucketed, "; a parameter without requires_grad cannot be in the optimizer");
 }
 

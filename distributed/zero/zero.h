@@ -28,6 +28,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <vector>
 
 #include "distributed/ddp/comm_hook.h"
@@ -93,7 +94,7 @@ class ZeroRedundancyOptimizer : public optim::Optimizer {
   // averaged gradients, so each rank sums the squares of its shard (the tails, alike on every rank,
   // counted by rank 0 only), one all-reduce adds the ranks' sums, and every rank scales its pieces by
   // the same coefficient. A COLLECTIVE. Returns the norm before clipping.
-  double clip_grad_norm(double max_norm);
+  double clip_grad_norm(double max_norm) override;
 
   // The model's parameters in `full`'s groups; the learning rates are the inner optimizer's.
   size_t num_param_groups() const override { return groups_.size(); }
@@ -120,6 +121,18 @@ class ZeroRedundancyOptimizer : public optim::Optimizer {
   };
   void build_buckets();
   void build_pieces();
+  // state_dict's steps (zero_state.cpp). The inner optimizer's state fields by kind: tensor fields
+  // (per element) and scalar ones (per parameter); the param_groups.* entries go to `out` as they
+  // are, with `full`'s counts.
+  struct StateFields {
+    std::set<std::string> tensors, scalars;
+  };
+  StateFields state_fields(const optim::StateDict& inner, optim::StateDict& out) const;
+  using PieceEntry = std::function<const Tensor*(size_t piece, const std::string& field)>;
+  void consolidate_tensor_field(size_t b, const std::string& field, const PieceEntry& entry,
+                                optim::StateDict& out) const;
+  void consolidate_scalar_field(size_t b, const std::string& field, const PieceEntry& entry,
+                                optim::StateDict& out) const;
   Tensor piece_grad(const ZeroPiece& piece) const;
 
   std::shared_ptr<DistributedDataParallel> ddp_;

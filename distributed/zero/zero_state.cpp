@@ -45,13 +45,20 @@ bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
+// Every rank must gather the same fields (a rank with state and one without would not pair up).
+void check_same_fields(ProcessGroup& pg, const std::set<std::string>& tensor_fields) {
+  const auto n = static_cast<int64_t>(tensor_fields.size());
+  Tensor counts = from_vector(std::vector<int64_t>{n, -n}, {2}).to(pg.device());
+  pg.allreduce(counts, ReduceOp::Max)->wait();
+  const std::vector<int64_t> c = counts.to(kCPU).to_vector<int64_t>();
+  MT_CHECK(c[0] == -c[1], "ZeroRedundancyOptimizer::state_dict on rank ", pg.rank(), ": the ranks hold state "
+           "for different numbers of fields (", -c[1], " to ", c[0], "); every rank must have stepped alike");
+}
+
 }  // namespace
 
-optim::StateDict ZeroRedundancyOptimizer::state_dict() const {
-  const optim::StateDict inner = inner_->state_dict();
-  optim::StateDict out;
-  // This rank's fields: tensor fields (per element) and scalar ones (per parameter).
-  std::set<std::string> tensor_fields, scalar_fields;
+ZeroRedundancyOptimizer::StateFields ZeroRedundancyOptimizer::state_fields(const optim::StateDict& inner, optim::StateDict& out) const {
+  StateFields fields;
   for (const auto& [key, value] : inner) {
     size_t j = 0;
     std::string field;
@@ -61,62 +68,69 @@ optim::StateDict ZeroRedundancyOptimizer::state_dict() const {
       out[key] = count ? optim::detail::scalar_entry(static_cast<double>(groups_.at(group_of_key(key)).size())) : value;
       continue;
     }
-    (value.dim() == 0 ? scalar_fields : tensor_fields).insert(field);
+    (value.dim() == 0 ? fields.scalars : fields.tensors).insert(field);
   }
-  // Every rank must gather the same fields (a rank with state and one without would not pair up).
-  Tensor counts = from_vector(std::vector<int64_t>{static_cast<int64_t>(tensor_fields.size()),
-                                                   -static_cast<int64_t>(tensor_fields.size())}, {2})
-                      .to(pg_->device());
-  pg_->allreduce(counts, ReduceOp::Max)->wait();
-  const std::vector<int64_t> c = counts.to(kCPU).to_vector<int64_t>();
-  MT_CHECK(c[0] == -c[1], "ZeroRedundancyOptimizer::state_dict on rank ", pg_->rank(), ": the ranks hold state "
-           "for different numbers of fields (", -c[1], " to ", c[0], "); every rank must have stepped alike");
+  return fields;
+}
 
-  // inner index of each piece, to find its entries
-  std::vector<size_t> inner_of(pieces_.size());
+// Note [Consolidated ZeRO state], step by step: per bucket, each tensor field is laid out flat like
+// the bucket, this rank fills its pieces, and one all-gather of the shards completes it on every rank
+// (the tails are alike everywhere); each scalar field (a step count) is the same for every piece of
+// a bucket, so any piece's value stands for the parameters this rank holds no piece of.
+optim::StateDict ZeroRedundancyOptimizer::state_dict() const {
+  const optim::StateDict inner = inner_->state_dict();
+  optim::StateDict out;
+  const StateFields fields = state_fields(inner, out);
+  check_same_fields(*pg_, fields.tensors);
+  std::vector<size_t> inner_of(pieces_.size());  // inner index of each piece, to find its entries
   for (size_t j = 0; j < inner_piece_.size(); ++j)
     if (inner_piece_[j] >= 0) inner_of[static_cast<size_t>(inner_piece_[j])] = j;
-  const auto entry = [&](size_t piece, const std::string& field) -> const Tensor* {
+  const PieceEntry entry = [&](size_t piece, const std::string& field) -> const Tensor* {
     const auto it = inner.find(kState + std::to_string(inner_of[piece]) + "." + field);
     return it == inner.end() ? nullptr : &it->second;
   };
-
-  const int rank = pg_->rank();
   for (size_t b = 0; b < buckets_.size(); ++b) {
-    const Bucket& bucket = buckets_[b];
-    for (const std::string& field : tensor_fields) {
-      Tensor flat = zeros({bucket.split.numel}, {.dtype = bucket.buffer.dtype(), .device = bucket.buffer.device()});
-      for (size_t p = 0; p < pieces_.size(); ++p) {
-        if (pieces_[p].bucket != b) continue;
-        const Tensor* value = entry(p, field);
-        MT_CHECK(value != nullptr, "ZeroRedundancyOptimizer::state_dict: piece ", p, " has no '", field, "'");
-        raw::copy_(raw::narrow(flat, 0, pieces_[p].bucket_offset, pieces_[p].numel), *value);
-      }
-      if (bucket.split.shard > 0) {
-        Tensor body = raw::narrow(flat, 0, 0, bucket.split.body);
-        const Tensor mine = raw::narrow(body, 0, rank * bucket.split.shard, bucket.split.shard);
-        pg_->allgather_into(body, mine)->wait();
-      }
-      for (size_t k = 0; k < bucket.params.size(); ++k) {
-        const size_t i = bucket.params[k];
-        const Tensor part = raw::narrow(flat, 0, bucket.offsets[k], flat_[i].numel());
-        out[kState + std::to_string(i) + "." + field] = raw::clone(raw::view(part, all_[i].sizes()));
-      }
-    }
-    for (const std::string& field : scalar_fields) {
-      const Tensor* any = nullptr;  // a value of this bucket's pieces on this rank
-      for (size_t p = 0; p < pieces_.size() && !any; ++p)
-        if (pieces_[p].bucket == b) any = entry(p, field);
-      if (!any) continue;
-      for (size_t k = 0; k < bucket.params.size(); ++k) {
-        const Tensor* own = nullptr;
-        for (size_t p = 0; p < pieces_.size() && !own; ++p)
-          if (pieces_[p].param == bucket.params[k]) own = entry(p, field);
-        out[kState + std::to_string(bucket.params[k]) + "." + field] = raw::clone(own ? *own : *any);
-      }
-    }
+    for (const std::string& field : fields.tensors) consolidate_tensor_field(b, field, entry, out);
+    for (const std::string& field : fields.scalars) consolidate_scalar_field(b, field, entry, out);
   }
   return out;
+}
+
+void ZeroRedundancyOptimizer::consolidate_tensor_field(size_t b, const std::string& field, const PieceEntry& entry,
+                                                       optim::StateDict& out) const {
+  const Bucket& bucket = buckets_[b];
+  Tensor flat = zeros({bucket.split.numel}, {.dtype = bucket.buffer.dtype(), .device = bucket.buffer.device()});
+  for (size_t p = 0; p < pieces_.size(); ++p) {
+    if (pieces_[p].bucket != b) continue;
+    const Tensor* value = entry(p, field);
+    MT_CHECK(value != nullptr, "ZeroRedundancyOptimizer::state_dict: piece ", p, " has no '", field, "'");
+    raw::copy_(raw::narrow(flat, 0, pieces_[p].bucket_offset, pieces_[p].numel), *value);
+  }
+  if (bucket.split.shard > 0) {
+    Tensor body = raw::narrow(flat, 0, 0, bucket.split.body);
+    const Tensor mine = raw::narrow(body, 0, pg_->rank() * bucket.split.shard, bucket.split.shard);
+    pg_->allgather_into(body, mine)->wait();
+  }
+  for (size_t k = 0; k < bucket.params.size(); ++k) {
+    const size_t i = bucket.params[k];
+    const Tensor part = raw::narrow(flat, 0, bucket.offsets[k], flat_[i].numel());
+    out[kState + std::to_string(i) + "." + field] = raw::clone(raw::view(part, all_[i].sizes()));
+  }
+}
+
+void ZeroRedundancyOptimizer::consolidate_scalar_field(size_t b, const std::string& field, const PieceEntry& entry,
+                                                       optim::StateDict& out) const {
+  const Bucket& bucket = buckets_[b];
+  const Tensor* any = nullptr;  // a value of this bucket's pieces on this rank
+  for (size_t p = 0; p < pieces_.size() && !any; ++p)
+    if (pieces_[p].bucket == b) any = entry(p, field);
+  if (!any) return;
+  for (size_t k = 0; k < bucket.params.size(); ++k) {
+    const Tensor* own = nullptr;
+    for (size_t p = 0; p < pieces_.size() && !own; ++p)
+      if (pieces_[p].param == bucket.params[k]) own = entry(p, field);
+    out[kState + std::to_string(bucket.params[k]) + "." + field] = raw::clone(own ? *own : *any);
+  }
 }
 
 void ZeroRedundancyOptimizer::load_state_dict(const optim::StateDict& state) {
