@@ -145,20 +145,15 @@ struct Newest {
   bool operator()(const Node* a, const Node* b) const { return a->sequence_nr < b->sequence_nr; }
 };
 
-}  // namespace
+void push_ready(GraphTask& graph, Node* n) {
+  graph.ready.push_back(n);
+  std::push_heap(graph.ready.begin(), graph.ready.end(), Newest{});
+}
 
-void Engine::backward(std::span<const Tensor> roots, std::span<const Tensor> grad_outputs, BackwardOptions opts) {
+// 0. The gradient edges of the roots, each with its gradient (implied 1 for a one-element root).
+void collect_roots(GraphTask& graph, std::span<const Tensor> roots, std::span<const Tensor> grad_outputs) {
   MT_CHECK(roots.size() == grad_outputs.size(), "backward: ", roots.size(), " roots but ",
            grad_outputs.size(), " gradients");
-  GraphTaskLease lease;
-  GraphTask& graph = *lease.task;
-  CurrentTaskGuard guard(&graph);
-  // Backward formulas use raw ops and record nothing; hooks that call differentiable ops must not
-  // extend the graph being run either.
-  NoGradGuard no_grad;
-
-  // The gradient edges of the roots.
-  auto& root_edges = graph.root_edges;
   for (size_t i = 0; i < roots.size(); ++i) {
     const Tensor& r = roots[i];
     AutogradMeta* m = detail::autograd_meta_or_null(r);
@@ -173,12 +168,14 @@ void Engine::backward(std::span<const Tensor> roots, std::span<const Tensor> gra
     MT_CHECK(GradMeta(r).matches(g), "backward: gradient of shape ", g.sizes(), ", ", g.dtype(), " on ",
              g.device(), " for root ", i, " of shape ", r.sizes(), ", ", r.dtype(), " on ", r.device(),
              "; it must match the root exactly");
-    root_edges.emplace_back(detail::gradient_edge(r), g);
+    graph.root_edges.emplace_back(detail::gradient_edge(r), g);
   }
+}
 
-  // 1. Count the edges into each node reachable from the roots (Note [Dependency counting]).
+// 1. Count the edges into each node reachable from the roots (Note [Dependency counting]).
+void count_dependencies(GraphTask& graph) {
   auto& stack = graph.stack;
-  for (auto& [edge, g] : root_edges) {
+  for (auto& [edge, g] : graph.root_edges) {
     bool fresh = false;
     graph.task(edge.fn.get(), &fresh);
     if (fresh) stack.push_back(edge.fn.get());
@@ -193,49 +190,66 @@ void Engine::backward(std::span<const Tensor> roots, std::span<const Tensor> gra
       if (fresh) stack.push_back(e.fn.get());
     }
   }
+}
 
-  // 2. Seed the roots' buffers; roots nobody else feeds are ready now.
-  auto& ready = graph.ready;
-  const auto push_ready = [&ready](Node* n) {
-    ready.push_back(n);
-    std::push_heap(ready.begin(), ready.end(), Newest{});
-  };
-  for (auto& [edge, g] : root_edges) accumulate(graph.task(edge.fn.get()).inputs, edge.input_nr, g);
-  for (auto& [edge, g] : root_edges) {
+// 2. Seed the roots' buffers; roots nobody else feeds are ready now.
+void seed_roots(GraphTask& graph) {
+  for (auto& [edge, g] : graph.root_edges) accumulate(graph.task(edge.fn.get()).inputs, edge.input_nr, g);
+  for (auto& [edge, g] : graph.root_edges) {
     NodeTask& t = graph.task(edge.fn.get());
     if (t.dependencies == 0) {
       t.dependencies = -1;  // queued once even if it is the root of several outputs
-      push_ready(edge.fn.get());
+      push_ready(graph, edge.fn.get());
     }
   }
+}
 
-  // 3. Run nodes as their gradients complete.
+// 3, for one node: run it on its summed gradients and pass each result along its edge; a node
+// whose last gradient this was becomes ready.
+void run_node(GraphTask& graph, Node* n, bool retain_graph) {
+  const trace::Span traced = trace_node(*n);  // node begin; it ends when this returns (node_trace.h)
+  TensorList inputs = std::move(graph.task(n).inputs);
+  if (inputs.empty()) inputs.resize(1);
+  bool any = false;
+  for (const Tensor& g : inputs) any = any || g.defined();
+  // Nothing flowed into this node (e.g. only an unused output): pass nothing on.
+  TensorList outputs = any ? n->apply(std::move(inputs)) : TensorList(n->next_edges.size());
+  if (!retain_graph) n->release_saved();
+  MT_CHECK(outputs.size() == n->next_edges.size() || outputs.empty(), n->name(), " returned ",
+           outputs.size(), " gradients for ", n->next_edges.size(), " inputs");
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const Edge& e = n->next_edges[i];
+    if (!e.valid()) continue;
+    NodeTask& t = graph.task(e.fn.get());
+    if (outputs[i].defined()) {
+      check_gradient(*n, i, outputs[i], e);
+      accumulate(t.inputs, e.input_nr, std::move(outputs[i]));
+    }
+    if (--t.dependencies == 0) push_ready(graph, e.fn.get());
+  }
+}
+
+}  // namespace
+
+void Engine::backward(std::span<const Tensor> roots, std::span<const Tensor> grad_outputs, BackwardOptions opts) {
+  GraphTaskLease lease;
+  GraphTask& graph = *lease.task;
+  CurrentTaskGuard guard(&graph);
+  // Backward formulas use raw ops and record nothing; hooks that call differentiable ops must not
+  // extend the graph being run either.
+  NoGradGuard no_grad;
+
+  collect_roots(graph, roots, grad_outputs);
+  count_dependencies(graph);  // 1.
+  seed_roots(graph);          // 2.
+  // 3. Run nodes as their gradients complete, newest first.
+  auto& ready = graph.ready;
   while (!ready.empty()) {
     std::pop_heap(ready.begin(), ready.end(), Newest{});
     Node* n = ready.back();
     ready.pop_back();
-    const trace::Span traced = trace_node(*n);  // node begin; it ends with this iteration (node_trace.h)
-    TensorList inputs = std::move(graph.task(n).inputs);
-    if (inputs.empty()) inputs.resize(1);
-    bool any = false;
-    for (const Tensor& g : inputs) any = any || g.defined();
-    // Nothing flowed into this node (e.g. only an unused output): pass nothing on.
-    TensorList outputs = any ? n->apply(std::move(inputs)) : TensorList(n->next_edges.size());
-    if (!opts.retain_graph) n->release_saved();
-    MT_CHECK(outputs.size() == n->next_edges.size() || outputs.empty(), n->name(), " returned ",
-             outputs.size(), " gradients for ", n->next_edges.size(), " inputs");
-    for (size_t i = 0; i < outputs.size(); ++i) {
-      const Edge& e = n->next_edges[i];
-      if (!e.valid()) continue;
-      NodeTask& t = graph.task(e.fn.get());
-      if (outputs[i].defined()) {
-        check_gradient(*n, i, outputs[i], e);
-        accumulate(t.inputs, e.input_nr, std::move(outputs[i]));
-      }
-      if (--t.dependencies == 0) push_ready(e.fn.get());
-    }
+    run_node(graph, n, opts.retain_graph);
   }
-
   // 4. Callbacks queued during this backward, including ones queued by earlier callbacks.
   for (size_t i = 0; i < graph.callbacks.size(); ++i) {
     auto fn = std::move(graph.callbacks[i]);

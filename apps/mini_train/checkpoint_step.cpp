@@ -1,7 +1,6 @@
 // Step checkpoints and the mid-epoch resume (see checkpoint_step.h, Note [Mid-epoch resume]).
 #include "apps/mini_train/checkpoint_step.h"
 
-#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -74,17 +73,6 @@ void trim_json_log(const std::string& path, int64_t completed_epochs) {
   std::ofstream out(path, std::ios::trunc);
   out << kept.str();
   MT_CHECK(out.good(), "--log-json ", path, ": cannot rewrite it after the resume");
-}
-
-void test_kill_hook(int rank, int64_t step, bool resumed) {
-  static const char* const at = std::getenv("MT_TEST_KILL_STEP");  // read once: this runs every step
-  if (!at || resumed || std::atoll(at) != step) return;
-  const char* r = std::getenv("MT_TEST_KILL_RANK");
-  if ((r ? std::atoi(r) : 0) != rank) return;
-  std::fprintf(stderr, "mini_train: rank %d: MT_TEST_KILL_STEP: SIGKILL after step %lld\n", rank,
-               static_cast<long long>(step));
-  std::fflush(stderr);
-  std::raise(SIGKILL);
 }
 
 }  // namespace mt::app

@@ -55,10 +55,4 @@ EpochProgress resumed_progress(const Checkpoint& c, int world, int rank, const s
 // --log-json after a resume: keeps the lines of epochs 1..completed_epochs, drops later ones.
 void trim_json_log(const std::string& path, int64_t completed_epochs);
 
-// Test hook (tests/apps/mini_train_test.sh step_resume, tests/distributed_launcher/restart.sh):
-// with MT_TEST_KILL_STEP=s in the environment, rank MT_TEST_KILL_RANK (default 0) sends itself
-// SIGKILL right after global step s (after any checkpoint of that step), as `kill -9` would, in a
-// run that did not resume. Not an option: nothing but the tests should set these.
-void test_kill_hook(int rank, int64_t step, bool resumed);
-
 }  // namespace mt::app

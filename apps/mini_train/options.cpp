@@ -60,155 +60,150 @@ bool parse_command_line(CLI::App& app, int argc, char** argv, int* exit_code) {
   return false;
 }
 
-}  // namespace
-
-bool parse_options(int argc, char** argv, Options& o, int* exit_code) {
-  CLI::App app(kDescription, "mini_train");
-  app.option_defaults()->always_capture_default();
-  app.get_formatter()->column_width(34);
-  std::string hidden;
-
-  auto* data = "Data";
-  app.add_option("--dataset", o.dataset, "synthetic, fashion-mnist or text (bytes of --text, for --model gpt)")
-      ->check(CLI::IsMember({"synthetic", "fashion-mnist", "text"}))->group(data);
-  app.add_option("--data-dir", o.data_dir, "Fashion-MNIST folder (Debian: dataset-fashion-mnist)")
-      ->default_str(data::kFashionMnistDir)->group(data);
-  app.add_option("--inputs", o.inputs, "inputs file, .npy or .csv, one example per row")->group(data);
-  app.add_option("--targets", o.targets, "targets file, .npy or .csv; int64 targets mean classification")
-      ->group(data);
-  app.add_option("--task", o.task, "auto, regression or classification")
-      ->check(CLI::IsMember({"auto", "regression", "classification"}))->group(data);
-  app.add_option("--samples", o.samples, "synthetic examples")->group(data);
-  app.add_option("--features", o.features, "synthetic input width")->group(data);
-  app.add_flag("--standardize,!--no-standardize", o.standardize,
-               "scale inputs to zero mean and unit variance (default on for fashion-mnist)")->group(data);
-
-  auto* model = "Model";
-  app.add_option("--model", o.model, "linear, mlp, cnn (1x28x28 images) or gpt")
-      ->check(CLI::IsMember({"linear", "mlp", "cnn", "gpt"}))->group(model);
-  app.add_option("--hidden", hidden, "mlp hidden widths, comma-separated (default 512,256 for "
-                 "fashion-mnist, else 64)")->group(model);
-
-  auto* train = "Training";
-  app.add_option("--epochs", o.epochs, "passes over the training data")->group(train);
-  app.add_option("--stop-after", o.stop_after, "stop after this many epochs of this invocation (checkpoint, "
-                 "then resume later with the same flags and --resume)")->group(train);
-  app.add_option("--batch-size", o.batch_size, "examples per step, per device")->group(train);
-  app.add_option("--optimizer", o.optimizer, "sgd, adam or adamw")
-      ->check(CLI::IsMember({"sgd", "adam", "adamw"}))->group(train);
-  app.add_option("--lr", o.lr, "learning rate (default 0.01 for sgd, 0.001 for adam/adamw)")->group(train);
-  app.add_option("--momentum", o.momentum, "SGD momentum")->group(train);
-  app.add_option("--weight-decay", o.weight_decay, "L2 (sgd, adam) or decoupled (adamw) weight decay")->group(train);
-  app.add_option("--schedule", o.schedule, "learning-rate schedule: none or cosine (per step)")
-      ->check(CLI::IsMember({"none", "cosine"}))->group(train);
-  int64_t seed = 0;  // signed, so that -1 is refused instead of wrapping to 2^64 - 1
-  app.add_option("--seed", seed, "seed for data, initialisation and shuffling (>= 0)")->group(train);
+// Flags parsed into a form Options does not hold; parse_options converts them.
+struct RawFlags {
+  std::string hidden;   // --hidden, comma-separated
+  int64_t seed = 0;     // signed, so that -1 is refused instead of wrapping to 2^64 - 1
   bool no_shuffle = false;
-  app.add_flag("--no-shuffle", no_shuffle, "keep the data in file order")->group(train);
-  app.add_option("--num-workers", o.num_workers, "background threads building batches")->group(train);
+  std::string threads;  // --threads, checked by parse_num_threads
+};
 
-  auto* files = "Files";
-  app.add_option("--save", o.save, "where the final weights go (safetensors)")->group(files);
-  app.add_option("--init", o.init, "start from the weights in this safetensors file")->group(files);
-  app.add_option("--checkpoint-dir", o.checkpoint_dir, "save a checkpoint there after every epoch")->group(files);
-  app.add_option("--keep", o.keep, "checkpoints kept in --checkpoint-dir")->group(files);
+// The option table, one function per --help group.
+void add_data_options(CLI::App& app, Options& o) {
+  constexpr const char* kGroup = "Data";
+  app.add_option("--dataset", o.dataset, "synthetic, fashion-mnist or text (bytes of --text, for --model gpt)")
+      ->check(CLI::IsMember({"synthetic", "fashion-mnist", "text"}))->group(kGroup);
+  app.add_option("--data-dir", o.data_dir, "Fashion-MNIST folder (Debian: dataset-fashion-mnist)")
+      ->default_str(data::kFashionMnistDir)->group(kGroup);
+  app.add_option("--inputs", o.inputs, "inputs file, .npy or .csv, one example per row")->group(kGroup);
+  app.add_option("--targets", o.targets, "targets file, .npy or .csv; int64 targets mean classification")
+      ->group(kGroup);
+  app.add_option("--task", o.task, "auto, regression or classification")
+      ->check(CLI::IsMember({"auto", "regression", "classification"}))->group(kGroup);
+  app.add_option("--samples", o.samples, "synthetic examples")->group(kGroup);
+  app.add_option("--features", o.features, "synthetic input width")->group(kGroup);
+  app.add_flag("--standardize,!--no-standardize", o.standardize,
+               "scale inputs to zero mean and unit variance (default on for fashion-mnist)")->group(kGroup);
+  app.add_option("--text", o.text, "--dataset text's corpus: a file, or a folder of text files (default: Debian's "
+                 "fortunes, " + std::string(data::kDefaultTextCorpus) + ")")->group(kGroup);
+}
+
+void add_model_options(CLI::App& app, Options& o, RawFlags& raw) {
+  constexpr const char* kGroup = "Model";
+  app.add_option("--model", o.model, "linear, mlp, cnn (1x28x28 images) or gpt")
+      ->check(CLI::IsMember({"linear", "mlp", "cnn", "gpt"}))->group(kGroup);
+  app.add_option("--hidden", raw.hidden, "mlp hidden widths, comma-separated (default 512,256 for "
+                 "fashion-mnist, else 64)")->group(kGroup);
+  app.add_option("--layers", o.layers, "gpt: transformer blocks")->group(kGroup);
+  app.add_option("--heads", o.heads, "gpt: attention heads (must divide --dim)")->group(kGroup);
+  app.add_option("--dim", o.dim, "gpt: width of the residual stream")->group(kGroup);
+  app.add_option("--context", o.context, "gpt: bytes the model sees (its longest prompt)")->group(kGroup);
+}
+
+void add_training_options(CLI::App& app, Options& o, RawFlags& raw) {
+  constexpr const char* kGroup = "Training";
+  app.add_option("--epochs", o.epochs, "passes over the training data")->group(kGroup);
+  app.add_option("--stop-after", o.stop_after, "stop after this many epochs of this invocation (checkpoint, "
+                 "then resume later with the same flags and --resume)")->group(kGroup);
+  app.add_option("--max-steps", o.max_steps, "end training after this many optimizer steps (0: no limit; "
+                 "default 1000 for gpt)")->group(kGroup);
+  app.add_option("--batch-size", o.batch_size, "examples per step, per device")->group(kGroup);
+  app.add_option("--optimizer", o.optimizer, "sgd, adam or adamw")
+      ->check(CLI::IsMember({"sgd", "adam", "adamw"}))->group(kGroup);
+  app.add_option("--lr", o.lr, "learning rate (default 0.01 for sgd, 0.001 for adam/adamw)")->group(kGroup);
+  app.add_option("--momentum", o.momentum, "SGD momentum")->group(kGroup);
+  app.add_option("--weight-decay", o.weight_decay, "L2 (sgd, adam) or decoupled (adamw) weight decay")->group(kGroup);
+  app.add_option("--schedule", o.schedule, "learning-rate schedule: none or cosine (per step)")
+      ->check(CLI::IsMember({"none", "cosine"}))->group(kGroup);
+  app.add_option("--clip-grad", o.clip_grad, "scale the gradients to at most this global L2 norm before each "
+                 "step (0: off; default 1.0 for gpt)")->group(kGroup);
+  app.add_option("--seed", raw.seed, "seed for data, initialisation and shuffling (>= 0)")->group(kGroup);
+  app.add_flag("--no-shuffle", raw.no_shuffle, "keep the data in file order")->group(kGroup);
+  app.add_option("--num-workers", o.num_workers, "background threads building batches")->group(kGroup);
+  app.add_option("--threads", raw.threads, "intra-op threads per process for the CPU kernels and GEMM (default: "
+                 "MT_NUM_THREADS, else the cores divided among this machine's ranks)")->group(kGroup);
+  app.add_flag("--allow-nonfinite", o.allow_nonfinite, "train on after a NaN or infinite loss (default: stop at "
+               "the first one, naming the step)")->group(kGroup);
+}
+
+void add_file_options(CLI::App& app, Options& o) {
+  constexpr const char* kGroup = "Files";
+  app.add_option("--save", o.save, "where the final weights go (safetensors)")->group(kGroup);
+  app.add_option("--init", o.init, "start from the weights in this safetensors file")->group(kGroup);
+  app.add_option("--init-prefix", o.init_prefix, "rename --init's tensors: OLD=NEW replaces a leading OLD by NEW "
+                 "(=0. loads a PyTorch nn.Linear's weight/bias, net.=0. a module's net.weight)")->group(kGroup);
+  app.add_option("--checkpoint-dir", o.checkpoint_dir, "save a checkpoint there after every epoch")->group(kGroup);
+  app.add_option("--keep", o.keep, "checkpoints kept in --checkpoint-dir")->group(kGroup);
+  app.add_option("--checkpoint-every", o.checkpoint_every, "also checkpoint every N optimizer steps (0: only at "
+                 "epoch ends); --resume continues mid-epoch at that step, exactly")->group(kGroup);
   app.add_option("--resume", o.resume, "continue from a checkpoint file, or 'auto': the newest in "
-                 "--checkpoint-dir (none there: start fresh)")->group(files);
+                 "--checkpoint-dir (none there: start fresh)")->group(kGroup);
   app.add_option("--log-json", o.log_json, "write one JSON object per epoch (loss, rate, lr, test score with "
-                 "--eval) to this file: emptied at the start of a run, appended to by --resume")->group(files);
+                 "--eval) to this file: emptied at the start of a run, appended to by --resume")->group(kGroup);
+}
 
-  auto* dist = "Distributed";
+void add_distributed_options(CLI::App& app, Options& o) {
+  constexpr const char* kGroup = "Distributed";
+  // Guards against hangs and silent divergence (--timeout ... --heartbeat-timeout): distributed/fault/, docs/ddp.md.
   app.add_option("--nproc", o.nproc, "train data-parallel on this many CPU processes (MPI or Gloo: "
-                 "--backend); --batch-size is per process")->group(dist);
+                 "--backend); --batch-size is per process")->group(kGroup);
   app.add_option("--nnodes", o.nnodes, "machines in the job: run mini_train with the same flags on each, "
-                 "with its own --node-rank and node 0's --master-addr/--master-port")->group(dist);
+                 "with its own --node-rank and node 0's --master-addr/--master-port")->group(kGroup);
   app.add_option("--node-rank", o.node_rank, "this machine's index, 0..nnodes-1 (node 0 hosts the store)")
-      ->group(dist);
+      ->group(kGroup);
   app.add_option("--master-addr", o.master_addr, "address of rank 0's store (node 0's address when --nnodes > 1)")
-      ->group(dist);
+      ->group(kGroup);
   app.add_option("--master-port", o.master_port, "port of rank 0's store (default: a free one; required "
-                 "when --nnodes > 1)")->group(dist);
+                 "when --nnodes > 1)")->group(kGroup);
   app.add_option("--backend", o.backend, "CPU collectives: mpi (shared memory; the job starts through "
                  "mpirun), gloo (TCP), or auto: mpi when this build has it and mpirun is installed")
-      ->check(CLI::IsMember({"auto", "gloo", "mpi"}))->group(dist);
+      ->check(CLI::IsMember({"auto", "gloo", "mpi"}))->group(kGroup);
   app.add_option("--gpus", o.gpus, "train on these GPUs, comma-separated: one process per GPU, NCCL "
-                 "between them; --batch-size is per GPU")->group(dist);
+                 "between them; --batch-size is per GPU")->group(kGroup);
   app.add_flag("--ddp-stats", o.ddp_stats, "after training, print the gradient all-reduce statistics")
-      ->group(dist);
+      ->group(kGroup);
   app.add_option("--comm-hook", o.comm_hook, "how DDP communicates gradients: allreduce, or fp16 (compressed "
                  "to half precision: half the bytes, about 3 significant digits)")
-      ->check(CLI::IsMember({"allreduce", "fp16"}))->group(dist);
+      ->check(CLI::IsMember({"allreduce", "fp16"}))->group(kGroup);
+  app.add_option("--bucket-cap-mb", o.bucket_cap_mb, "DDP: MiB of gradients per all-reduce bucket (the first is "
+                 "1 MiB); smaller buckets start communicating earlier in backward")
+      ->group(kGroup);
+  app.add_flag("--sync-bn", o.sync_bn, "DDP: BatchNorm normalises with the statistics of every rank's batch "
+               "together (SyncBatchNorm; --model cnn), not each rank's own")
+      ->group(kGroup);
   app.add_option("--zero", o.zero, "1: ZeRO-1, shard the optimizer state over the ranks (each keeps 1/N; "
                  "gradients reduce-scattered, parameters all-gathered); 0: every rank keeps all of it")
       ->check(CLI::Validator([](std::string& v) { return v == "0" || v == "1" ? std::string() : v + " is not 0 or 1"; },
                              "{0,1}"))
-      ->group(dist);
-  // Guards against hangs and silent divergence (distributed/; docs/ddp.md).
+      ->group(kGroup);
   app.add_option("--timeout", o.timeout, "seconds the rendezvous and each collective may wait for the "
-                 "other ranks before the job fails, naming them")->group(dist);
+                 "other ranks before the job fails, naming them")->group(kGroup);
   app.add_option("--check-replicas", o.check_replicas, "compare a hash of every parameter across the ranks "
                  "every K steps as well as at each epoch end (a divergence names the parameter and ranks)")
-      ->group(dist);
+      ->group(kGroup);
   app.add_option("--max-restarts", o.max_restarts, "after a worker fails, start all workers again from the "
                  "newest checkpoint of --checkpoint-dir (or from the start), at most this many times; with "
-                 "--nnodes, every node together (one count per job; --checkpoint-dir shared by all nodes)")->group(dist);
+                 "--nnodes, every node together (one count per job; --checkpoint-dir shared by all nodes)")->group(kGroup);
   app.add_option("--heartbeat-timeout", o.heartbeat_timeout, "seconds a worker may send no heartbeat (stopped, "
                  "frozen) before the job ends naming it and its last phase (--nproc's launcher watches, else the ranks "
-                 "watch each other through the store); 0: off")->group(dist);
+                 "watch each other through the store); 0: off")->group(kGroup);
+}
 
-  auto* out = "Output";
+void add_output_options(CLI::App& app, Options& o) {
+  constexpr const char* kGroup = "Output";
   app.add_flag("--eval", o.eval, "report accuracy (or loss) on the test split after every epoch and at the end")
-      ->group(out);
-  app.add_flag("--quiet,-q", o.quiet, "print only errors and the final summary")->group(out);
-  app.add_flag("--env", o.env, "describe this machine (CPU, GPUs, CUDA, NCCL, Gloo) and exit")->group(out);
-
-  // Issue 15's options, together so that other changes to this table merge cleanly.
-  app.add_option("--init-prefix", o.init_prefix, "rename --init's tensors: OLD=NEW replaces a leading OLD by NEW "
-                 "(=0. loads a PyTorch nn.Linear's weight/bias, net.=0. a module's net.weight)")->group(files);
-  app.add_flag("--allow-nonfinite", o.allow_nonfinite, "train on after a NaN or infinite loss (default: stop at "
-               "the first one, naming the step)")->group(train);
-
-  // Issue 13's options: the GPT and step limits.
-  app.add_option("--text", o.text, "--dataset text's corpus: a file, or a folder of text files (default: Debian's "
-                 "fortunes, " + std::string(data::kDefaultTextCorpus) + ")")->group(data);
-  app.add_option("--layers", o.layers, "gpt: transformer blocks")->group(model);
-  app.add_option("--heads", o.heads, "gpt: attention heads (must divide --dim)")->group(model);
-  app.add_option("--dim", o.dim, "gpt: width of the residual stream")->group(model);
-  app.add_option("--context", o.context, "gpt: bytes the model sees (its longest prompt)")->group(model);
-  app.add_option("--max-steps", o.max_steps, "end training after this many optimizer steps (0: no limit; "
-                 "default 1000 for gpt)")->group(train);
-  app.add_option("--clip-grad", o.clip_grad, "scale the gradients to at most this global L2 norm before each "
-                 "step (0: off; default 1.0 for gpt)")->group(train);
-  app.add_option("--bucket-cap-mb", o.bucket_cap_mb, "DDP: MiB of gradients per all-reduce bucket (the first is "
-                 "1 MiB); smaller buckets start communicating earlier in backward")
-      ->group(dist);
-  app.add_flag("--sync-bn", o.sync_bn, "DDP: BatchNorm normalises with the statistics of every rank's batch "
-               "together (SyncBatchNorm; --model cnn), not each rank's own")
-      ->group(dist);
-
-  // Issue 14's step checkpoints (checkpoint_step.h).
-  app.add_option("--checkpoint-every", o.checkpoint_every, "also checkpoint every N optimizer steps (0: only at "
-                 "epoch ends); --resume continues mid-epoch at that step, exactly")->group(files);
-  // Issue 16's options: seeing a step (tracing.h).
+      ->group(kGroup);
+  app.add_flag("--quiet,-q", o.quiet, "print only errors and the final summary")->group(kGroup);
+  app.add_flag("--env", o.env, "describe this machine (CPU, GPUs, CUDA, NCCL, Gloo) and exit")->group(kGroup);
   app.add_option("--trace", o.trace, "write a Chrome-trace / Perfetto JSON of every rank's --trace-steps to this "
                  "file (data, forward, each backward node, each DDP bucket's all-reduce, optimizer; open it in "
-                 "ui.perfetto.dev, draw it with scripts/trace_to_svg.py)")->group(out);
+                 "ui.perfetto.dev, draw it with scripts/trace_to_svg.py)")->group(kGroup);
   app.add_option("--trace-steps", o.trace_steps, "the steps --trace records, A:B inclusive (1-based; only these "
-                 "are kept in memory)")->group(out);
-  // Issue 17's options.
-  std::string threads;
-  app.add_option("--threads", threads, "intra-op threads per process for the CPU kernels and GEMM (default: "
-                 "MT_NUM_THREADS, else the cores divided among this machine's ranks)")->group(train);
+                 "are kept in memory)")->group(kGroup);
+}
 
-  if (!parse_command_line(app, argc, argv, exit_code)) return false;
-  if (app.get_option("--threads")->count() > 0) o.threads = mt::detail::parse_num_threads(threads, "--threads");
-  o.shuffle = !no_shuffle;
-  MT_CHECK(seed >= 0, "--seed must be >= 0, got ", seed);
-  o.seed = static_cast<uint64_t>(seed);
-  if (!o.inputs.empty() || !o.targets.empty()) o.dataset = "files";
-  if (o.data_dir.empty()) o.data_dir = data::kFashionMnistDir;
-
-  // Presets for what the user left unsaid.
+// Presets for what the user left unsaid: a flag given on the command line always wins.
+void apply_presets(CLI::App& app, Options& o) {
   // --model cnn (model_cnn.h) takes Fashion-MNIST images unless given files: the preset below applies.
   if (o.model == "cnn" && o.dataset != "files") preset(app, "--dataset", o.dataset, "fashion-mnist");
   const bool fashion = o.dataset == "fashion-mnist";
@@ -237,10 +232,14 @@ bool parse_options(int argc, char** argv, Options& o, int* exit_code) {
   for (const char* flag : {"--layers", "--heads", "--dim", "--context"})
     MT_CHECK(o.model == "gpt" || app.get_option(flag)->count() == 0, flag, " applies to --model gpt; --model ",
              o.model, " has no such setting");
+}
+
+// --hidden's widths; --model mlp only. Default 512,256 for Fashion-MNIST, else 64.
+void parse_hidden(Options& o, const std::string& hidden) {
   MT_CHECK(hidden.empty() || o.model == "mlp", "--hidden ", hidden, " applies to --model mlp; --model ", o.model,
            " has no hidden layers");
   if (hidden.empty()) {
-    o.hidden = fashion ? std::vector<int64_t>{512, 256} : std::vector<int64_t>{64};
+    o.hidden = o.dataset == "fashion-mnist" ? std::vector<int64_t>{512, 256} : std::vector<int64_t>{64};
   } else {
     std::stringstream ss(hidden);
     std::string part;
@@ -251,6 +250,30 @@ bool parse_options(int argc, char** argv, Options& o, int* exit_code) {
       o.hidden.push_back(v);
     }
   }
+}
+
+}  // namespace
+
+bool parse_options(int argc, char** argv, Options& o, int* exit_code) {
+  CLI::App app(kDescription, "mini_train");
+  app.option_defaults()->always_capture_default();
+  app.get_formatter()->column_width(34);
+  RawFlags raw;
+  add_data_options(app, o);
+  add_model_options(app, o, raw);
+  add_training_options(app, o, raw);
+  add_file_options(app, o);
+  add_distributed_options(app, o);
+  add_output_options(app, o);
+  if (!parse_command_line(app, argc, argv, exit_code)) return false;
+  if (app.get_option("--threads")->count() > 0) o.threads = mt::detail::parse_num_threads(raw.threads, "--threads");
+  o.shuffle = !raw.no_shuffle;
+  MT_CHECK(raw.seed >= 0, "--seed must be >= 0, got ", raw.seed);
+  o.seed = static_cast<uint64_t>(raw.seed);
+  if (!o.inputs.empty() || !o.targets.empty()) o.dataset = "files";
+  if (o.data_dir.empty()) o.data_dir = data::kFashionMnistDir;
+  apply_presets(app, o);
+  parse_hidden(o, raw.hidden);
   return true;
 }
 
@@ -298,8 +321,9 @@ bool parse_predict_options(int argc, char** argv, PredictOptions& p, int* exit_c
   return parse_command_line(app, argc - 1, argv + 1, exit_code);
 }
 
-void validate(const Options& o) {
-  validate_gpus(o);  // gpus.h: malformed lists, --nproc, no CUDA build, no GPU, no such GPU
+namespace {
+
+void validate_training(const Options& o) {
   MT_CHECK(o.epochs >= 1, "--epochs must be at least 1, got ", o.epochs);
   MT_CHECK(o.stop_after >= 0, "--stop-after must be >= 0, got ", o.stop_after);
   MT_CHECK(o.stop_after == 0 || !o.checkpoint_dir.empty(), "--stop-after without --checkpoint-dir would lose "
@@ -311,6 +335,9 @@ void validate(const Options& o) {
   MT_CHECK(o.samples >= 1, "--samples must be at least 1, got ", o.samples);
   MT_CHECK(o.features >= 1 && o.features <= 1 << 20, "--features must be in 1..1048576, got ", o.features);
   MT_CHECK(o.num_workers >= 0 && o.num_workers <= 64, "--num-workers must be in 0..64, got ", o.num_workers);
+}
+
+void validate_distributed(const Options& o) {
   MT_CHECK(o.nproc >= 1 && o.nproc <= 256, "--nproc must be in 1..256, got ", o.nproc);
   MT_CHECK(o.master_port >= 0 && o.master_port <= 65535, "--master-port must be in 0..65535, got ", o.master_port);
   validate_backend(o);  // backend.h: mpi without MPI, mpi with --gpus or --nnodes
@@ -324,13 +351,16 @@ void validate(const Options& o) {
   MT_CHECK(o.max_restarts >= 0 && o.max_restarts <= 1000, "--max-restarts must be in 0..1000, got ", o.max_restarts);
   MT_CHECK(o.heartbeat_timeout >= 0 && o.heartbeat_timeout <= 86400, "--heartbeat-timeout must be in 0..86400 "
            "seconds, got ", o.heartbeat_timeout);
+}
+
+// Files that must exist are checked here, so that a launcher refuses before it starts any worker.
+void validate_files(const Options& o) {
   MT_CHECK(o.keep >= 1, "--keep must be at least 1, got ", o.keep);
   MT_CHECK(o.checkpoint_every >= 0, "--checkpoint-every must be >= 0 steps, got ", o.checkpoint_every);
   MT_CHECK(o.checkpoint_every == 0 || !o.checkpoint_dir.empty(), "--checkpoint-every ", o.checkpoint_every,
            " needs a --checkpoint-dir to write to");
   for (int64_t h : o.hidden) MT_CHECK(h >= 1 && h <= 1 << 20, "--hidden widths must be in 1..1048576, got ", h);
   MT_CHECK(o.inputs.empty() == o.targets.empty(), "--inputs and --targets go together: give both files");
-  // Files that must exist, checked here so that a launcher refuses before it starts any worker.
   for (const auto& [flag, path] : {std::pair{"--inputs", o.inputs}, std::pair{"--targets", o.targets},
                                    std::pair{"--init", o.init},
                                    std::pair{"--resume", o.resume == "auto" ? std::string() : o.resume}}) {
@@ -340,8 +370,10 @@ void validate(const Options& o) {
   }
   MT_CHECK(o.resume != "auto" || !o.checkpoint_dir.empty(), "--resume auto looks in --checkpoint-dir: give one");
   MT_CHECK(!o.save.empty(), "--save needs a path");
+}
+
+void validate_model(const Options& o) {
   MT_CHECK(o.momentum == 0 || o.optimizer == "sgd", "--momentum applies to sgd only (adam/adamw use betas)");
-  // Issue 13: the GPT and step limits.
   MT_CHECK(o.max_steps >= 0, "--max-steps must be >= 0, got ", o.max_steps);
   MT_CHECK(o.clip_grad >= 0 && std::isfinite(o.clip_grad), "--clip-grad must be >= 0, got ", o.clip_grad);
   MT_CHECK(o.zero == 0 || o.comm_hook == "allreduce", "--zero 1 reduce-scatters the gradients itself: it does not "
@@ -362,6 +394,16 @@ void validate(const Options& o) {
     MT_CHECK(o.optimizer == "adamw", "--model gpt trains with --optimizer adamw (model_gpt.h's recipe), got --optimizer ",
              o.optimizer);
   }
+}
+
+}  // namespace
+
+void validate(const Options& o) {
+  validate_gpus(o);  // gpus.h: malformed lists, --nproc, no CUDA build, no GPU, no such GPU
+  validate_training(o);
+  validate_distributed(o);
+  validate_files(o);
+  validate_model(o);
 }
 
 }  // namespace mt::app

@@ -41,6 +41,7 @@
 #include "apps/mini_train/peer_heartbeat.h"
 #include "apps/mini_train/progress.h"
 #include "apps/mini_train/run.h"
+#include "apps/mini_train/test_hooks.h"
 #include "apps/mini_train/tracing.h"
 #include "autograd/ops.h"
 #include "data/dataloader.h"
@@ -48,7 +49,6 @@
 #include "distributed/ddp/ddp.h"
 #include "distributed/fault/heartbeat.h"
 #include "distributed/process_group/init_process_group.h"
-#include "distributed/process_group/mpi/process_group_mpi.h"
 #include "nn/checkpoint.h"
 #include "tensor/backend.h"
 #include "tensor/generator.h"
@@ -239,25 +239,50 @@ void print_config(const Run& r) {
 
 // ================================== one epoch ==================================================
 
-// Test hook (tests/apps/mini_train_test.sh, case nproc_failure): with MT_TEST_FAIL_RANK=r and
-// MT_TEST_FAIL_EPOCH=e in the environment, rank r exits with code 3 at the start of epoch e, as a
-// crashed worker would. Not an option: nothing but the tests should set these.
-void test_fail_hook(int rank, int64_t epoch) {
-  const char* r = std::getenv("MT_TEST_FAIL_RANK");
-  const char* e = std::getenv("MT_TEST_FAIL_EPOCH");
-  if (r && e && std::atoi(r) == rank && std::atoll(e) == epoch) {
-    std::fprintf(stderr, "mini_train: rank %d: MT_TEST_FAIL_RANK: failing at epoch %lld\n", rank,
-                 static_cast<long long>(epoch));
-    dist::ProcessGroupMPI::abort_job(3);  // as main() does for a real failure
-    std::exit(3);
-  }
-}
-
 struct EpochResult {
   double loss = 0;           // mean over every rank's samples
   double samples_per_s = 0;  // every rank's samples
   double seconds = 0;
 };
+
+// One step on one batch: forward, backward, clip, update, schedule. Returns the batch's loss.
+// `batch_number` (1-based, in the epoch) only names the step in an error.
+double train_step(Run& r, nn::Module& net, const data::Batch& batch, int64_t epoch, int64_t batch_number) {
+  trace::Span forward_span("forward");
+  // Already on r.device: on a GPU the loader copied it through pinned memory while the previous
+  // step computed, and the compute stream waits for that copy (data/dataloader.h).
+  const Tensor loss = (*r.loss_fn)(net.forward(batch.input), batch.target);
+  const double l = loss.item();
+  // Stop before a NaN/inf reaches the weights: they stay as they were after the last good step.
+  MT_CHECK(std::isfinite(l) || r.o.allow_nonfinite, "the loss is ", l, " at step ", r.step + 1, " (epoch ", epoch,
+           ", batch ", batch_number, " of ", r.steps_per_epoch, "); stopped before it reaches the weights. Check "
+           "the data for NaN/inf, or lower --lr; --allow-nonfinite trains on");
+  forward_span.end();
+  r.opt->zero_grad();  // under DDP too: the next backward writes into its buckets
+  trace::Span backward_span("backward");
+  loss.backward();
+  backward_span.end();
+  if (r.o.clip_grad > 0) clip_gradients(r);  // DDP: reduced grads
+  dist::set_phase(dist::Phase::Optimizer);
+  trace::Span optimizer_span("optimizer");
+  r.opt->step();
+  if (r.scheduler) r.scheduler->step();
+  return l;
+}
+
+// The epoch's loss over every rank's samples: one small all-reduce of (sum of loss·n, sum of n), on
+// the group's device (NCCL reduces GPU tensors only).
+EpochResult epoch_result(const Run& r, double loss_sum, int64_t seen, double seconds) {
+  double total_seen = static_cast<double>(seen);
+  if (r.pg) {
+    Tensor sums = from_vector(std::vector<double>{loss_sum, total_seen}, {2}).to(r.pg->device());
+    r.pg->allreduce(sums, dist::ReduceOp::Sum)->wait();
+    const std::vector<double> summed = sums.to(kCPU).to_vector<double>();
+    loss_sum = summed[0], total_seen = summed[1];
+  }
+  return {.loss = loss_sum / std::max(total_seen, 1.0), .samples_per_s = total_seen / std::max(seconds, 1e-9),
+          .seconds = seconds};
+}
 
 EpochResult train_epoch(Run& r, int64_t epoch) {
   const auto start = Clock::now();
@@ -280,29 +305,7 @@ EpochResult train_epoch(Run& r, int64_t epoch) {
     trace::record_since("data", data_from);
     trace::Span step_span("step");
     step_span.arg("step", r.step + 1);
-    trace::Span forward_span("forward");
-    // Already on r.device: on a GPU the loader copied it through pinned memory while the previous
-    // step computed, and the compute stream waits for that copy (data/dataloader.h).
-    const Tensor& input = batch.input;
-    const Tensor& target = batch.target;
-    // forward, backward, update: the whole of training
-    const Tensor loss = (*r.loss_fn)(net.forward(input), target);
-    const double l = loss.item();
-    // Stop before a NaN/inf reaches the weights: they stay as they were after the last good step.
-    MT_CHECK(std::isfinite(l) || r.o.allow_nonfinite, "the loss is ", l, " at step ", r.step + 1, " (epoch ", epoch,
-             ", batch ", done + 1, " of ", r.steps_per_epoch, "); stopped before it reaches the weights. Check the "
-             "data for NaN/inf, or lower --lr; --allow-nonfinite trains on");
-    forward_span.end();
-    r.opt->zero_grad();  // under DDP too: the next backward writes into its buckets
-    trace::Span backward_span("backward");
-    loss.backward();
-    backward_span.end();
-    if (r.o.clip_grad > 0) clip_gradients(r);  // DDP: reduced grads
-    dist::set_phase(dist::Phase::Optimizer);
-    trace::Span optimizer_span("optimizer");
-    r.opt->step();
-    if (r.scheduler) r.scheduler->step();
-    optimizer_span.end();
+    const double l = train_step(r, net, batch, epoch, done + 1);
     ++r.step, ++done;
     dist::set_step(r.step);
     dist::set_phase(dist::Phase::Data);  // the loader builds the next batch
@@ -319,18 +322,7 @@ EpochResult train_epoch(Run& r, int64_t epoch) {
   }
   bar.clear();
   if (r.ddp) r.ddp->check_replicas("at the end of epoch " + std::to_string(epoch));  // replica_guard.h
-  const double secs = seconds_since(start);
-  double total_seen = static_cast<double>(seen);
-  if (r.pg) {
-    // The epoch's loss over every rank's samples: one small all-reduce of (Σ loss·n, Σ n).
-    // On the group's device: NCCL reduces GPU tensors only.
-    Tensor sums = from_vector(std::vector<double>{loss_sum, total_seen}, {2}).to(r.pg->device());
-    r.pg->allreduce(sums, dist::ReduceOp::Sum)->wait();
-    const std::vector<double> summed = sums.to(kCPU).to_vector<double>();
-    loss_sum = summed[0], total_seen = summed[1];
-  }
-  return {.loss = loss_sum / std::max(total_seen, 1.0), .samples_per_s = total_seen / std::max(secs, 1e-9),
-          .seconds = secs};
+  return epoch_result(r, loss_sum, seen, seconds_since(start));
 }
 
 // The set --eval scores: the test split, or the training data when there is none; for text the

@@ -214,16 +214,7 @@ void TCPStoreServer::handle(uint64_t id, Client& c, FrameReader& r) {
   const auto op = static_cast<Op>(r.u8());
   if (!c.authenticated) {
     MT_CHECK(op == Op::Hello, "the first message to a store must be Hello");
-    const uint32_t magic = r.u32(), version = r.u32();
-    MT_CHECK(magic == kStoreMagic, "this is a minitrain TCPStore; the client speaks another protocol");
-    MT_CHECK(version == kStoreProtocolVersion, "store protocol version ", version, " is not supported (the "
-             "server speaks ", kStoreProtocolVersion, "); are all ranks running the same build?");
-    const std::string token = r.str(kMaxTokenBytes);
-    MT_CHECK(r.done(), "malformed Hello");
-    MT_CHECK(same_token(token, opts_.token), "wrong job token: this store belongs to another job, or MT_JOB_TOKEN "
-             "differs between this process and the one hosting the store");
-    c.authenticated = true;
-    reply(c, status_frame(Status::Ok));
+    hello(c, r);
     return;
   }
   switch (op) {
@@ -243,28 +234,9 @@ void TCPStoreServer::handle(uint64_t id, Client& c, FrameReader& r) {
       park(id, c, Op::Get, {std::move(key)}, timeout_ms);
       return;
     }
-    case Op::Add: {
-      std::string key = r.str(kMaxKeyBytes);
-      const int64_t delta = r.i64();
-      MT_CHECK(r.done(), "malformed Add");
-      int64_t value = 0;
-      if (auto it = data_.find(key); it != data_.end()) {
-        const char* first = reinterpret_cast<const char*>(it->second.data());
-        const char* last = first + it->second.size();
-        const auto [end, ec] = std::from_chars(first, last, value);
-        if (ec != std::errc() || end != last || first == last) {
-          // The caller's mistake, not the connection's: answer, and keep serving this client.
-          reply(c, error_frame("add('" + key + "'): the key holds a value that is not an integer"));
-          return;
-        }
-      }
-      value += delta;
-      const std::string text = std::to_string(value);
-      data_[key] = Bytes(text.begin(), text.end());
-      reply(c, FrameWriter().u8(static_cast<uint8_t>(Status::Ok)).i64(value).frame());
-      notify(key);
+    case Op::Add:
+      add(c, r);
       return;
-    }
     case Op::Check: {
       const std::vector<std::string> keys = read_keys(r);
       MT_CHECK(r.done(), "malformed Check");
@@ -282,6 +254,41 @@ void TCPStoreServer::handle(uint64_t id, Client& c, FrameReader& r) {
     default:
       MT_FAIL("unknown store request type ", static_cast<int>(op));
   }
+}
+
+void TCPStoreServer::hello(Client& c, FrameReader& r) {
+  const uint32_t magic = r.u32(), version = r.u32();
+  MT_CHECK(magic == kStoreMagic, "this is a minitrain TCPStore; the client speaks another protocol");
+  MT_CHECK(version == kStoreProtocolVersion, "store protocol version ", version, " is not supported (the "
+           "server speaks ", kStoreProtocolVersion, "); are all ranks running the same build?");
+  const std::string token = r.str(kMaxTokenBytes);
+  MT_CHECK(r.done(), "malformed Hello");
+  MT_CHECK(same_token(token, opts_.token), "wrong job token: this store belongs to another job, or MT_JOB_TOKEN "
+           "differs between this process and the one hosting the store");
+  c.authenticated = true;
+  reply(c, status_frame(Status::Ok));
+}
+
+void TCPStoreServer::add(Client& c, FrameReader& r) {
+  std::string key = r.str(kMaxKeyBytes);
+  const int64_t delta = r.i64();
+  MT_CHECK(r.done(), "malformed Add");
+  int64_t value = 0;
+  if (auto it = data_.find(key); it != data_.end()) {
+    const char* first = reinterpret_cast<const char*>(it->second.data());
+    const char* last = first + it->second.size();
+    const auto [end, ec] = std::from_chars(first, last, value);
+    if (ec != std::errc() || end != last || first == last) {
+      // The caller's mistake, not the connection's: answer, and keep serving this client.
+      reply(c, error_frame("add('" + key + "'): the key holds a value that is not an integer"));
+      return;
+    }
+  }
+  value += delta;
+  const std::string text = std::to_string(value);
+  data_[key] = Bytes(text.begin(), text.end());
+  reply(c, FrameWriter().u8(static_cast<uint8_t>(Status::Ok)).i64(value).frame());
+  notify(key);
 }
 
 void TCPStoreServer::park(uint64_t id, Client& c, Op op, std::vector<std::string> keys, int64_t timeout_ms) {

@@ -101,6 +101,8 @@ class TCPStoreServer {
   void read_from(Client& c);
   void handle_frames(uint64_t id, Client& c);
   void handle(uint64_t id, Client& c, FrameReader& r);
+  void hello(Client& c, FrameReader& r);  // a client's first frame: protocol and job token
+  void add(Client& c, FrameReader& r);    // Op::Add: integer keys
   void park(uint64_t id, Client& c, Op op, std::vector<std::string> keys, int64_t timeout_ms);
   void notify(const std::string& key);
   void complete(Client& c);

@@ -1,0 +1,34 @@
+// mini_train's test hooks (see test_hooks.h).
+#include "apps/mini_train/test_hooks.h"
+
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+
+#include "distributed/process_group/mpi/process_group_mpi.h"
+
+namespace mt::app {
+
+void test_fail_hook(int rank, int64_t epoch) {
+  const char* r = std::getenv("MT_TEST_FAIL_RANK");
+  const char* e = std::getenv("MT_TEST_FAIL_EPOCH");
+  if (r && e && std::atoi(r) == rank && std::atoll(e) == epoch) {
+    std::fprintf(stderr, "mini_train: rank %d: MT_TEST_FAIL_RANK: failing at epoch %lld\n", rank,
+                 static_cast<long long>(epoch));
+    dist::ProcessGroupMPI::abort_job(3);  // as main() does for a real failure
+    std::exit(3);
+  }
+}
+
+void test_kill_hook(int rank, int64_t step, bool resumed) {
+  static const char* const at = std::getenv("MT_TEST_KILL_STEP");  // read once: this runs every step
+  if (!at || resumed || std::atoll(at) != step) return;
+  const char* r = std::getenv("MT_TEST_KILL_RANK");
+  if ((r ? std::atoi(r) : 0) != rank) return;
+  std::fprintf(stderr, "mini_train: rank %d: MT_TEST_KILL_STEP: SIGKILL after step %lld\n", rank,
+               static_cast<long long>(step));
+  std::fflush(stderr);
+  std::raise(SIGKILL);
+}
+
+}  // namespace mt::app

@@ -1,0 +1,23 @@
+// The test hooks of mini_train, in one place: environment variables that make a worker fail in a
+// chosen way at a chosen point, as a crashed or killed worker would, so that the launcher's and the
+// resume's handling of it can be tested end to end. Not options: nothing but the tests should set
+// them, and a run without them pays one getenv per epoch and one cached pointer test per step.
+//
+//   MT_TEST_FAIL_RANK=r MT_TEST_FAIL_EPOCH=e   rank r exits with code 3 at the start of epoch e
+//                                              (tests/apps/mini_train_test.sh, case nproc_failure)
+//   MT_TEST_KILL_STEP=s [MT_TEST_KILL_RANK=r]  rank r (default 0) sends itself SIGKILL right after
+//                                              global step s (after any checkpoint of that step),
+//                                              in a run that did not resume (mini_train_test.sh
+//                                              step_resume, tests/distributed_launcher/restart.sh)
+#pragma once
+
+#include <cstdint>
+
+namespace mt::app {
+
+// At the start of each epoch of a data-parallel run.
+void test_fail_hook(int rank, int64_t epoch);
+// After each step.
+void test_kill_hook(int rank, int64_t step, bool resumed);
+
+}  // namespace mt::app
