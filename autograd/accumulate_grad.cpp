@@ -59,7 +59,7 @@ TensorList AccumulateGrad::apply(TensorList&& grads) {
            " after this graph was recorded; run the forward again after Module::to");
   AutogradMeta& m = detail::autograd_meta(leaf_);
   if (!m.grad.defined() && m.grad_destination.defined()) {
-    // Note [Gradient destination]: written straight where its owner wants it; no zeroing pass.
+    // Written straight where its owner wants it; no zeroing pass (Note [Gradient destination]).
     raw::copy_(m.grad_destination, g);
     m.grad = m.grad_destination;
   } else if (!m.grad.defined()) {

@@ -129,8 +129,8 @@ void accumulate(TensorList& slots, uint32_t slot, Tensor grad) {
   s = s.defined() ? raw::binary(BinaryOp::Add, s, grad) : std::move(grad);
 }
 
-// Note [A gradient matches its tensor]: `producer` returned `grad` as the gradient of its input i,
-// which flows along edge e.
+// Checks Note [A gradient matches its tensor]: `producer` returned `grad` as the gradient of its
+// input i, which flows along edge e.
 void check_gradient(const Node& producer, size_t i, const Tensor& grad, const Edge& e) {
   const GradMeta& want = e.fn->slot_meta(e.input_nr);
   if (!want.known || want.matches(grad)) [[likely]]

@@ -341,7 +341,7 @@ int run_rank(const std::shared_ptr<dist::ProcessGroup>& pg) {
     row(library, "");
   }
 
-  // Note [Equal weights]: every version against v1, and every rank against rank 0.
+  // Every version against v1, and every rank against rank 0 (Note [Equal weights]).
   const double tolerance = pg->size() <= 2 ? 0.0 : 1e-5;
   bool ok = true;
   const std::vector<float> reference = v1.weights();

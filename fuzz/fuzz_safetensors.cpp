@@ -1,4 +1,4 @@
-// libFuzzer target for the safetensors reader (nn/safetensors.cpp, Note [Hostile files]).
+// libFuzzer target for the safetensors reader (nn/safetensors.cpp, Note [Hostile safetensors files]).
 // decode_safetensors must turn every input into either tensors or an mt::Error: any other exception,
 // a crash, a sanitizer report, a leak or a huge allocation is a bug. Decoded files are encoded again
 // and decoded once more, which must give the same names, metadata and bytes.

@@ -294,8 +294,8 @@ struct Entry {
   uint64_t begin, end;  // byte range in the data section
 };
 
-// Note [Hostile files]: a file may come from anywhere, so no number in it is used before it has
-// been checked against something we trust. In order: the length prefix against the file size and
+// Note [Hostile safetensors files]: a file may come from anywhere, so no number in it is used before
+// it has been checked against something we trust. In order: the length prefix against the file size and
 // kMaxHeaderBytes; the JSON syntax (nlohmann checks UTF-8 too), its nesting depth and duplicate
 // keys; each entry's fields and types; the shape's element count for overflow; the byte range
 // against the dtype and shape and against the data section; then all ranges together, which must

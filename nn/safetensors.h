@@ -12,7 +12,7 @@
 // What it does: F32, F64 and I64 tensors (minitrain's CPU dtypes) of any shape, including 0-dim and
 // empty ones; F16 and BF16 on load only, widened to F32 (a half-precision PyTorch model loads); the
 // string metadata map; atomic saves (Note [Atomic save] in safetensors.cpp); strict, bounds-checked
-// loading (Note [Hostile files]).
+// loading (Note [Hostile safetensors files]).
 // What it does not do: other dtypes (I32, U8, ... are rejected with a clear error, not converted),
 // writing half precision, lazy or memory-mapped loading (a file is read whole, then copied into fresh tensors),
 // sharded checkpoints, or mapping names onto a Module (that is Module::load_state_dict's job).

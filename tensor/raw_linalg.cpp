@@ -101,7 +101,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   if (batch_merges(ae) && batch_merges(be)) {
     bk.gemm(out, gemm_operand(reshape(ae, Shape{nb, m, k})), gemm_operand(reshape(be, Shape{nb, k, n})), false);
   } else {
-    // Note [Batched matmul on head views]: one GEMM per index of the leading batch dims.
+    // One GEMM per index of the leading batch dims (Note [Batched matmul on head views]).
     const auto nd = static_cast<int>(batch.size());
     const int64_t inner = batch[nd - 1], outer = nb / std::max<int64_t>(inner, 1);
     for (int64_t o = 0; o < outer; ++o) {

@@ -4,8 +4,8 @@
 // picks this over im2col + GEMM where winograd_applies says so. Not here: other kernel sizes, strides, dilation
 // or groups, and larger tiles (F(4x4, 3x3) saves more multiplications but loses float32 accuracy).
 //
-// Note [Winograd F(2x2, 3x3)] (Lavin and Gray, "Fast Algorithms for Convolutional Neural Networks",
-// 2015): a 2x2 tile of a 3x3 convolution's output, read off a 4x4 patch d of the input, is
+// Note [Winograd F(2x2, 3x3)]: after Lavin and Gray, "Fast Algorithms for Convolutional Neural
+// Networks", 2015. A 2x2 tile of a 3x3 convolution's output, read off a 4x4 patch d of the input, is
 //   y = Aᵀ·[(G·g·Gᵀ) ⊙ (Bᵀ·d·B)]·A          g: the 3x3 kernel,  ⊙: elementwise over the 4x4 domain
 //   Bᵀ = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]   G = [1 0 0; ½ ½ ½; ½ -½ ½; 0 0 1]   Aᵀ = [1 1 1 0; 0 1 -1 -1]
 // 16 multiplications per tile and channel pair instead of 36. Summed over the input channels, the

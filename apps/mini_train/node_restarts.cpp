@@ -20,7 +20,7 @@ namespace mt::app {
 
 namespace {
 
-// Note [One checkpoint folder]: node 0 writes a nonce here at the start; every node must read it.
+// Node 0 writes a nonce here at the start; every node must read it (Note [One checkpoint folder]).
 constexpr const char* kSharedCheckFile = ".mini_train-shared-check";
 
 // One node's launcher: its store connection, the launchers' agreement, and how it talks.

@@ -384,11 +384,12 @@ void save_model(const Run& r, double last_loss, double seconds) {
 
 int train(const Options& opts) {
   validate(opts);
-  // Note [Heartbeat]: under --nproc's launcher, a thread tells it this process is alive, and where.
+  // Under --nproc's launcher, a thread tells it this process is alive, and where (Note [Heartbeat]).
   const std::unique_ptr<dist::Heartbeat> heartbeat = dist::Heartbeat::from_env();
   const auto start = Clock::now();
   Run r = set_up(opts);
-  // Note [Store heartbeat]: without that launcher (torchrun, srun, by hand), the ranks watch each other.
+  // Without that launcher (torchrun, srun, by hand), the ranks watch each other (Note [Store
+  // heartbeat]).
   const std::unique_ptr<dist::StoreHeartbeat> peers = heartbeat ? nullptr : peer_heartbeat(r.o, r.rdv, r.pg.get());
   resume(r);
   // After --init/--resume (every rank loaded the same state; DDP checks and broadcasts rank 0's).

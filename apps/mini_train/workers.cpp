@@ -165,7 +165,7 @@ int run_workers(const Options& o, const std::vector<std::string>& worker_argv, i
 
   LauncherSignals signals;
   std::vector<Worker> workers(static_cast<size_t>(nproc));
-  // Note [Heartbeat]: one pipe per worker; a worker silent for --heartbeat-timeout has stopped.
+  // One pipe per worker; a worker silent for --heartbeat-timeout has stopped (Note [Heartbeat]).
   std::optional<dist::HeartbeatMonitor> heartbeats;
   if (o.heartbeat_timeout > 0) heartbeats.emplace(std::chrono::seconds(o.heartbeat_timeout));
   std::vector<int> heartbeat_fds;

@@ -177,8 +177,9 @@ class Reducer {
       timeline_.seen_done(next_seen_);
   }
 
-  // Note [Gradients are bucket views]: put the gradient into the bucket if .grad is elsewhere (set_grad
-  // to another tensor), or zero the slot if .grad is undefined (a parameter that got no gradient).
+  // Keeps Note [Gradients are bucket views]: put the gradient into the bucket if .grad is elsewhere
+  // (set_grad to another tensor), or zero the slot if .grad is undefined (a parameter that got no
+  // gradient).
   static void reattach_view(Slot& slot) {
     const Tensor grad = slot.param.grad();
     if (grad.defined() && grad.storage() == slot.view.storage() &&
@@ -327,7 +328,7 @@ class Reducer {
     return error;
   }
 
-  // Note [Join]: a rank without data takes part in the others' backward: every bucket all-reduced
+  // A rank without data takes part in the others' backward (Note [Join]): every bucket all-reduced
   // with zero gradients, in order, guarded, counted as a step. Its .grad then holds the same average
   // as theirs.
   void shadow_backward() {

@@ -21,7 +21,7 @@
 // A launcher that hosts the store itself (so that it outlives any one rank) passes that store in
 // `store`, or sets rank0_hosts_store = false so that rank 0 connects like everyone else, or names a
 // RendezvousInfo::store_prefix: then rank 0 connects too, and the job's keys go under that prefix
-// (Note [Launcher-hosted store] in init.cpp). A FileStore can be passed the same way.
+// (Note [Launcher-hosted store] in init_process_group.cpp). A FileStore can be passed the same way.
 //
 // There is no global "default group": the returned group is passed to whatever needs it (DDP, a
 // sampler's seed agreement), so a reader can always see which group a collective runs on.

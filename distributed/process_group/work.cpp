@@ -9,7 +9,8 @@ namespace mt::dist {
 
 namespace {
 
-// How long a thread polls before it sleeps (Note [Spin, then sleep]): a few small collectives' worth.
+// How long a thread polls before it sleeps (Note [Hand-offs spin, then sleep]): a few small
+// collectives' worth.
 constexpr auto kSpinFor = std::chrono::microseconds(100);
 
 // Polls `ready` until it returns true or kSpinFor has passed; returns what it last returned.
@@ -93,7 +94,7 @@ void CollectiveQueue::push(std::shared_ptr<Work> work, std::function<void()> run
     MT_CHECK(!stopping_, work->description(), ": the process group is being destroyed");
     items_.push_back(Item{std::move(work), std::move(run)});
     queued_.store(items_.size(), std::memory_order_release);
-    if (!sleeping_) return;  // the worker is polling (Note [Spin, then sleep]) and will see it
+    if (!sleeping_) return;  // polling (Note [Hand-offs spin, then sleep]): the worker will see it
   }
   cv_.notify_one();
 }

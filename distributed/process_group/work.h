@@ -60,7 +60,7 @@ class Work {
   mutable std::mutex mutex_;
   std::condition_variable done_cv_;
   // Set once, under mutex_ (so that a waiter cannot miss the notification), and read without it by
-  // is_completed() and the polling in wait() (Note [Spin, then sleep]).
+  // is_completed() and the polling in wait() (Note [Hand-offs spin, then sleep]).
   std::atomic<bool> done_{false};
   std::atomic<int64_t> finished_ns_{0};
   std::exception_ptr error_;
@@ -70,9 +70,10 @@ class Work {
 // every rank must issue the same collectives in the same order (DDP's buckets, Note [Bucket launch
 // order], exist to guarantee it). The queue keeps the caller's order: one thread, first in, first out.
 //
-// Note [Spin, then sleep]: a small collective takes tens of microseconds, about what it costs to wake
-// a sleeping thread. So the two hand-offs around it (caller -> worker when it is issued, worker ->
-// caller when it completes) would double its latency if each went through a condition variable.
+// Note [Hand-offs spin, then sleep]: a small collective takes tens of microseconds, about what it
+// costs to wake a sleeping thread. So the two hand-offs around it (caller -> worker when it is
+// issued, worker -> caller when it completes) would double its latency if each went through a
+// condition variable.
 // Instead the worker, having finished a collective, polls for the next one for a short while before
 // it sleeps (collectives come in bursts: one backward's buckets), and Work::wait() polls for
 // completion for a short while before it sleeps. The polls are short (kSpinFor in work.cpp), so an

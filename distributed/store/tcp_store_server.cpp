@@ -128,7 +128,7 @@ void TCPStoreServer::say(const std::string& line, Clock::time_point& last_said) 
 bool TCPStoreServer::make_room() {
   const Clock::time_point now = Clock::now();
   for (auto& [id, c] : clients_) {  // ordered by id: the oldest first
-    // Note [Hear a connection out before shedding it]: a fresh one first gets time to say Hello.
+    // A fresh one first gets time to say Hello (Note [Hear a connection out before shedding it]).
     if (c.authenticated || c.dead || now - c.accepted < opts_.speak_up) continue;
     // Note [Hear a connection out before shedding it]
     read_from(c);
@@ -145,8 +145,8 @@ void TCPStoreServer::accept_clients() {
   while (true) {
     const int fd = ::accept4(listener_.fd(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0 && (errno == EMFILE || errno == ENFILE)) {
-      // Note [Strangers]: the listener stays readable while the descriptors are gone; pause instead
-      // of spinning, and free one from a stranger if there is one.
+      // The listener stays readable while the descriptors are gone (Note [Strangers]): pause
+      // instead of spinning, and free one from a stranger if there is one.
       const int error = errno;  // make_room() reads from sockets
       const bool freed = make_room();
       accept_paused_until_ = Clock::now() + std::chrono::milliseconds(freed ? 0 : 100);
@@ -190,7 +190,7 @@ void TCPStoreServer::read_from(Client& c) {
 void TCPStoreServer::handle_frames(uint64_t id, Client& c) {
   while (!c.pending && !c.hang_up && c.in.size() >= kFrameHeaderBytes) {
     const uint32_t n = read_u32_le(c.in.data());
-    // Note [Bounded frames]: judge the length before waiting for (and buffering) the body.
+    // Judge the length before waiting for (and buffering) the body (Note [Bounded frames]).
     const size_t limit = c.authenticated ? kMaxFrameBytes : kMaxHelloBytes;
     if (n > limit) {
       c.hang_up = true;  // before reply(): the hang-up happens once the reply is out
@@ -334,7 +334,7 @@ void TCPStoreServer::expire(Clock::time_point now) {
       continue;
     }
     if (c.dead || !c.pending || c.pending->deadline > now) continue;
-    // Note [Server-side timeouts]: the server, not the client, ends a request that waited too long.
+    // The server, not the client, ends a request that waited too long (Note [Server-side timeouts]).
     FrameWriter w;
     w.u8(static_cast<uint8_t>(Status::Timeout));
     if (c.pending->op == Op::Wait) {

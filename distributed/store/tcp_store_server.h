@@ -53,7 +53,8 @@ struct TCPStoreServerOptions {
   std::string token{};
   std::chrono::milliseconds close_timeout = std::chrono::seconds(10);
   std::chrono::milliseconds hello_timeout = std::chrono::seconds(5);  // Note [Strangers]
-  // A fresh connection's time to say Hello before it may be shed (Note [Hear a connection out ...]).
+  // A fresh connection's time to say Hello before it may be shed (Note [Hear a connection out before
+  // shedding it]).
   std::chrono::milliseconds speak_up = std::chrono::milliseconds(50);
   size_t max_connections = 1024;  // open client connections at once
   bool loopback_only = false;     // listen on 127.0.0.1 only (a single-machine job)

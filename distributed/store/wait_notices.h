@@ -33,9 +33,9 @@ struct WaitNotices {
 // "12 s of 300 s": how a notice says how long it has waited.
 std::string format_waited(Clock::time_point start, Clock::time_point deadline);
 
-// Note [Waiting out loud]: calls attempt(slice_deadline) with deadlines `every` apart (the last one
-// `deadline`) until it returns true or the last slice is done, and after every other slice that
-// failed says describe(start, deadline). Returns attempt's last answer.
+// The loop of Note [Waiting out loud]: calls attempt(slice_deadline) with deadlines `every` apart
+// (the last one `deadline`) until it returns true or the last slice is done, and after every other
+// slice that failed says describe(start, deadline). Returns attempt's last answer.
 template <typename Attempt, typename Describe>
 bool wait_in_slices(const WaitNotices& notices, Clock::time_point deadline, Attempt&& attempt,
                     Describe&& describe) {

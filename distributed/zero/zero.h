@@ -102,7 +102,7 @@ class ZeroRedundancyOptimizer : public optim::Optimizer {
   double lr(size_t group) const override { return inner_->lr(group); }
   void set_lr(size_t group, double lr) override { inner_->set_lr(group, lr); }
 
-  // Note [Consolidated ZeRO state]: a COLLECTIVE (every rank calls it): the state of `full` as if a
+  // A COLLECTIVE (every rank calls it), Note [Consolidated ZeRO state]: the state of `full` as if a
   // plain optimizer had run, gathered from every rank's shards. The same keys and shapes as plain
   // DDP's optimizer (Note [Optimizer state dict]), so a checkpoint does not depend on the world size
   // and loads into a ZeRO run of any world size, or into a plain one.

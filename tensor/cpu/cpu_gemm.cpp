@@ -249,7 +249,7 @@ bool gemm_uses_openblas() {
   return openblas;
 }
 
-// Note [One call on one thread]: the OpenBLAS kernels on which one call gives the blocks' bits.
+// The OpenBLAS kernels on which one call gives the blocks' bits (Note [One call on one thread]).
 bool one_call_keeps_bits() {
 #ifdef MT_HAVE_BLAS
   static const bool verified = std::string(openblas_get_corename()) == "SkylakeX";

@@ -6,7 +6,8 @@
 //
 // One compute stream per device (the backend's): ops on a device run in the order they were issued,
 // so no op needs to synchronise with another. Communication (ProcessGroupNCCL) uses its own stream,
-// ordered after this one with events (Note [Comm stream] in distributed/process_group/nccl/process_group_nccl.h).
+// ordered after this one with events (Note [Comm stream] in
+// distributed/process_group/nccl/process_group_nccl.cpp).
 // Only compiled into CUDA builds; code that must also build without CUDA uses tensor/cuda_info.h.
 #pragma once
 

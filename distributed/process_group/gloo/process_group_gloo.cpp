@@ -58,8 +58,8 @@ struct ProcessGroupGloo::Gloo {
   std::shared_ptr<::gloo::rendezvous::Context> context;
   std::vector<char> gathered;  // allreduce_in_rank_order's (size, n) slots, kept for the next call
 
-  // Note [Allreduce algorithm]: every rank's n elements gathered into gathered, slot r from rank r,
-  // then data = ((x_0 + x_1) + x_2) + ... on every rank alike.
+  // The small buffers' way (Note [Allreduce algorithm]): every rank's n elements gathered into
+  // gathered, slot r from rank r, then data = ((x_0 + x_1) + x_2) + ... on every rank alike.
   template <typename T>
   void allreduce_in_rank_order(T* data, int n, const ::gloo::ReductionFunction<T>* reduce) {
     const int size = context->size;

@@ -302,7 +302,7 @@ ProcessGroupNCCL::ProcessGroupNCCL(std::shared_ptr<Store> store, int rank, int s
     if (n.comm) ncclCommAbort(n.comm);
     MT_FAIL("ProcessGroupNCCL ", n.me, " on GPU ", n.device, ": creating the NCCL communicator failed: ", e.what());
   }
-  // Note [Comm stream]: one stream per group for its collectives, created non-blocking so it never
+  // One stream per group for its collectives (Note [Comm stream]), created non-blocking so it never
   // synchronises implicitly with the legacy default stream.
   MT_CUDA_CHECK(cudaStreamCreateWithFlags(&n.comm_stream, cudaStreamNonBlocking));
   n.watchdog = std::thread([&n] { n.watch(); });
