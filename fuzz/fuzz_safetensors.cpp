@@ -12,10 +12,11 @@
 //   cmake -S . -B /tmp/build-fuzz -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DMT_SANITIZE=ON \
 //         -DMT_BUILD_TESTS=OFF -DMT_BUILD_BENCH=OFF && ninja -C /tmp/build-fuzz minitrain
 //   clang++ -std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -I. fuzz/fuzz_safetensors.cpp \
-//         nn/safetensors.cpp /tmp/build-fuzz/libminitrain.a -lopenblas -lpthread -o /tmp/fuzz_safetensors
+//         nn/safetensors.cpp nn/crc32c.cpp /tmp/build-fuzz/libminitrain.a -lopenblas -lpthread -o /tmp/fuzz_safetensors
 //   mkdir -p /tmp/st-corpus && /tmp/fuzz_safetensors /tmp/st-corpus -max_total_time=60 \
 //         -dict=fuzz/safetensors.dict -rss_limit_mb=2048 -malloc_limit_mb=512
-// (nn/safetensors.cpp is compiled here, not taken from the library, so that libFuzzer instruments it.)
+// (nn/safetensors.cpp and the checksum it checks, nn/crc32c.cpp, are compiled here, not taken from
+// the library, so that libFuzzer instruments them.)
 // Seed the corpus with real files to start deeper: any .safetensors the tests write will do.
 #include <cstddef>
 #include <cstdint>

@@ -1,6 +1,7 @@
 // safetensors.cpp: the writer (plan the layout, stream the bytes to a string or, atomically, to a
-// file) and the strict reader (check every number in the header before trusting it, then copy the
-// data into fresh tensors). The format itself is described in safetensors.h.
+// file, checksumming each tensor on the way) and the strict reader (check every number in the
+// header before trusting it, check each tensor's bytes against its checksum, then copy the data
+// into fresh tensors). The format itself is described in safetensors.h.
 //
 // Not here: memory mapping, or anything that knows about Modules. The one conversion is on load:
 // F16 and BF16 tensors (what PyTorch writes for half-precision models) become float32.
@@ -25,6 +26,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "nn/crc32c.h"
 #include "tensor/half.h"
 
 namespace mt {
@@ -40,6 +42,9 @@ static_assert(std::endian::native == std::endian::little,
 using Json = nlohmann::json;
 
 constexpr const char* kMetadataKey = "__metadata__";
+// Note [Tensor checksums]: the metadata key of a tensor's checksum is this prefix and its name.
+constexpr const char* kChecksumPrefix = "mt.crc32c.";
+constexpr size_t kChecksumDigits = 8;  // lowercase hex, zero-padded: every checksum has one width
 // No legitimate header comes close; the reference implementation uses the same bound. Without one a
 // 16-byte file could make us parse (and allocate for) whatever its length field claims.
 constexpr uint64_t kMaxHeaderBytes = 100'000'000;
@@ -84,10 +89,68 @@ std::string printable(const std::string& s) {
 // reference implementation does the same but sorts by name within a size; keeping the caller's
 // order instead means a state dict comes back in registration order. Readers must not rely on any
 // order: load returns tensors in the order of their data, whatever wrote the file.
+
+// Note [Tensor checksums]: every file we write carries, in its metadata, the CRC32C (nn/crc32c.h) of
+// each tensor's bytes as they lie in the data section: key "mt.crc32c.<tensor name>", value 8
+// lowercase hex digits ("mt.crc32c.0.weight": "e3069283"). One key per tensor, because the format
+// allows only strings there, and so that a reader finds a tensor's checksum by its name alone.
+// The loader checks every tensor that has one and refuses the file, naming the tensor, when its
+// bytes differ: a flipped bit in the data would otherwise load as a silently different model.
+// The keys are the file's, not the caller's: save refuses metadata that uses the prefix, and load
+// takes them out of the metadata it returns, so metadata round-trips unchanged. Files without any
+// checksum (older minitrain files, Python's safetensors, PyTorch's) load unchecked, as before;
+// a file with some must have one for every tensor and none for a tensor it lacks.
+// The checksums are computed as the data streams out (each tensor is copied to the host once, on
+// its way to the file), after the header that holds them has been written: the header goes out
+// with zeros in their place and is written again over itself once they are known. Fixed-width
+// values keep the second header exactly as long as the first.
+// Not covered: the header itself. Damage there is mostly caught by the strict parser (Note
+// [Hostile files]: broken JSON, offsets that no longer tile the data), but a changed digit in a
+// metadata value would pass.
+
+std::string checksum_hex(uint32_t crc) {
+  char hex[kChecksumDigits + 1];
+  std::snprintf(hex, sizeof hex, "%08x", crc);
+  return hex;
+}
+
 struct Plan {
   std::string prefix;  // the 8-byte length and the padded JSON header: everything before the data
   NamedTensors data;   // the caller's tensors, in data order
+  std::map<std::string, std::string> metadata;  // the caller's
 };
+
+// The 8-byte length and the padded header for `plan`'s tensors with checksums `crcs` (in data order).
+std::string file_prefix(const Plan& plan, const std::vector<uint32_t>& crcs) {
+  std::map<std::string, std::string> metadata = plan.metadata;
+  for (size_t i = 0; i < plan.data.size(); ++i) metadata[kChecksumPrefix + plan.data[i].first] = checksum_hex(crcs[i]);
+  // The header object is written key by key, so that it lists the tensors in data order (a Json
+  // object would sort them by name); nlohmann still does the quoting and escaping.
+  std::string json = "{";
+  try {
+    if (!metadata.empty()) json += Json(kMetadataKey).dump() + ":" + Json(metadata).dump();
+    uint64_t offset = 0;
+    for (const auto& [name, t] : plan.data) {
+      uint64_t nbytes = static_cast<uint64_t>(t.numel()) * element_size(t.dtype());
+      Json entry = {{"dtype", safetensors_dtype_name(t.dtype(), name)},
+                    {"shape", t.sizes().vec()},
+                    {"data_offsets", {offset, offset + nbytes}}};
+      if (json.size() > 1) json += ",";
+      json += Json(name).dump() + ":" + entry.dump();
+      offset += nbytes;
+    }
+  } catch (const Json::exception& e) {  // a name or metadata string that is not valid UTF-8
+    MT_FAIL("save_safetensors: cannot write the header: ", e.what());
+  }
+  json += "}";
+  // Spaces are JSON whitespace, so padding keeps the header valid while aligning the data to 8 bytes.
+  json.append((8 - json.size() % 8) % 8, ' ');
+
+  uint64_t n = json.size();
+  std::string prefix(8, '\0');
+  std::memcpy(prefix.data(), &n, 8);  // little-endian: see the static_assert above
+  return prefix + json;
+}
 
 Plan plan_file(const NamedTensors& tensors, const std::map<std::string, std::string>& metadata) {
   std::set<std::string> seen;
@@ -98,56 +161,43 @@ Plan plan_file(const NamedTensors& tensors, const std::map<std::string, std::str
     MT_CHECK(t.defined(), "save_safetensors: tensor '", name, "' is undefined");
     safetensors_dtype_name(t.dtype(), name);
   }
+  for (const auto& [key, value] : metadata)
+    MT_CHECK(key.rfind(kChecksumPrefix, 0) != 0, "save_safetensors: metadata key '", key, "' starts with '",
+             kChecksumPrefix, "', which is reserved for the file's own tensor checksums");
 
   std::vector<size_t> order(tensors.size());
   std::iota(order.begin(), order.end(), size_t{0});
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
     return element_size(tensors[a].second.dtype()) > element_size(tensors[b].second.dtype());
   });
-
-  // The header object is written key by key, so that it lists the tensors in data order (a Json
-  // object would sort them by name); nlohmann still does the quoting and escaping.
   Plan plan;
-  std::string json = "{";
-  try {
-    if (!metadata.empty()) json += Json(kMetadataKey).dump() + ":" + Json(metadata).dump();
-    uint64_t offset = 0;
-    for (size_t i : order) {
-      const auto& [name, t] = tensors[i];
-      uint64_t nbytes = static_cast<uint64_t>(t.numel()) * element_size(t.dtype());
-      Json entry = {{"dtype", safetensors_dtype_name(t.dtype(), name)},
-                    {"shape", t.sizes().vec()},
-                    {"data_offsets", {offset, offset + nbytes}}};
-      if (json.size() > 1) json += ",";
-      json += Json(name).dump() + ":" + entry.dump();
-      offset += nbytes;
-      plan.data.push_back(tensors[i]);
-    }
-  } catch (const Json::exception& e) {  // a name or metadata string that is not valid UTF-8
-    MT_FAIL("save_safetensors: cannot write the header: ", e.what());
-  }
-  json += "}";
-  // Spaces are JSON whitespace, so padding keeps the header valid while aligning the data to 8 bytes.
-  json.append((8 - json.size() % 8) % 8, ' ');
-
-  uint64_t n = json.size();
-  plan.prefix.resize(8);
-  std::memcpy(plan.prefix.data(), &n, 8);  // little-endian: see the static_assert above
-  plan.prefix += json;
+  for (size_t i : order) plan.data.push_back(tensors[i]);
+  plan.metadata = metadata;
+  // With placeholder checksums: the real ones have the same width (Note [Tensor checksums]), and
+  // anything in the names or metadata that cannot be written fails here, before any file is touched.
+  plan.prefix = file_prefix(plan, std::vector<uint32_t>(plan.data.size(), 0));
   return plan;
 }
 
-// Hands `sink` the file's bytes in order. Each tensor is copied to contiguous CPU memory just before
-// its bytes are needed, so saving a GPU model never holds more than one tensor's host copy at once.
-void emit(const Plan& plan, const std::function<void(const void*, size_t)>& sink) {
+// Hands `sink` the file's bytes in order, the header with placeholder checksums, and returns the
+// header with the real ones (the same length), which the caller writes over the first. Each tensor
+// is copied to contiguous CPU memory just before its bytes are needed, so saving a GPU model never
+// holds more than one tensor's host copy at once.
+std::string emit(const Plan& plan, const std::function<void(const void*, size_t)>& sink) {
   sink(plan.prefix.data(), plan.prefix.size());
+  std::vector<uint32_t> crcs;
   for (const auto& [name, t] : plan.data) {
     size_t nbytes = static_cast<size_t>(t.numel()) * element_size(t.dtype());
+    crcs.push_back(0);  // the CRC32C of no bytes
     if (nbytes == 0) continue;  // an empty tensor may have no storage bytes to point at
     // detach(): the copy is for the file, not for autograd; no graph is recorded.
     Tensor host = t.detach().to(kCPU).contiguous();
+    crcs.back() = crc32c(host.raw_data(), nbytes);
     sink(host.raw_data(), nbytes);
   }
+  std::string prefix = file_prefix(plan, crcs);
+  MT_CHECK(prefix.size() == plan.prefix.size(), "save_safetensors: the header changed length with its checksums");
+  return prefix;
 }
 
 // Note [Atomic save]: the file is written under a temporary name in the same directory, fsync'ed,
@@ -181,6 +231,17 @@ class TempFile {
       if (w < 0) fail("cannot write");
       p += w;
       n -= static_cast<size_t>(w);
+    }
+  }
+
+  // Writes over bytes written earlier (the header, once its checksums are known).
+  void write_at(uint64_t offset, const void* data, size_t n) {
+    const char* p = static_cast<const char*>(data);
+    while (n > 0) {
+      ssize_t w = ::pwrite(fd_, p, n, static_cast<off_t>(offset));
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0) fail("cannot write");
+      p += w, offset += static_cast<uint64_t>(w), n -= static_cast<size_t>(w);
     }
   }
 
@@ -338,6 +399,7 @@ class Decoder {
       }
     }
     check_tiling(entries);
+    check_checksums(entries, file.metadata);
 
     for (const Entry& e : entries) {
       Tensor t = empty(e.shape, {.dtype = e.dtype});
@@ -449,6 +511,36 @@ class Decoder {
     return e;
   }
 
+  // Note [Tensor checksums]: takes the checksum keys out of `metadata`, checks that they match the
+  // tensors one to one, then checks each tensor's bytes against its checksum.
+  void check_checksums(const std::vector<Entry>& entries, std::map<std::string, std::string>& metadata) const {
+    std::map<std::string, uint32_t> stored;  // tensor name -> its checksum
+    const std::string prefix = kChecksumPrefix;
+    for (auto it = metadata.lower_bound(prefix); it != metadata.end() && it->first.rfind(prefix, 0) == 0;) {
+      const std::string name = it->first.substr(prefix.size());
+      const std::string& hex = it->second;
+      CHECK_FILE(hex.size() == kChecksumDigits && hex.find_first_not_of("0123456789abcdef") == std::string::npos,
+                 "the checksum of tensor ", printable(name), " is ", printable(hex),
+                 ", not 8 lowercase hex digits: the header is damaged");
+      stored[name] = static_cast<uint32_t>(std::stoul(hex, nullptr, 16));
+      it = metadata.erase(it);
+    }
+    if (stored.empty()) return;  // a file from elsewhere, or from before checksums: nothing to check
+    for (const Entry& e : entries)
+      CHECK_FILE(stored.count(e.name), "tensor ", printable(e.name),
+                 " has no checksum though the file's other tensors do: the header is damaged");
+    std::set<std::string> names;
+    for (const Entry& e : entries) names.insert(e.name);
+    for (const auto& [name, crc] : stored)
+      CHECK_FILE(names.count(name), "the metadata holds a checksum for tensor ", printable(name),
+                 ", which the file does not have: the header is damaged");
+    for (const Entry& e : entries) {
+      const uint32_t computed = crc32c(data_ + data_begin_ + e.begin, e.end - e.begin);
+      CHECK_FILE(computed == stored.at(e.name), "tensor ", printable(e.name), " fails its checksum (stored ",
+                 checksum_hex(stored.at(e.name)), ", computed ", checksum_hex(computed), "): the file is damaged");
+    }
+  }
+
   // Sorts `entries` into data order and checks that they cover the data section exactly.
   void check_tiling(std::vector<Entry>& entries) const {
     // Stable, so that empty tensors at one offset keep their header order (Note [Data order]).
@@ -484,7 +576,8 @@ std::string encode_safetensors(const NamedTensors& tensors,
                                const std::map<std::string, std::string>& metadata) {
   Plan plan = plan_file(tensors, metadata);
   std::string out;
-  emit(plan, [&](const void* p, size_t n) { out.append(static_cast<const char*>(p), n); });
+  const std::string prefix = emit(plan, [&](const void* p, size_t n) { out.append(static_cast<const char*>(p), n); });
+  out.replace(0, prefix.size(), prefix);
   return out;
 }
 
@@ -493,7 +586,8 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
   // Everything that can fail on bad input fails here, before any file is touched.
   Plan plan = plan_file(tensors, metadata);
   TempFile tmp(path + ".tmp." + std::to_string(::getpid()), path);
-  emit(plan, [&](const void* p, size_t n) { tmp.write(p, n); });
+  const std::string prefix = emit(plan, [&](const void* p, size_t n) { tmp.write(p, n); });
+  tmp.write_at(0, prefix.data(), prefix.size());
   tmp.commit();
   fsync_directory_of(path);
 }

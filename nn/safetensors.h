@@ -12,7 +12,8 @@
 // What it does: F32, F64 and I64 tensors (minitrain's CPU dtypes) of any shape, including 0-dim and
 // empty ones; F16 and BF16 on load only, widened to F32 (a half-precision PyTorch model loads); the
 // string metadata map; atomic saves (Note [Atomic save] in safetensors.cpp); strict, bounds-checked
-// loading (Note [Hostile safetensors files]).
+// loading (Note [Hostile safetensors files]); a CRC32C of each tensor's bytes, written into the metadata as
+// "mt.crc32c.<name>" and checked on every load of a file that has them (Note [Tensor checksums]).
 // What it does not do: other dtypes (I32, U8, ... are rejected with a clear error, not converted),
 // writing half precision, lazy or memory-mapped loading (a file is read whole, then copied into fresh tensors),
 // sharded checkpoints, or mapping names onto a Module (that is Module::load_state_dict's job).
@@ -46,7 +47,8 @@ struct SafetensorsFile {
 void save_safetensors(const std::string& path, const NamedTensors& tensors,
                       const std::map<std::string, std::string>& metadata = {});
 
-// Reads a whole file and decodes it. Throws mt::Error naming the path on any problem.
+// Reads a whole file and decodes it. Throws mt::Error naming the path on any problem, and naming
+// the tensor when its bytes fail their checksum (a damaged file).
 SafetensorsFile load_safetensors(const std::string& path);
 
 // The bytes save_safetensors writes, in memory (for tests, and for sending a state over a socket).
@@ -55,7 +57,8 @@ std::string encode_safetensors(const NamedTensors& tensors,
 
 // Parses and checks `size` bytes of a safetensors file. `origin` names where the bytes came from
 // (a path, "<memory>") and starts every error message. The input is treated as hostile: every
-// problem is an mt::Error, never a read out of bounds or a huge allocation.
+// problem is an mt::Error, never a read out of bounds or a huge allocation. The checksum keys are
+// checked and taken out of the metadata returned (Note [Tensor checksums]).
 SafetensorsFile decode_safetensors(const uint8_t* data, size_t size, const std::string& origin);
 
 }  // namespace mt

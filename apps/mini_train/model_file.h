@@ -12,7 +12,9 @@
 //   for --model gpt also "layers", "heads", "dim", "context", "vocab" and "text" (model_gpt.h), which
 //                 `mini_train generate` (generate.h) rebuilds the model from
 // `mini_train eval` and `mini_train predict` (inference.h) read these back; Python reads them with
-// json alone (tests/apps/mini_train_test.sh, case model_metadata).
+// json alone (tests/apps/mini_train_test.sh, case model_metadata). Like every file save_safetensors
+// writes, it also carries "mt.crc32c.<tensor name>" for each tensor, which every load checks (Note
+// [Tensor checksums] in nn/safetensors.cpp): a damaged model file is refused, naming the tensor.
 //
 // --init PATH loads weights strictly, after an optional key mapping --init-prefix OLD=NEW (a name
 // starting with OLD has it replaced by NEW; OLD may be empty), so that a PyTorch nn.Linear's

@@ -74,8 +74,26 @@ def run_case(binary, work_dir, case):
     return subprocess.run(cmd, env=env).returncode == 0
 
 
+def crc32c(data):
+    """CRC32C from its definition, one bit at a time: a second reading of nn/crc32c.h."""
+    crc = 0xFFFFFFFF
+    for byte in data:
+        crc ^= byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    return crc ^ 0xFFFFFFFF
+
+
 def check_from_cpp(path):
     arrays, metadata = read_safetensors(path)
+    # Note [Tensor checksums] (nn/safetensors.cpp): "mt.crc32c.<name>" holds each tensor's CRC32C.
+    prefix = "mt.crc32c."
+    checksums = {k[len(prefix) :]: v for k, v in metadata.items() if k.startswith(prefix)}
+    metadata = {k: v for k, v in metadata.items() if not k.startswith(prefix)}
+    assert crc32c(b"123456789") == 0xE3069283
+    assert sorted(checksums) == sorted(arrays), sorted(checksums)
+    for name, a in arrays.items():
+        assert checksums[name] == f"{crc32c(a.tobytes()):08x}", f"{name}: checksum {checksums[name]}"
     assert metadata == {"producer": "minitrain", "note": "h\u00e9llo"}, metadata
     assert sorted(arrays) == ["d", "e", "i", "s", "w", "w_t"], sorted(arrays)
     w = np.array([[-1, -0.5, 0], [0.5, 1, 1.5]], dtype=np.float32)

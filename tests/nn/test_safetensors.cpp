@@ -1,5 +1,5 @@
 // Tests for nn/safetensors: round trips of every dtype and awkward shape, metadata, one hand-built
-// file per rejection rule of the reader, and the atomic-save guarantees.
+// file per rejection rule of the reader, the tensor checksums, and the atomic-save guarantees.
 //
 // Python interop (tests/nn/safetensors_roundtrip.py) uses the two "safetensors interop" cases at the
 // end, which doctest skips unless run with --no-skip. The script drives the hand-off itself, so one
@@ -25,6 +25,8 @@
 #include <map>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "nn/safetensors.h"
 
@@ -253,6 +255,18 @@ TEST_CASE("safetensors: every malformed file is one clear mt::Error") {
        "twice"},
       {"metadata not an object", file_of(R"({"__metadata__":[]})"), "__metadata__"},
       {"metadata value not a string", file_of(R"({"__metadata__":{"epoch":3}})"), "not a string"},
+      // Note [Tensor checksums]: the checksums in the metadata must match the tensors one to one.
+      {"checksum not 8 hex digits", file_of(R"({"__metadata__":{"mt.crc32c.a":"E3069283"},"a":)" + ok + "}", 8),
+       "not 8 lowercase hex digits"},
+      {"checksum of a tensor not there",
+       file_of(R"({"__metadata__":{"mt.crc32c.a":"00000000","mt.crc32c.b":"00000000"},"a":)" + ok + "}", 8),
+       "checksum for tensor 'b', which the file does not have"},
+      {"a tensor without a checksum among tensors with one",
+       file_of(R"({"__metadata__":{"mt.crc32c.a":"00000000"},"a":)" + ok + R"(,"b":)" +
+               entry(R"("F32")", "[2]", "[8,16]") + "}", 16),
+       "tensor 'b' has no checksum"},
+      {"data that fails its checksum", file_of(R"({"__metadata__":{"mt.crc32c.a":"00000001"},"a":)" + ok + "}", 8),
+       "tensor 'a' fails its checksum"},
       {"hostile name, kept to one short line",
        file_of(R"({"\n)" + std::string(100, 'x') + R"(":)" + entry(R"("U8")", "[4]", "[0,8]") + "}", 8),
        "'\\x0axxxx"},
@@ -290,12 +304,56 @@ TEST_CASE("safetensors: F16 and BF16 tensors load as float32, exactly") {
             .find("needs 6") != std::string::npos);
 }
 
+// Note [Tensor checksums]: what a flipped bit in a saved model looks like to the one who loads it.
+TEST_CASE("safetensors: a tensor whose bytes changed on disk is refused, naming the file and the tensor") {
+  TempDir dir;
+  const std::string path = dir.file("model.safetensors");
+  Tensor w = mt::from_vector(std::vector<float>{0.5f, -1.f, 2.f, 4.f}, {2, 2});
+  mt::save_safetensors(path, {{"0.weight", w}, {"0.bias", mt::zeros({2})}}, {{"epoch", "3"}});
+
+  // Intact, it loads; its checksums are the file's business, not part of the caller's metadata.
+  mt::SafetensorsFile intact = mt::load_safetensors(path);
+  CHECK(intact.metadata == std::map<std::string, std::string>{{"epoch", "3"}});
+  CHECK(find(intact, "0.weight").to_vector<float>() == w.to_vector<float>());
+
+  // One bit of 0.weight's data flipped, found through the header as any reader would find it.
+  std::string bytes = read_bytes(path);
+  uint64_t n;
+  std::memcpy(&n, bytes.data(), 8);
+  const auto header = nlohmann::json::parse(bytes.substr(8, n));
+  CHECK(header["__metadata__"]["mt.crc32c.0.weight"].get<std::string>().size() == 8);
+  const uint64_t begin = header["0.weight"]["data_offsets"][0];
+  bytes[8 + n + begin + 5] ^= 0x10;
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+  CHECK_THROWS_WITH_AS(mt::load_safetensors(path),
+                       doctest::Contains((path + ": tensor '0.weight' fails its checksum (stored ").c_str()),
+                       mt::Error);
+  CHECK_THROWS_WITH_AS(mt::load_safetensors(path), doctest::Contains("): the file is damaged"), mt::Error);
+}
+
+TEST_CASE("safetensors: files without checksums (Python's, older ones) still load, unchecked") {
+  // As the safetensors package writes them: metadata of its own, or none, and no mt.crc32c keys.
+  const std::string header = R"({"__metadata__":{"format":"pt"},"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
+  std::string bytes = file_of(header);
+  const float w[2] = {1.5f, -2.f};
+  bytes.append(reinterpret_cast<const char*>(w), 8);
+  mt::SafetensorsFile f = decode(bytes);
+  CHECK(f.metadata == std::map<std::string, std::string>{{"format", "pt"}});
+  CHECK(find(f, "w").to_vector<float>() == std::vector<float>{1.5f, -2.f});
+  // Nothing to check a changed byte against: it loads as it is.
+  bytes.back() ^= 0x01;
+  CHECK_NOTHROW(decode(bytes));
+}
+
 TEST_CASE("safetensors: saving refuses names and tensors it cannot write") {
   Tensor x = mt::ones({2});
   CHECK_THROWS_AS(mt::encode_safetensors({{"a", x}, {"a", x}}), mt::Error);
   CHECK_THROWS_AS(mt::encode_safetensors({{"__metadata__", x}}), mt::Error);
   CHECK_THROWS_AS(mt::encode_safetensors({{"a", Tensor()}}), mt::Error);
   CHECK_THROWS_AS(mt::encode_safetensors({{"\xff", x}}), mt::Error);  // not UTF-8: not JSON
+  // The checksum keys belong to the file (Note [Tensor checksums]); the caller's metadata cannot use them.
+  CHECK_THROWS_WITH_AS(mt::encode_safetensors({{"a", x}}, {{"mt.crc32c.a", "00000000"}}),
+                       doctest::Contains("reserved for the file's own tensor checksums"), mt::Error);
 }
 
 TEST_CASE("safetensors: saves are atomic and clean up after themselves") {
