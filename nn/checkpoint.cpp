@@ -171,6 +171,23 @@ std::string latest_checkpoint(const std::string& dir) {
   return found.empty() ? std::string() : found.back().path;
 }
 
+NewestIntact load_newest_intact_checkpoint(const std::string& dir) {
+  const auto found = list_checkpoints(dir);  // oldest first
+  NewestIntact newest;
+  for (auto it = found.rbegin(); it != found.rend(); ++it) {
+    try {
+      newest.checkpoint = load_checkpoint(it->path);
+      newest.path = it->path;
+      return newest;
+    } catch (const Error& e) {
+      newest.skipped.push_back(e.what());
+    }
+  }
+  MT_CHECK(found.empty(), "none of the ", found.size(), " checkpoints in ", dir,
+           " loads, so training cannot resume from any of them; the newest: ", newest.skipped.front());
+  return newest;
+}
+
 void prune_checkpoints(const std::string& dir, int keep) {
   const auto found = list_checkpoints(dir);  // oldest first
   const size_t kept = static_cast<size_t>(std::max(keep, 1));

@@ -7,7 +7,8 @@
 //   metadata  "format": "minitrain-checkpoint-1", "epoch", "step", "loss", "rng_seed",
 //             "rng_offset" (decimal strings; loss with 17 significant digits, so it round-trips),
 //             "epoch_batches" (only in a checkpoint taken mid-epoch), and "info/<key>" for the
-//             caller's own strings (model config, flags).
+//             caller's own strings (model config, flags); and, as in every file save_safetensors
+//             writes, "mt.crc32c.<tensor name>", checked on load (Note [Tensor checksums]).
 // Tensors on a GPU are copied to host memory as they are written; a loaded checkpoint's tensors
 // are on the CPU, and Module::load_state_dict / Optimizer::load_state_dict copy them to wherever
 // the parameters live.
@@ -18,6 +19,7 @@
 #include <limits>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "nn/safetensors.h"
 
@@ -38,7 +40,8 @@ struct Checkpoint {
 
 // Atomic: a crash mid-save leaves the previous file at `path` intact.
 void save_checkpoint(const std::string& path, const Checkpoint& checkpoint);
-// Throws mt::Error naming the path when the file is not a minitrain checkpoint or is damaged.
+// Throws mt::Error naming the path when the file is not a minitrain checkpoint or is damaged (each
+// tensor's bytes are checked against the checksum the file carries: Note [Tensor checksums]).
 Checkpoint load_checkpoint(const std::string& path);
 
 // Note [Checkpoint names]: a folder holds two kinds of checkpoint.
@@ -54,5 +57,19 @@ std::string step_checkpoint_path(const std::string& dir, int64_t epoch, int64_t 
 std::string latest_checkpoint(const std::string& dir);
 // Deletes what Note [Checkpoint names] says is no longer needed (after a successful save).
 void prune_checkpoints(const std::string& dir, int keep);
+
+// Note [Damaged checkpoints]: a checkpoint that does not load (a tensor fails its checksum, Note
+// [Tensor checksums] in nn/safetensors.cpp; a truncated or overwritten file) must not end a resume
+// while an older one that loads is still there: pruning keeps older checkpoints for this. The newest
+// checkpoint that loads is the furthest point training can come back to exactly. Skipping is never
+// silent: the caller gets each skipped file's error to show. When none loads, nothing is guessed:
+// starting over would quietly throw the run away, so it is an error naming the newest one's damage.
+struct NewestIntact {
+  std::string path;                  // "" when dir holds no checkpoint at all
+  Checkpoint checkpoint;             // what `path` holds
+  std::vector<std::string> skipped;  // for each newer checkpoint that did not load, its error (which names it)
+};
+// The newest checkpoint in dir that loads. Throws mt::Error when dir holds checkpoints and none loads.
+NewestIntact load_newest_intact_checkpoint(const std::string& dir);
 
 }  // namespace mt

@@ -186,9 +186,23 @@ void reconcile(Run& r, const Checkpoint& c, const std::string& from) {
 // seed + epoch; a mid-epoch checkpoint adds its place in the epoch: Note [Mid-epoch resume]).
 void resume(Run& r) {
   if (r.o.resume.empty()) return;
-  const std::string from = r.o.resume == "auto" ? latest_checkpoint(r.o.checkpoint_dir) : r.o.resume;
-  if (from.empty()) return;  // --resume auto and nothing there yet: a fresh start
-  const Checkpoint c = load_checkpoint(from);
+  std::string from = r.o.resume;
+  Checkpoint c;
+  if (r.o.resume == "auto") {
+    // The newest checkpoint that loads, older ones in place of damaged ones (Note [Damaged checkpoints]).
+    NewestIntact newest = load_newest_intact_checkpoint(r.o.checkpoint_dir);
+    if (newest.path.empty()) return;  // nothing there yet: a fresh start
+    if (r.lead && !newest.skipped.empty()) {  // on stderr, so that --quiet does not hide it
+      std::string why;
+      for (const std::string& e : newest.skipped) why += (why.empty() ? "" : "; ") + e;
+      std::fprintf(stderr, "mini_train: --resume auto: resuming from %s, the newest checkpoint that loads; skipped %s\n",
+                   newest.path.c_str(), why.c_str());
+    }
+    from = newest.path;
+    c = std::move(newest.checkpoint);
+  } else {
+    c = load_checkpoint(from);
+  }
   reconcile(r, c, from);
   r.model->load_state_dict(c.model);
   r.opt->load_state_dict(c.optimizer);

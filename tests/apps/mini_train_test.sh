@@ -25,6 +25,21 @@ expect_error() {
   [[ ! -e final_model.safetensors ]] || fail "mini_train $*: left a model file behind after an error"
 }
 
+# Flips one bit in the data of tensor $2 of safetensors file $1, found through the file's header.
+flip_tensor_bit() {
+  local py=/usr/bin/python3
+  [[ -x $py ]] || py=python3
+  "$py" - "$1" "$2" <<'PY' || fail "could not damage $1"
+import json, struct, sys
+path, name = sys.argv[1], sys.argv[2]
+raw = bytearray(open(path, "rb").read())
+(n,) = struct.unpack("<Q", raw[:8])
+begin, end = json.loads(raw[8:8 + n])[name]["data_offsets"]
+raw[8 + n + (begin + end) // 2] ^= 0x08
+open(path, "wb").write(raw)
+PY
+}
+
 # --model cnn's cases: the first $1 training and $2 test images of Fashion-MNIST as x.npy/y.npy and
 # xt.npy/yt.npy ((n, 28, 28) float32 pixels 0..255, int64 labels), so that a run takes seconds.
 # Skips (77) without the dataset or numpy.
@@ -112,6 +127,32 @@ PY
   fi
   # --keep 3 by default: epochs 2..4 remain.
   [[ $(ls a | wc -l) -eq 3 && ! -e a/checkpoint-epoch-000001.safetensors ]] || { ls a; fail "--keep did not prune"; }
+  ;;
+damaged_checkpoint)
+  # A bit flipped in the newest checkpoint's weights (Note [Tensor checksums], Note [Damaged checkpoints]).
+  flags=(--model mlp --hidden 16,8 --optimizer adam --schedule cosine --samples 500 --epochs 4 --quiet)
+  "$bin" "${flags[@]}" --checkpoint-dir a --save full.safetensors || fail "full run failed"
+  "$bin" "${flags[@]}" --stop-after 3 --checkpoint-dir b >/dev/null || fail "first part failed"
+  flip_tensor_bit b/checkpoint-epoch-000003.safetensors model/0.weight
+  # Named by --resume, it is refused: one line naming the file and the tensor.
+  expect_error "b/checkpoint-epoch-000003.safetensors: tensor 'model/0.weight' fails its checksum" \
+    "${flags[@]}" --checkpoint-dir b --resume b/checkpoint-epoch-000003.safetensors --save resumed.safetensors
+  # --resume auto takes epoch 2's, says so in one line that --quiet keeps, and ends where the run
+  # that was never interrupted ended.
+  "$bin" "${flags[@]}" --checkpoint-dir b --resume auto --save resumed.safetensors >out.txt 2>err.txt ||
+    { cat err.txt; fail "--resume auto did not fall back to the older checkpoint"; }
+  [[ $(wc -l <err.txt) -eq 1 ]] || { cat err.txt; fail "expected one line about the fallback"; }
+  grep -qF "resuming from b/checkpoint-epoch-000002.safetensors, the newest checkpoint that loads; skipped \
+b/checkpoint-epoch-000003.safetensors: tensor 'model/0.weight' fails its checksum" err.txt ||
+    { cat err.txt; fail "the fallback line does not name both checkpoints"; }
+  cmp full.safetensors resumed.safetensors || fail "resumed weights differ from the uninterrupted run"
+  # The model file carries the same check.
+  cp full.safetensors damaged.safetensors
+  flip_tensor_bit damaged.safetensors 0.weight
+  expect_error "damaged.safetensors: tensor '0.weight' fails its checksum" eval --init damaged.safetensors
+  # Nothing intact left: an error, not a silent fresh start.
+  for f in b/checkpoint-epoch-*.safetensors; do flip_tensor_bit "$f" model/0.weight; done
+  expect_error "none of the 3 checkpoints in b loads" "${flags[@]}" --checkpoint-dir b --resume auto --save x.safetensors
   ;;
 kill_during_checkpoints)
   # kill -9 the trainer at arbitrary moments while it writes checkpoints: whatever checkpoints are

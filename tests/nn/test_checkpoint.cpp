@@ -88,3 +88,33 @@ TEST_CASE("Note [Checkpoint names]: the newest is the furthest point of training
                                                  "checkpoint-epoch-000003.safetensors",
                                                  "checkpoint-epoch-000002-step-000000035.safetensors.tmp.99"});
 }
+
+TEST_CASE("Note [Damaged checkpoints]: a checkpoint whose bytes changed is refused, and the newest intact one is taken") {
+  TempDir dir;
+  const std::string d = dir.path.string();
+  for (int64_t epoch = 1; epoch <= 3; ++epoch) save_checkpoint(checkpoint_path(d, epoch), small(epoch, 10 * epoch));
+  // small()'s only tensor, model/w (2 floats), is the whole data section: the file's last 8 bytes.
+  const auto flip_last_byte = [](const std::string& path) {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(-1, std::ios::end);
+    const char byte = static_cast<char>(f.get() ^ 0x04);
+    f.seekp(-1, std::ios::end);
+    f.put(byte);
+  };
+  flip_last_byte(checkpoint_path(d, 3));
+
+  const std::string named = checkpoint_path(d, 3) + ": tensor 'model/w' fails its checksum";
+  CHECK_THROWS_WITH_AS(load_checkpoint(checkpoint_path(d, 3)), doctest::Contains(named.c_str()), Error);
+
+  NewestIntact newest = load_newest_intact_checkpoint(d);
+  CHECK(newest.path == checkpoint_path(d, 2));
+  CHECK(newest.checkpoint.epoch == 2);
+  REQUIRE(newest.skipped.size() == 1);
+  CHECK(newest.skipped[0].find(named) != std::string::npos);
+
+  // None intact: an error, not a fresh start; none at all: nothing to resume, no error.
+  flip_last_byte(checkpoint_path(d, 1));
+  flip_last_byte(checkpoint_path(d, 2));
+  CHECK_THROWS_WITH_AS(load_newest_intact_checkpoint(d), doctest::Contains("none of the 3 checkpoints in"), Error);
+  CHECK(load_newest_intact_checkpoint((dir.path / "empty").string()).path.empty());
+}
