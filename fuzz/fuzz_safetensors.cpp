@@ -1,4 +1,4 @@
-// libFuzzer target for the safetensors reader (nn/safetensors.cpp, Note [Hostile safetensors files]).
+// libFuzzer target for the safetensors reader (nn/safetensors_read.cpp, Note [Hostile safetensors files]).
 // decode_safetensors must turn every input into either tensors or an mt::Error: any other exception,
 // a crash, a sanitizer report, a leak or a huge allocation is a bug. Decoded files are encoded again
 // and decoded once more, which must give the same names, metadata and bytes.
@@ -12,11 +12,12 @@
 //   cmake -S . -B /tmp/build-fuzz -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DMT_SANITIZE=ON \
 //         -DMT_BUILD_TESTS=OFF -DMT_BUILD_BENCH=OFF && ninja -C /tmp/build-fuzz minitrain
 //   clang++ -std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -I. fuzz/fuzz_safetensors.cpp \
-//         nn/safetensors.cpp nn/crc32c.cpp /tmp/build-fuzz/libminitrain.a -lopenblas -lpthread -o /tmp/fuzz_safetensors
+//         nn/safetensors.cpp nn/safetensors_read.cpp nn/crc32c.cpp /tmp/build-fuzz/libminitrain.a -lopenblas \
+//         -lpthread -o /tmp/fuzz_safetensors
 //   mkdir -p /tmp/st-corpus && /tmp/fuzz_safetensors /tmp/st-corpus -max_total_time=60 \
 //         -dict=fuzz/safetensors.dict -rss_limit_mb=2048 -malloc_limit_mb=512
-// (nn/safetensors.cpp and the checksum it checks, nn/crc32c.cpp, are compiled here, not taken from
-// the library, so that libFuzzer instruments them.)
+// (The reader, the writer the round trip uses and the checksum both compute, nn/crc32c.cpp, are
+// compiled here, not taken from the library, so that libFuzzer instruments them.)
 // Seed the corpus with real files to start deeper: any .safetensors the tests write will do.
 #include <cstddef>
 #include <cstdint>

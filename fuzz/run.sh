@@ -29,7 +29,7 @@ else
 fi
 # target  sources compiled with instrumentation
 targets=(
-  "safetensors nn/safetensors.cpp nn/crc32c.cpp"
+  "safetensors nn/safetensors.cpp nn/safetensors_read.cpp nn/crc32c.cpp"
   "npy data/npy.cpp"
   "idx data/idx.cpp data/file_io.cpp"
 )

@@ -40,7 +40,7 @@ LINK = re.compile(r"\]\(([^)\s]+)\)")
 def tracked_files(root):
     try:
         out = subprocess.run(["git", "-C", root, "ls-files"], capture_output=True, text=True, check=True)
-        return sorted(out.stdout.split())
+        return sorted(set(out.stdout.split()))  # a set: a file in a merge conflict is listed once per side
     except (OSError, subprocess.CalledProcessError):  # not a git checkout: walk it, minus build trees
         files = []
         for folder, dirs, names in os.walk(root):
