@@ -4,6 +4,7 @@
 #include "tensor/caching_allocator.h"
 
 #include <algorithm>
+#include <new>
 #include <tuple>
 #include <vector>
 
@@ -67,10 +68,14 @@ BlockCache::Block* BlockCache::find_free(size_t size, StreamId stream, bool smal
 
 BlockCache::Block* BlockCache::new_segment(size_t size, StreamId stream, bool small) {
   const size_t bytes = segment_size(size);
+  // Note [Only out of memory is retried]: raw_alloc_ answers nullptr (or std::bad_alloc) when memory
+  // is short, and that alone is worth freeing cached segments for. Any other failure propagates as
+  // itself: a sticky CUDA error from a crashed kernel makes every cudaMalloc fail, and reporting it
+  // as "out of memory" would send the user after their batch size instead of the kernel.
   auto try_alloc = [&]() -> void* {
     try {
       return raw_alloc_(bytes);
-    } catch (const std::exception&) {
+    } catch (const std::bad_alloc&) {
       return nullptr;
     }
   };

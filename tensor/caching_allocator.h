@@ -48,7 +48,9 @@ struct CacheStats {
 class BlockCache {
  public:
   using StreamId = uintptr_t;
-  // raw_alloc returns nullptr (or throws) when out of memory; raw_free gets the pointer and size.
+  // raw_alloc returns nullptr (or throws std::bad_alloc) when out of memory, and throws anything
+  // else for other failures, which allocate() passes on unchanged (Note [Only out of memory is
+  // retried], caching_allocator.cpp); raw_free gets the pointer and size.
   using RawAlloc = std::function<void*(size_t)>;
   using RawFree = std::function<void(void*, size_t)>;
 

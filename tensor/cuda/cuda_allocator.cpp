@@ -33,7 +33,11 @@ class DeviceAllocator final : public Allocator {
                 (void)cudaGetLastError();  // out of memory is recoverable: BlockCache frees and retries
                 return nullptr;
               }
-              MT_CUDA_CHECK(status);
+              // Anything else (a sticky error of a crashed kernel) is not out of memory, and is
+              // reported as itself (Note [Only out of memory is retried], caching_allocator.cpp).
+              if (status != cudaSuccess)
+                MT_FAIL("CUDA error in cudaMalloc of ", bytes, " bytes on cuda:", device, ": ",
+                        cudaGetErrorString(status));
               return ptr;
             },
             [device](void* ptr, size_t) {
