@@ -22,12 +22,15 @@ void Event::record(cudaStream_t stream) {
 
 void Event::wait(cudaStream_t stream) const { MT_CUDA_CHECK(cudaStreamWaitEvent(stream, event_, 0)); }
 
+cudaError_t query_event(cudaEvent_t event) {
+  const cudaError_t status = cudaEventQuery(event);
+  if (status == cudaErrorNotReady) (void)cudaGetLastError();  // an answer, not an error to keep around
+  return status;
+}
+
 bool Event::query() const {
-  const cudaError_t status = cudaEventQuery(event_);
-  if (status == cudaErrorNotReady) {
-    (void)cudaGetLastError();  // "not ready" is an answer, not an error to keep around
-    return false;
-  }
+  const cudaError_t status = query_event(event_);
+  if (status == cudaErrorNotReady) return false;
   MT_CUDA_CHECK(status);
   return true;
 }

@@ -13,6 +13,14 @@
 
 namespace mt::cuda {
 
+// Note [Polling an event]: asks whether `event` has been reached, without waiting. Returns
+// cudaSuccess (reached), cudaErrorNotReady (still pending), or the error that stopped it (a sticky
+// fault of an earlier kernel). The runtime keeps "not ready" as the calling thread's last error
+// (Note [Not ready is a last error], tests/cuda_emu/emu_streams.cpp), and every launch check reads
+// the last error (MT_CUDA_CHECK_LAUNCH), so a poll that left it there would make the next correct
+// launch throw "device not ready". This clears it; every poll of an event goes through here.
+cudaError_t query_event(cudaEvent_t event);
+
 class Event {
  public:
   // An event on `device` (events belong to a device; record it only on that device's streams).
@@ -24,7 +32,7 @@ class Event {
   void record(cudaStream_t stream);
   // Work queued on `stream` after this call starts only after the recorded point is reached.
   void wait(cudaStream_t stream) const;
-  // True when the recorded work has finished (or nothing was recorded).
+  // True when the recorded work has finished (or nothing was recorded); throws on a CUDA error.
   bool query() const;
   // Blocks the host until the recorded work has finished.
   void synchronize() const;

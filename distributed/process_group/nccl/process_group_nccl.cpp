@@ -15,6 +15,7 @@
 #include "distributed/process_group/nccl/nccl_check.h"
 #include "tensor/cuda/cuda_check.h"
 #include "tensor/cuda/cuda_device.h"
+#include "tensor/cuda/cuda_event.h"
 
 namespace mt::dist {
 
@@ -118,9 +119,11 @@ class NcclWork : public Work {
   }
 
   // The GPU has passed the done event. A CUDA error other than "not ready" (a sticky error from a
-  // crashed kernel) counts as a failure.
+  // crashed kernel) counts as a failure. Called by wait(), the group's reaping and DDP's progress
+  // between hooks, so it must leave no "not ready" behind as the thread's last error, or the next
+  // kernel launch's check throws it (Note [Polling an event], tensor/cuda/cuda_event.h).
   bool gpu_done() const {
-    const cudaError_t status = cudaEventQuery(done_);
+    const cudaError_t status = cuda::query_event(done_);
     if (status == cudaSuccess) return true;
     if (status != cudaErrorNotReady) {
       const_cast<NcclWork*>(this)->fail(description() + " failed on the GPU: " + cudaGetErrorString(status));
