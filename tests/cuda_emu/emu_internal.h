@@ -1,5 +1,5 @@
 // What the pieces of the CUDA emulator share (emu_runtime.cpp, emu_kernel.cpp, emu_cublas.cpp): the
-// stream queues, the sticky launch error, device memory bookkeeping. Not seen by emulated code.
+// stream queues, the per-thread last error and the sticky context error, device memory bookkeeping. Not seen by emulated code.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -27,6 +27,9 @@ const cudaDeviceProp& device_properties(int device);
 void fail_context(cudaError_t error, const std::string& detail);
 // Sets the calling thread's last error (cudaGetLastError) without poisoning the context.
 cudaError_t set_last_error(cudaError_t error, const std::string& detail);
+// The same without a detail or a line on stderr: for cudaErrorNotReady, which a poll meets thousands
+// of times (Note [Not ready is a last error], emu_streams.cpp).
+cudaError_t record_last_error(cudaError_t error);
 // Counts one accepted launch of `name` (a kernel without template arguments, or a cuBLAS call) for
 // launch_count() (include/emu_kernel.h); true the first time.
 bool count_launch(const std::string& name);

@@ -6,8 +6,10 @@
 //     asynchronous: the pinned paths are the ones that need events;
 //   - cudaMalloc'd memory starts filled with 0xff bytes (NaN as float, -1 as int64), so reading memory
 //     nothing wrote is visible; copies and cuBLAS check that device ranges lie inside one allocation;
-//   - a kernel fault (a barrier not all threads reach, ...) poisons the context: every later call
-//     returns the error, as after an illegal address on a GPU.
+//   - errors follow Note [Last error and sticky errors] below: a failing call sets the calling
+//     thread's last error; a kernel fault (a barrier not all threads reach, an operand outside its
+//     allocation, ...) poisons the context: every later call returns the error, as after an illegal
+//     address on a GPU.
 // Environment: MT_CUDA_EMU_DEVICES (emulated GPUs, default 2), MT_CUDA_EMU_DRIVER=old (answer
 // cudaGetDeviceCount with cudaErrorInsufficientDriver, as a driver older than the toolkit does).
 #include <condition_variable>
@@ -79,6 +81,26 @@ Runtime& rt() {
 }
 
 thread_local int t_device = 0;
+
+// Note [Last error and sticky errors]: the CUDA runtime keeps two kinds of error state, and the
+// backend's checks depend on both (CUDA Runtime API, "Error Handling": cudaGetLastError,
+// cudaPeekAtLastError; CUDA C++ Programming Guide, "Error Checking").
+//   - The last error, one per host thread (t_last): every runtime call that fails sets it, and a
+//     kernel launch reports a bad configuration only there. cudaGetLastError returns it and resets
+//     it to cudaSuccess; cudaPeekAtLastError returns it and leaves it. A call that succeeds does
+//     NOT reset it, so an error nobody cleared is reported by the next MT_CUDA_CHECK_LAUNCH after an
+//     unrelated, correct launch. cudaErrorNotReady from cudaEventQuery/cudaStreamQuery is such an
+//     error here too (Note [Not ready is a last error], emu_streams.cpp).
+//   - The sticky error, one per context (Runtime::sticky): a fault inside a kernel (on a GPU an
+//     illegal address, here also a barrier not all threads reach). The kernel runs later than its
+//     launch, so the fault is seen by the first call made after it happened, normally the next
+//     synchronising one (cudaStreamSynchronize, cudaDeviceSynchronize, cudaEventSynchronize,
+//     cudaMemcpy), which waits for the kernel and then returns the fault. From then on every call
+//     that queues work, allocates, synchronises or queries returns it, cudaGetLastError and
+//     cudaPeekAtLastError included, and nothing clears it: a process on a GPU must exit. The
+//     emulator's own tests clear it with mt_emu::reset_context so the next case can run.
+// Not modelled: device and version queries (cudaGetDevice, cudaSetDevice, cudaGetDeviceProperties,
+// the versions) and the destroy/free-host calls answer normally after a fault.
 thread_local cudaError_t t_last = cudaSuccess;
 
 // Every call first returns a poisoned context's error.
@@ -138,6 +160,8 @@ cudaError_t set_last_error(cudaError_t error, const std::string& detail) {
   t_last = error;
   return error;
 }
+
+cudaError_t record_last_error(cudaError_t error) { return t_last = error; }
 
 void fail_context(cudaError_t error, const std::string& detail) {
   Runtime& r = rt();

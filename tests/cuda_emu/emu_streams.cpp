@@ -166,9 +166,16 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   MT_EMU_STICKY();
   return cudaSuccess;
 }
+// Note [Not ready is a last error]: cudaStreamQuery and cudaEventQuery answer cudaErrorNotReady
+// while work is pending. The CUDA Runtime API reference describes that value as a result rather
+// than a failure (cudaError enum, cudaErrorNotReady), yet does not exempt it from cudaGetLastError,
+// which returns the last error of any runtime call made by the thread; and issue 35 reports
+// it kept in practice: ProcessGroupNCCL's poll of its done event turned into a "device not ready"
+// thrown by the next launch check. So the emulator keeps it as the thread's last error too, and a
+// poller must clear it: mt::cuda::query_event (tensor/cuda/cuda_event.h) does.
 cudaError_t cudaStreamQuery(cudaStream_t stream) {
   MT_EMU_STICKY();
-  return resolve(stream)->idle() ? cudaSuccess : cudaErrorNotReady;
+  return resolve(stream)->idle() ? cudaSuccess : record_last_error(cudaErrorNotReady);
 }
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned) {
@@ -203,7 +210,8 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
 cudaError_t cudaEventQuery(cudaEvent_t event) {
   MT_EMU_STICKY();
   std::lock_guard<std::mutex> lock(event->mutex);
-  return event->reached >= event->recorded ? cudaSuccess : cudaErrorNotReady;
+  // Note [Not ready is a last error]
+  return event->reached >= event->recorded ? cudaSuccess : record_last_error(cudaErrorNotReady);
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {

@@ -30,6 +30,7 @@ TEST_CASE("pinned copies: host -> device does not wait for the stream, and the b
     sleep_kernel<<<1, 1, 0, stream>>>(300);
     on_gpu = raw::to_device(pinned, gpu);
     CHECK(cudaStreamQuery(stream) == cudaErrorNotReady);  // the copy is queued behind the kernel
+    (void)cudaGetLastError();  // which stays as the last error until cleared (Note [Not ready is a last error])
   }  // `pinned` is freed while its copy has not run
   Tensor next = cuda::empty_pinned({1000});
   CHECK(next.storage()->data() != block);  // its block stays out of the cache until the copy ran

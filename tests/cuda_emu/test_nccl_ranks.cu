@@ -100,6 +100,28 @@ TEST_CASE("NCCL on two emulated GPUs: collectives wait for the compute stream an
   }
 }
 
+// Issue 35: polling a running collective's done event left "not ready" as the thread's last error,
+// and the next kernel launch's check threw "device not ready" (Note [Polling an event]).
+TEST_CASE("NCCL on two emulated GPUs: polling a running collective leaves nothing for the next launch check") {
+  std::vector<std::vector<float>> after(2);
+  as_ranks(2, 10s, [&](ProcessGroupNCCL& pg, int r) {
+    const Device gpu(DeviceType::CUDA, r);
+    Tensor t = full({100}, 1.0, {.device = gpu});
+    {
+      cuda::DeviceGuard guard(r);
+      busy_kernel<<<1, 1, 0, cuda::current_stream(r)>>>(200);
+    }
+    auto work = pg.allreduce(t);
+    CHECK_FALSE(work->is_completed());  // the done event is polled: "not ready"
+    work->wait();                       // and polled until it fires
+    CHECK(cudaPeekAtLastError() == cudaSuccess);
+    raw::fill_(t, 2.0 * (r + 1));  // a kernel launch, and its check
+    after[r] = t.to_vector<float>();
+  });
+  CHECK(after[0] == std::vector<float>(100, 2.0f));
+  CHECK(after[1] == std::vector<float>(100, 4.0f));
+}
+
 TEST_CASE("NCCL on two emulated GPUs: reduce_scatter and allgather_into, out of place and in place") {
   std::vector<std::vector<float>> shards(2), whole(2);
   as_ranks(2, 10s, [&](ProcessGroupNCCL& pg, int r) {
