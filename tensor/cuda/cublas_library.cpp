@@ -1,6 +1,6 @@
 // cublas(): libcublas looked up by dlopen/dlsym on first use (Note [cuBLAS on first use] in
 // cublas_library.h). Tries the soname first (LD_LIBRARY_PATH, the program's RUNPATH, ld.so.cache),
-// then the file CMake found at configure time (MT_CUBLAS_PATH).
+// then the file CMake found at configure time (MT_CUBLAS_PATH), when it found one.
 #include "tensor/cuda/cublas_library.h"
 
 #include <dlfcn.h>
@@ -29,9 +29,12 @@ void* open_library() {
   void* handle = dlopen(MT_CUBLAS_SONAME, RTLD_NOW | RTLD_LOCAL);
   if (handle != nullptr) return handle;
   const std::string by_soname = dlerror();
-  handle = dlopen(MT_CUBLAS_PATH, RTLD_NOW | RTLD_LOCAL);
+  // MT_CUBLAS_PATH is "" when CMake found no file (Note [cuBLAS path is a hint], CMakeLists.txt).
+  constexpr bool kHavePath = sizeof(MT_CUBLAS_PATH) > 1;
+  if (kHavePath) handle = dlopen(MT_CUBLAS_PATH, RTLD_NOW | RTLD_LOCAL);
   MT_CHECK(handle != nullptr, "cuBLAS could not be loaded for a GEMM on the GPU: dlopen(\"", MT_CUBLAS_SONAME,
-           "\"): ", by_soname, "; dlopen(\"", MT_CUBLAS_PATH, "\"): ", dlerror(),
+           "\"): ", by_soname,
+           kHavePath ? std::string("; dlopen(\"") + MT_CUBLAS_PATH + "\"): " + dlerror() : std::string(),
            " (put the CUDA toolkit's library folder on LD_LIBRARY_PATH)");
   return handle;
 }
