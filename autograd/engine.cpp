@@ -38,8 +38,9 @@
 
 namespace mt {
 
+using GraphTask = Engine::GraphTask;
+
 // Per-backward state of one node (declared in node.h so a Node can point at it).
-struct GraphTask;
 struct NodeTask {
   GraphTask* owner = nullptr;
   int dependencies = 0;
@@ -57,7 +58,7 @@ struct NodeTask {
 // from inside another one (a hook, a callback) leases a second task, so nesting stays correct. What
 // stays allocated per thread is the capacity of the largest graph run so far: a few dozen bytes
 // per node.
-struct GraphTask {
+struct Engine::GraphTask {
   std::deque<NodeTask> storage;  // deque: pointers stay valid as it grows; [0, used) are in use
   size_t used = 0;
   std::vector<Node*> nodes;

@@ -26,7 +26,11 @@ class Engine {
   // True while a backward runs on this thread (hooks and nodes can ask).
   static bool in_backward();
 
-  // Internal: where the running backward keeps a node's state.
+  // One backward call's bookkeeping, defined in engine.cpp; only it reaches a node's task slot.
+  struct GraphTask;
+
+ private:
+  // Where the running backward keeps a node's state (Node::engine_task_).
   static NodeTask*& task_slot(Node& n) { return n.engine_task_; }
 };
 

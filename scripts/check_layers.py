@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Fails when an #include points up a layer, or across rooms of distributed/ that the design forbids.
+"""Fails when an #include points up a layer, or across rooms of distributed/ that the design forbids,
+or when a public header includes a private one (a header in a detail/ folder: not installed).
 
 The layers and rooms, and why each arrow is allowed, are drawn in docs/design.md ("Layers" and
 "The rooms of distributed/"); this script is that drawing as data. Run from anywhere:
@@ -50,9 +51,17 @@ INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 SOURCE_EXTENSIONS = (".h", ".cpp", ".cu", ".cuh")
 
 
+def is_private(path):
+    """A header in a detail/ folder is the code beside it's own: not installed, so no public header
+    may include it (docs/design.md, "Public headers")."""
+    return "/detail/" in "/" + path
+
+
 def room_of(path):
-    """'distributed/ddp/ddp.h' -> 'ddp'; 'distributed/errors.h' -> ''."""
+    """'distributed/ddp/ddp.h' -> 'ddp'; 'distributed/errors.h' -> ''; a detail/ folder is its room's."""
     folder = os.path.dirname(path)
+    if folder.endswith("/detail"):
+        folder = folder[: -len("/detail")]
     return folder[len("distributed/"):] if folder.startswith("distributed/") else ""
 
 
@@ -70,6 +79,9 @@ def check(root):
                     target_layer = target.split("/", 1)[0]
                     if target_layer not in LAYERS or "/" not in target:
                         continue  # a file of the same folder, or not the project's
+                    if path.endswith(".h") and not is_private(path) and is_private(target) and layer != "apps":
+                        errors.append(f"{path}: a public header includes {target}, a private one (detail/: "
+                                      f"not installed); forward-declare what it needs instead")
                     if target_layer != layer and target_layer not in LAYERS[layer]:
                         errors.append(f"{path}: includes {target}: {layer}/ may not include {target_layer}/ "
                                       f"(dependencies point down: docs/design.md, Layers)")

@@ -14,7 +14,7 @@
 #include <fstream>
 
 #include "distributed/fault/heartbeat.h"
-#include "distributed/store/socket.h"
+#include "distributed/store/tcp_store.h"
 #include "nn/checkpoint.h"
 #include "tensor/check.h"
 

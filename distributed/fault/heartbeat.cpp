@@ -89,7 +89,7 @@ Heartbeat::Heartbeat(int fd, std::chrono::milliseconds every) : state_(std::make
   State* s = state_.get();
   s->thread = std::thread([s] {
     // A launcher that is gone would make the write raise SIGPIPE, which kills the process: blocked on
-    // this thread, it becomes an EPIPE error instead (Note [SIGPIPE] in work.cpp).
+    // this thread, it becomes an EPIPE error instead (Note [SIGPIPE] in collective_queue.cpp).
     sigset_t pipe_only;
     sigemptyset(&pipe_only);
     sigaddset(&pipe_only, SIGPIPE);

@@ -1,5 +1,5 @@
-// Blocking TCP helpers with deadlines (see socket.h).
-#include "distributed/store/socket.h"
+// Blocking TCP helpers with deadlines (see detail/socket.h).
+#include "distributed/store/detail/socket.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

@@ -1,5 +1,5 @@
-// Encoding and bounds-checked decoding of TCPStore frames (see store_protocol.h).
-#include "distributed/store/store_protocol.h"
+// Encoding and bounds-checked decoding of TCPStore frames (see detail/store_protocol.h).
+#include "distributed/store/detail/store_protocol.h"
 
 namespace mt::dist::detail {
 

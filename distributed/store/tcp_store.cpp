@@ -1,10 +1,11 @@
-// TCPStore's client side: one request, one reply (store_protocol.h), under a mutex.
+// TCPStore's client side: one request, one reply (detail/store_protocol.h), under a mutex.
 #include "distributed/store/tcp_store.h"
 
 #include <cstdlib>
 
-#include "distributed/store/store_protocol.h"
-#include "distributed/store/tcp_store_server.h"
+#include "distributed/store/detail/socket.h"
+#include "distributed/store/detail/store_protocol.h"
+#include "distributed/store/detail/tcp_store_server.h"
 
 namespace mt::dist {
 
@@ -27,7 +28,8 @@ std::string job_token(const TCPStoreOptions& opts) {
 
 }  // namespace
 
-TCPStore::TCPStore(TCPStoreOptions opts) : Store(opts.timeout), host_(opts.host), port_(opts.port) {
+TCPStore::TCPStore(TCPStoreOptions opts)
+    : Store(opts.timeout), host_(opts.host), port_(opts.port), socket_(std::make_unique<detail::Socket>()) {
   MT_CHECK(!host_.empty(), "TCPStore: no host given (the address of the process that hosts the store)");
   MT_CHECK(port_ >= 0 && port_ <= 65535, "TCPStore: port ", port_, " is not in [0, 65535]");
   MT_CHECK(port_ > 0 || opts.is_server, "TCPStore ", host_, ": port 0 only makes sense when hosting");
@@ -47,7 +49,7 @@ TCPStore::TCPStore(TCPStoreOptions opts) : Store(opts.timeout), host_(opts.host)
       opts.notices, deadline,
       [&](Clock::time_point slice) {
         try {
-          socket_ = detail::connect_tcp(host_, port_, slice, describe());
+          *socket_ = detail::connect_tcp(host_, port_, slice, describe());
           return true;
         } catch (const TimeoutError&) {
           if (slice >= deadline) throw;  // the last slice's error is the whole wait's
@@ -92,22 +94,22 @@ void TCPStore::hello(const std::string& token, Clock::time_point deadline) {
 
 Bytes TCPStore::request(const Bytes& frame, Clock::time_point reply_deadline) {
   std::lock_guard<std::mutex> lock(mutex_);
-  MT_CHECK(socket_.valid(), describe(), ": the connection to the server was lost earlier");
+  MT_CHECK(socket_->valid(), describe(), ": the connection to the server was lost earlier");
   try {
-    detail::send_all(socket_.fd(), frame.data(), frame.size(), reply_deadline, describe());
+    detail::send_all(socket_->fd(), frame.data(), frame.size(), reply_deadline, describe());
     uint8_t header[detail::kFrameHeaderBytes];
-    MT_CHECK(detail::recv_all(socket_.fd(), header, sizeof(header), reply_deadline, describe()), describe(),
+    MT_CHECK(detail::recv_all(socket_->fd(), header, sizeof(header), reply_deadline, describe()), describe(),
              ": the server closed the connection (the process hosting the store, usually rank 0, may have "
              "exited)");
     const uint32_t n = detail::read_u32_le(header);
     MT_CHECK(n >= 1 && n <= detail::kMaxFrameBytes, describe(), ": malformed reply of ", n, " bytes");
     Bytes body(n);
-    MT_CHECK(detail::recv_all(socket_.fd(), body.data(), n, reply_deadline, describe()), describe(),
+    MT_CHECK(detail::recv_all(socket_->fd(), body.data(), n, reply_deadline, describe()), describe(),
              ": the server closed the connection mid-reply");
     return body;
   } catch (...) {
     // The stream is out of step (half a request sent, or a reply not read): never reuse it.
-    socket_.close();
+    socket_->close();
     throw;
   }
 }

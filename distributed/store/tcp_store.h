@@ -8,7 +8,7 @@
 //
 // Clients retry connecting until the timeout, so ranks may start in any order; a client still not
 // connected after notices.every says so, naming the address (Note [Waiting out loud]). The wire format and
-// its limits are store_protocol.h; the server loop is tcp_store_server.h.
+// its limits are detail/store_protocol.h; the server loop is detail/tcp_store_server.h.
 //
 // Note [Job token]: every client must first present the job's token (TCPStoreOptions::job_token, or
 // the MT_JOB_TOKEN environment variable; empty when neither is set). The server answers a wrong token
@@ -25,12 +25,12 @@
 #include <optional>
 #include <string>
 
-#include "distributed/store/socket.h"
 #include "distributed/store/store.h"
 
 namespace mt::dist {
 
 namespace detail {
+class Socket;
 class TCPStoreServer;
 }
 
@@ -44,7 +44,7 @@ struct TCPStoreOptions {
   // has passed: the host (rank 0) often finishes first while its peers still read their last keys.
   std::chrono::milliseconds close_timeout = std::chrono::seconds(10);
   // Hosting: a connection that has not said Hello after this is closed; at most max_connections
-  // at once (Note [Strangers] in tcp_store_server.h); listen on 127.0.0.1 only (single machine).
+  // at once (Note [Strangers] in detail/tcp_store_server.h); listen on 127.0.0.1 only (single machine).
   std::chrono::milliseconds hello_timeout = std::chrono::seconds(5);
   std::chrono::milliseconds speak_up = std::chrono::milliseconds(50);  // never shed before this
   size_t max_connections = 1024;
@@ -52,6 +52,11 @@ struct TCPStoreOptions {
   // What connecting (and later get/wait/barrier) say while they wait long (Note [Waiting out loud]).
   WaitNotices notices{};
 };
+
+// A port that was free a moment ago: binds port 0 on all interfaces, reads the port the kernel chose,
+// closes the socket. Another process could take it before the caller binds it; for tests and
+// launchers on one machine that window is harmless in practice (torchrun does the same).
+int find_free_port();
 
 class TCPStore : public Store {
  public:
@@ -79,7 +84,7 @@ class TCPStore : public Store {
   int port_ = 0;
   std::unique_ptr<detail::TCPStoreServer> server_;  // when hosting; destroyed after the client socket
   std::mutex mutex_;                                // one request at a time
-  detail::Socket socket_;
+  std::unique_ptr<detail::Socket> socket_;  // detail/socket.h
 };
 
 }  // namespace mt::dist

@@ -1,5 +1,5 @@
-// The TCPStore server's poll loop (see tcp_store_server.h; the wire format is store_protocol.h).
-#include "distributed/store/tcp_store_server.h"
+// The TCPStore server's poll loop (see detail/tcp_store_server.h; the wire format is detail/store_protocol.h).
+#include "distributed/store/detail/tcp_store_server.h"
 
 #include <fcntl.h>
 #include <poll.h>

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <thread>
 
+#include "distributed/store/detail/socket.h"
+
 namespace mt::dist {
 
 namespace {
@@ -42,7 +44,8 @@ uint64_t read_u64(const uint8_t* p) {
 
 }  // namespace
 
-TorchTCPStore::TorchTCPStore(TorchTCPStoreOptions opts) : Store(opts.timeout), host_(opts.host), port_(opts.port) {
+TorchTCPStore::TorchTCPStore(TorchTCPStoreOptions opts)
+    : Store(opts.timeout), host_(opts.host), port_(opts.port), socket_(std::make_unique<detail::Socket>()) {
   MT_CHECK(!host_.empty(), "TorchTCPStore: no host given (MASTER_ADDR of torchrun's store)");
   MT_CHECK(port_ > 0 && port_ <= 65535, "TorchTCPStore: port ", port_, " is not in [1, 65535]");
   set_wait_notices(opts.notices);
@@ -51,7 +54,7 @@ TorchTCPStore::TorchTCPStore(TorchTCPStoreOptions opts) : Store(opts.timeout), h
       opts.notices, deadline,
       [&](Clock::time_point slice) {
         try {
-          socket_ = detail::connect_tcp(host_, port_, slice, describe());
+          *socket_ = detail::connect_tcp(host_, port_, slice, describe());
           return true;
         } catch (const TimeoutError&) {
           if (slice >= deadline) throw;
@@ -64,26 +67,28 @@ TorchTCPStore::TorchTCPStore(TorchTCPStoreOptions opts) : Store(opts.timeout), h
       });
 }
 
+TorchTCPStore::~TorchTCPStore() = default;
+
 std::string TorchTCPStore::describe() const {
   return "PyTorch TCPStore " + host_ + ":" + std::to_string(port_);
 }
 
 void TorchTCPStore::send(const Bytes& request) {
-  MT_CHECK(socket_.valid(), describe(), ": the connection to the server was lost earlier");
+  MT_CHECK(socket_->valid(), describe(), ": the connection to the server was lost earlier");
   try {
-    detail::send_all(socket_.fd(), request.data(), request.size(), Clock::now() + timeout(), describe());
+    detail::send_all(socket_->fd(), request.data(), request.size(), Clock::now() + timeout(), describe());
   } catch (...) {
-    socket_.close();  // half a request may have gone out: the stream is out of step
+    socket_->close();  // half a request may have gone out: the stream is out of step
     throw;
   }
 }
 
 void TorchTCPStore::receive(void* data, size_t n) {
   try {
-    MT_CHECK(detail::recv_all(socket_.fd(), data, n, Clock::now() + timeout(), describe()), describe(),
+    MT_CHECK(detail::recv_all(socket_->fd(), data, n, Clock::now() + timeout(), describe()), describe(),
              ": the server closed the connection (torchrun's agent, which hosts it, may have exited)");
   } catch (...) {
-    socket_.close();
+    socket_->close();
     throw;
   }
 }

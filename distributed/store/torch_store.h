@@ -22,13 +22,17 @@
 // (PyTorch's server has none), COMPARE_SET, DELETE_KEY, WATCH_KEY.
 #pragma once
 
+#include <memory>
 #include <mutex>
 #include <string>
 
-#include "distributed/store/socket.h"
 #include "distributed/store/store.h"
 
 namespace mt::dist {
+
+namespace detail {
+class Socket;
+}
 
 struct TorchTCPStoreOptions {
   std::string host{};  // where PyTorch's TCPStore server is; required
@@ -40,6 +44,7 @@ struct TorchTCPStoreOptions {
 class TorchTCPStore : public Store {
  public:
   explicit TorchTCPStore(TorchTCPStoreOptions opts);
+  ~TorchTCPStore() override;
   std::string describe() const override;
 
  protected:
@@ -58,7 +63,7 @@ class TorchTCPStore : public Store {
   std::string host_;
   int port_ = 0;
   std::mutex mutex_;  // one request at a time
-  detail::Socket socket_;
+  std::unique_ptr<detail::Socket> socket_;  // detail/socket.h
 };
 
 }  // namespace mt::dist

@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "distributed/ddp/ddp.h"
-#include "distributed/store/socket.h"
+#include "distributed/store/tcp_store.h"
 #include "multiprocess.h"
 #include "nn/nn.h"
 #include "tensor/generator.h"

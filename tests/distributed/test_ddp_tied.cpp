@@ -11,7 +11,7 @@
 #include "autograd/ops.h"
 #include "distributed/ddp/ddp.h"
 #include "distributed/process_group/process_group_local.h"
-#include "distributed/store/socket.h"
+#include "distributed/store/tcp_store.h"
 #include "multiprocess.h"
 #include "nn/nn.h"
 #include "optim/sgd.h"

@@ -13,7 +13,7 @@
 #include "distributed/ddp/ddp.h"
 #include "distributed/fault/desync_guard.h"
 #include "distributed/process_group/process_group_local.h"
-#include "distributed/store/socket.h"
+#include "distributed/store/tcp_store.h"
 #include "multiprocess.h"
 #include "nn/nn.h"
 #include "optim/sgd.h"

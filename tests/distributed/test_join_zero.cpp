@@ -15,7 +15,7 @@
 #include "distributed/ddp/ddp.h"
 #include "distributed/ddp/ddp_join.h"
 #include "distributed/process_group/process_group_local.h"
-#include "distributed/store/socket.h"
+#include "distributed/store/tcp_store.h"
 #include "distributed/zero/zero.h"
 #include "multiprocess.h"
 #include "nn/nn.h"

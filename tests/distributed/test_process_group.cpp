@@ -14,7 +14,6 @@
 #include "distributed/process_group/init_process_group.h"
 #include "distributed/process_group/gloo/process_group_gloo.h"
 #include "distributed/process_group/process_group_local.h"
-#include "distributed/store/socket.h"
 #include "distributed/store/tcp_store.h"
 #include "collectives.h"
 #include "flat_collectives.h"

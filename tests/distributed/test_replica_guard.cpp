@@ -10,7 +10,7 @@
 #include "autograd/grad_mode.h"
 #include "distributed/ddp/ddp.h"
 #include "distributed/fault/replica_guard.h"
-#include "distributed/store/socket.h"
+#include "distributed/store/tcp_store.h"
 #include "multiprocess.h"
 #include "nn/nn.h"
 #include "optim/sgd.h"

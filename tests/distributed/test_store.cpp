@@ -16,8 +16,8 @@
 #include <thread>
 
 #include "distributed/store/file_store.h"
-#include "distributed/store/socket.h"
-#include "distributed/store/store_protocol.h"
+#include "distributed/store/detail/socket.h"
+#include "distributed/store/detail/store_protocol.h"
 #include "distributed/store/tcp_store.h"
 #include "multiprocess.h"
 
@@ -180,7 +180,7 @@ TEST_CASE("Long rendezvous waits say what they wait for, every interval, until t
 }
 
 TEST_CASE("TCPStore and strangers: idle ones are closed, never delay the end, and give way at the cap") {
-  // Note [Strangers] in distributed/store/tcp_store_server.h.
+  // Note [Strangers] in distributed/store/detail/tcp_store_server.h.
   using dist::detail::connect_tcp;
   const auto closed_by_server = [](dist::detail::Socket& s, std::chrono::milliseconds within) {
     uint8_t byte = 0;

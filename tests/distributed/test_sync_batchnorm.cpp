@@ -10,7 +10,7 @@
 
 #include "autograd/ops.h"
 #include "distributed/ddp/ddp.h"
-#include "distributed/store/socket.h"
+#include "distributed/store/tcp_store.h"
 #include "distributed/ddp/sync_batchnorm.h"
 #include "multiprocess.h"
 #include "nn/nn.h"

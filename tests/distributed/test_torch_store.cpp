@@ -11,7 +11,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "distributed/store/socket.h"
+#include "distributed/store/tcp_store.h"
 #include "distributed/store/torch_store.h"
 
 using namespace mt;

@@ -1,6 +1,6 @@
-// connect_gloo (see gloo_connect.h): Gloo's rendezvous on a thread of its own, waited for with a
+// connect_gloo (see detail/gloo_connect.h): Gloo's rendezvous on a thread of its own, waited for with a
 // deadline.
-#include "distributed/process_group/gloo/gloo_connect.h"
+#include "distributed/process_group/gloo/detail/gloo_connect.h"
 
 #include <gloo/barrier_all_to_all.h>
 #include <gloo/rendezvous/store.h>
@@ -139,7 +139,7 @@ struct Outcome {
 // the group's timeout. If it is not done by then, the caller throws and leaves the thread behind,
 // detached: it fails on its own, later, and frees what it holds. The thread blocks SIGPIPE first,
 // so that Gloo's event-loop thread, which it creates and which inherits its signal mask, has it
-// blocked too (Note [SIGPIPE] in work.cpp).
+// blocked too (Note [SIGPIPE] in collective_queue.cpp).
 std::shared_ptr<::gloo::rendezvous::Context> connect_gloo(const std::shared_ptr<Store>& store, int rank, int size,
                                                           const ProcessGroupGlooOptions& opts) {
   auto outcome = std::make_shared<Outcome>();

@@ -14,7 +14,8 @@
 #include <limits>
 #include <vector>
 
-#include "distributed/process_group/gloo/gloo_connect.h"
+#include "distributed/process_group/detail/collective_queue.h"
+#include "distributed/process_group/gloo/detail/gloo_connect.h"
 #include "tensor/raw_ops.h"
 #include "tensor/half.h"
 
@@ -102,7 +103,7 @@ bool ProcessGroupGloo::is_available() { return true; }
 ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<Store> store, int rank, int size,
                                    ProcessGroupGlooOptions opts)
     : ProcessGroup(rank, size, opts.timeout), store_(std::move(store)), gloo_(std::make_unique<Gloo>()),
-      queue_(std::make_unique<CollectiveQueue>()) {
+      queue_(std::make_unique<detail::CollectiveQueue>()) {
   MT_CHECK(store_ != nullptr, "ProcessGroupGloo: no store to meet the other ranks through");
   const std::string me = "rank " + std::to_string(rank) + " of " + std::to_string(size);
 

@@ -7,7 +7,7 @@
 //   ProcessGroupGloo pg(store, rank, world_size, {.timeout = std::chrono::seconds(30)});
 //   pg.allreduce(t)->wait();
 //
-// Gloo's collectives block the calling thread, so they run on a CollectiveQueue (work.h): allreduce()
+// Gloo's collectives block the calling thread, so they run on a CollectiveQueue (detail/collective_queue.h): allreduce()
 // returns at once and the caller keeps computing, which is what lets DDP overlap communication with
 // backward. Gloo itself is only ever touched from that one thread, so it needs no locking here.
 //
@@ -27,6 +27,10 @@
 #include "distributed/store/store.h"
 
 namespace mt::dist {
+
+namespace detail {
+class CollectiveQueue;
+}
 
 struct ProcessGroupGlooOptions {
   std::chrono::milliseconds timeout = kDefaultTimeout;
@@ -68,7 +72,7 @@ class ProcessGroupGloo : public ProcessGroup {
 
   std::shared_ptr<Store> store_;    // kept: rank 0's hosts the TCPStore server for the whole job
   std::unique_ptr<Gloo> gloo_;
-  std::unique_ptr<CollectiveQueue> queue_;  // declared last: joined before gloo_ is destroyed
+  std::unique_ptr<detail::CollectiveQueue> queue_;  // declared last: joined before gloo_ is destroyed
 };
 
 }  // namespace mt::dist

@@ -1,6 +1,6 @@
-// ProcessGroupMPI: MPI's process-wide lifetime (Runtime), the thread that moves large collectives
-// (ProgressThread), a Work that completes by MPI_Test (MpiWork), and each collective as one
-// non-blocking MPI call (see process_group_mpi.h). Compiled only with MPI: process_group_mpi_stub.cpp
+// ProcessGroupMPI: the thread that moves large collectives (ProgressThread), a Work that completes by
+// MPI_Test (MpiWork), and each collective as one non-blocking MPI call (see process_group_mpi.h);
+// MPI's process-wide side is detail/mpi_runtime.h. Compiled only with MPI: process_group_mpi_stub.cpp
 // stands in without it, and register_mpi.cpp makes init_process_group("mpi") find either.
 #include "distributed/process_group/mpi/process_group_mpi.h"
 
@@ -16,140 +16,19 @@
 #include <mutex>
 #include <thread>
 
-#include "tensor/half.h"
+#include "distributed/process_group/mpi/detail/mpi_runtime.h"
 
 namespace mt::dist {
 
+using detail::divide;
+using detail::mpi_error_string;
+using detail::mpi_count;
+using detail::mpi_op;
+using detail::mpi_type;
+using detail::Runtime;
+using detail::thread_level_name;
+
 namespace {
-
-std::string mpi_error_string(int code) {
-  char text[MPI_MAX_ERROR_STRING];
-  int length = 0;
-  if (MPI_Error_string(code, text, &length) != MPI_SUCCESS) return "MPI error " + std::to_string(code);
-  return std::string(text, static_cast<size_t>(length));
-}
-
-// Every MPI call is checked; the error names the call and MPI's explanation.
-#define MT_MPI_CHECK(call)                                                          \
-  do {                                                                              \
-    const int mt_mpi_rc = (call);                                                   \
-    if (mt_mpi_rc != MPI_SUCCESS) MT_FAIL(#call, " failed: ", mpi_error_string(mt_mpi_rc)); \
-  } while (0)
-
-const char* thread_level_name(int level) {
-  switch (level) {
-    case MPI_THREAD_SINGLE: return "MPI_THREAD_SINGLE";
-    case MPI_THREAD_FUNNELED: return "MPI_THREAD_FUNNELED";
-    case MPI_THREAD_SERIALIZED: return "MPI_THREAD_SERIALIZED";
-    case MPI_THREAD_MULTIPLE: return "MPI_THREAD_MULTIPLE";
-  }
-  return "an unknown thread level";
-}
-
-// Note [MPI is initialised once per process]: MPI_Init may be called once in a process's life, and
-// after MPI_Finalize MPI cannot be used again. So MPI's lifetime is not any group's: the first group
-// initialises it (unless the program already has), and it is finalized when the process exits, by
-// the destructor of the function-local static below. That static is constructed before the first
-// group finishes constructing, hence destroyed after every group that lives in a static. A program
-// that initialised MPI itself also finalizes it itself. MPI_Finalize is skipped when a collective
-// was abandoned with its request still in flight (Note [Timeouts without cancellation]): it would
-// wait for that request forever, and the job has failed anyway (mpirun then reports that this
-// process exited without finalizing).
-//
-// Threads: MPI is initialised with MPI_THREAD_SERIALIZED, and every MPI call made here holds `mutex`.
-// MULTIPLE would let threads call MPI at once, which this code never needs, and makes OpenMPI take
-// locks inside every call.
-// float16: MPI has no half type. Halves travel as MPI_UINT16_T and are combined by these user-defined
-// reductions, through float32 with one rounding per pairwise sum (as Gloo does).
-void half_sum(void* in, void* inout, int* len, MPI_Datatype*) {
-  const auto* a = static_cast<const uint16_t*>(in);
-  auto* b = static_cast<uint16_t*>(inout);
-  for (int i = 0; i < *len; ++i) b[i] = float_to_half(half_to_float(a[i]) + half_to_float(b[i]));
-}
-void half_max(void* in, void* inout, int* len, MPI_Datatype*) {
-  const auto* a = static_cast<const uint16_t*>(in);
-  auto* b = static_cast<uint16_t*>(inout);
-  for (int i = 0; i < *len; ++i)
-    if (half_to_float(b[i]) < half_to_float(a[i])) b[i] = a[i];
-}
-
-class Runtime {
- public:
-  static Runtime& get() {
-    static Runtime runtime;
-    return runtime;
-  }
-  std::mutex mutex;
-  int provided = MPI_THREAD_SINGLE;
-  std::atomic<bool> unfinished{false};  // an abandoned request is in flight: do not finalize
-  MPI_Op half_sum_op = MPI_OP_NULL, half_max_op = MPI_OP_NULL;
-
- private:
-  Runtime() {
-    int initialized = 0, finalized = 0;
-    MT_MPI_CHECK(MPI_Initialized(&initialized));
-    MT_MPI_CHECK(MPI_Finalized(&finalized));
-    MT_CHECK(!finalized, "ProcessGroupMPI: MPI was already finalized in this process, and MPI cannot be "
-             "initialised twice; create the group before calling MPI_Finalize");
-    if (initialized) {
-      MT_MPI_CHECK(MPI_Query_thread(&provided));
-    } else {
-      MT_MPI_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided));
-      owns_ = true;
-    }
-    MT_CHECK(provided >= MPI_THREAD_SERIALIZED, "ProcessGroupMPI needs MPI_THREAD_SERIALIZED (its Works may be "
-             "waited for from any thread), but MPI granted ", thread_level_name(provided), initialized ?
-             "; initialise MPI with MPI_Init_thread(..., MPI_THREAD_SERIALIZED, ...)" : "; use an MPI built "
-             "with thread support");
-    MT_MPI_CHECK(MPI_Op_create(&half_sum, /*commute=*/1, &half_sum_op));
-    MT_MPI_CHECK(MPI_Op_create(&half_max, /*commute=*/1, &half_max_op));
-  }
-  ~Runtime() {
-    int finalized = 0;
-    if (MPI_Finalized(&finalized) != MPI_SUCCESS || finalized) return;
-    MPI_Op_free(&half_sum_op);
-    MPI_Op_free(&half_max_op);
-    if (owns_ && !unfinished) MPI_Finalize();
-  }
-  bool owns_ = false;
-};
-
-MPI_Datatype mpi_type(DType dtype) {
-  switch (dtype) {
-    case DType::Float32: return MPI_FLOAT;
-    case DType::Float64: return MPI_DOUBLE;
-    case DType::Int64: return MPI_INT64_T;
-    case DType::Float16: return MPI_UINT16_T;  // bits only; see half_sum
-    default: MT_FAIL("ProcessGroupMPI: dtype ", dtype, " is not supported");
-  }
-}
-
-// MPI counts elements with an int.
-int mpi_count(const Tensor& t, const std::string& what) {
-  MT_CHECK(t.numel() <= INT_MAX, what, ": ", t.numel(), " elements is more than MPI's int count holds; "
-           "split the tensor");
-  return static_cast<int>(t.numel());
-}
-
-MPI_Op mpi_op(DType dtype, ReduceOp op) {
-  if (dtype == DType::Float16) return op == ReduceOp::Max ? Runtime::get().half_max_op : Runtime::get().half_sum_op;
-  return op == ReduceOp::Max ? MPI_MAX : MPI_SUM;
-}
-
-// t /= n on raw memory (check_reduce admits Avg for floating dtypes only): MPI has no average.
-void divide(const Tensor& t, int n) {
-  const auto numel = static_cast<size_t>(t.numel());
-  if (t.dtype() == DType::Float16) {
-    auto* p = static_cast<uint16_t*>(t.raw_data());
-    for (size_t i = 0; i < numel; ++i) p[i] = float_to_half(half_to_float(p[i]) / static_cast<float>(n));
-  } else if (t.dtype() == kFloat32) {
-    auto* p = static_cast<float*>(t.raw_data());
-    for (size_t i = 0; i < numel; ++i) p[i] /= static_cast<float>(n);
-  } else {
-    auto* p = static_cast<double*>(t.raw_data());
-    for (size_t i = 0; i < numel; ++i) p[i] /= n;
-  }
-}
 
 std::exception_ptr error_of(const std::function<void()>& fail) {
   try {
@@ -166,7 +45,7 @@ class MpiWork;
 class ProgressThread;
 
 // What the group and its Works share: the communicator, the requests in flight, and the first
-// failure (Note [A failed collective poisons the queue] in work.h).
+// failure (Note [A failed collective poisons the queue] in detail/collective_queue.h).
 struct ProcessGroupMPI::State {
   MPI_Comm comm = MPI_COMM_NULL;
   std::deque<std::shared_ptr<MpiWork>> in_flight;  // issue order; kept until their request is done

@@ -1,9 +1,7 @@
 // ProcessGroupNCCL: setup through the Store, each collective queued on the comm stream behind an
-// event, Works that keep their tensors alive, and the watchdog (see process_group_nccl.h). Without
-// NCCL (MT_HAVE_NCCL unset) only the stubs at the end are compiled.
+// event, Works that keep their tensors alive, and the watchdog (see process_group_nccl.h). Compiled
+// only into a library with NCCL; process_group_nccl_stub.cpp stands in elsewhere (CMakeLists.txt).
 #include "distributed/process_group/nccl/process_group_nccl.h"
-
-#if MT_HAVE_NCCL
 
 #include <atomic>
 #include <condition_variable>
@@ -199,7 +197,7 @@ struct NcclComm {
   // it, "allreduce #7 (… float32, Sum) on rank 1 of 2 timed out after 30000 ms", or naming the first
   // failure), THEN the communicator is aborted (ncclCommAbort), which ends the hung kernels, so the
   // streams drain and every host wait returns with the error. Later collectives fail at once (Note
-  // [A failed collective poisons the queue] in work.h). The watchdog never calls exit(): the error
+  // [A failed collective poisons the queue] in detail/collective_queue.h). The watchdog never calls exit(): the error
   // reaches the training loop through wait(), and mini_train turns it into one line and exit code 1.
   void watch() {
     cudaSetDevice(device);  // for cudaEventQuery; unchecked: the events say whether the device works
@@ -440,30 +438,3 @@ std::shared_ptr<Work> ProcessGroupNCCL::run_barrier(const std::string& what) {
 }
 
 }  // namespace mt::dist
-
-#else  // no NCCL in this build
-
-namespace mt::dist {
-
-namespace detail {
-struct NcclComm {};
-}
-
-bool ProcessGroupNCCL::is_available() { return false; }
-
-ProcessGroupNCCL::ProcessGroupNCCL(std::shared_ptr<Store> store, int rank, int size, ProcessGroupNCCLOptions opts)
-    : ProcessGroup(rank, size, opts.timeout, Device(DeviceType::CUDA, opts.device)) {
-  MT_FAIL("this build of minitrain has no NCCL backend: it needs the CUDA backend (nvcc) and NCCL "
-          "(nccl.h, libnccl); install NCCL or set NCCL_ROOT, then reconfigure with -DMT_NCCL=ON");
-}
-ProcessGroupNCCL::~ProcessGroupNCCL() = default;
-std::shared_ptr<Work> ProcessGroupNCCL::run_allreduce(Tensor&, ReduceOp, const std::string&) { MT_FAIL("no NCCL backend"); }
-std::shared_ptr<Work> ProcessGroupNCCL::run_broadcast(Tensor&, int, const std::string&) { MT_FAIL("no NCCL backend"); }
-std::shared_ptr<Work> ProcessGroupNCCL::run_allgather(std::vector<Tensor>&, const Tensor&, const std::string&) { MT_FAIL("no NCCL backend"); }
-std::shared_ptr<Work> ProcessGroupNCCL::run_barrier(const std::string&) { MT_FAIL("no NCCL backend"); }
-std::shared_ptr<Work> ProcessGroupNCCL::run_reduce_scatter(Tensor&, const Tensor&, ReduceOp, const std::string&) { MT_FAIL("no NCCL backend"); }
-std::shared_ptr<Work> ProcessGroupNCCL::run_allgather_into(Tensor&, const Tensor&, const std::string&) { MT_FAIL("no NCCL backend"); }
-
-}  // namespace mt::dist
-
-#endif

@@ -42,9 +42,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "distributed/store/socket.h"
+#include "distributed/store/detail/socket.h"
 #include "distributed/store/store.h"
-#include "distributed/store/store_protocol.h"
+#include "distributed/store/detail/store_protocol.h"
 
 namespace mt::dist::detail {
 

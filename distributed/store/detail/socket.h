@@ -12,14 +12,7 @@
 
 #include "distributed/errors.h"
 
-namespace mt::dist {
-
-// A port that was free a moment ago: binds port 0 on all interfaces, reads the port the kernel chose,
-// closes the socket. Another process could take it before the caller binds it; for tests and launchers
-// on one machine that window is harmless in practice (torchrun does the same).
-int find_free_port();
-
-namespace detail {
+namespace mt::dist::detail {
 
 class Socket {
  public:
@@ -62,5 +55,4 @@ bool recv_all(int fd, void* data, size_t n, Clock::time_point deadline, const st
 // Milliseconds from now to `deadline` for poll(): 0 when it has passed, capped to fit an int.
 int poll_timeout_ms(Clock::time_point deadline);
 
-}  // namespace detail
-}  // namespace mt::dist
+}  // namespace mt::dist::detail
