@@ -69,13 +69,15 @@ bool class_index_column(const Tensor& y) {
 
 }  // namespace
 
-Data load_data(const Options& o) {
-  Data d;
-  if (o.dataset == "text") {
-    load_text_data(o, d);
-    return d;
-  }
+// The raw tables of --dataset synthetic, fashion-mnist or files (x_test, y_test undefined without a
+// test split), and their description.
+struct Tables {
   Tensor x_train, y_train, x_test, y_test;
+};
+
+Tables read_tables(const Options& o, Data& d) {
+  Tables t;
+  Tensor &x_train = t.x_train, &y_train = t.y_train, &x_test = t.x_test, &y_test = t.y_test;
   if (o.dataset == "synthetic") {
     Generator gen(o.seed);
     const Tensor w_true = randn({1, o.features}, gen);
@@ -102,7 +104,13 @@ Data load_data(const Options& o) {
     d.description = o.inputs + " -> " + o.targets + " (" + std::to_string(x_train.size(0)) + " rows, no test split)";
   }
 
-  // Classification when asked, or when the targets are integers (file data) or labels (Fashion-MNIST).
+  return t;
+}
+
+// Classification when asked, or when the targets are integers (file data) or labels (Fashion-MNIST):
+// the targets become class indices (int64) and out_features the class count; else float32 columns.
+void shape_targets(const Options& o, Tables& t, Data& d) {
+  Tensor &y_train = t.y_train, &y_test = t.y_test;
   d.classification = o.task == "classification" || (o.task == "auto" && y_train.dtype() == kInt64);
   if (o.task == "auto" && ends_with(o.targets, ".csv") && class_index_column(y_train)) {
     d.classification = true;
@@ -125,6 +133,17 @@ Data load_data(const Options& o) {
     if (y_test.defined()) y_test = raw::cast(y_test, kFloat32);
     d.out_features = y_train.size(1);
   }
+}
+
+Data load_data(const Options& o) {
+  Data d;
+  if (o.dataset == "text") {
+    load_text_data(o, d);
+    return d;
+  }
+  Tables t = read_tables(o, d);
+  shape_targets(o, t, d);
+  Tensor &x_train = t.x_train, &y_train = t.y_train, &x_test = t.x_test, &y_test = t.y_test;
   x_train = raw::contiguous(raw::cast(x_train, kFloat32));
   if (x_test.defined()) x_test = raw::contiguous(raw::cast(x_test, kFloat32));
   if (o.standardize) standardize(x_train, x_test, d);

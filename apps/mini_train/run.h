@@ -21,6 +21,10 @@
 #include "distributed/store/rendezvous.h"
 #include "trace/tracer.h"
 
+namespace mt::dist {
+class StoreHeartbeat;
+}
+
 namespace mt::app {
 
 // Everything a run holds: built by set_up, changed by resume, used by every later phase.
@@ -48,6 +52,9 @@ struct Run {
   std::vector<std::string> notes;  // what the checkpoint overrode, for the config table
   std::ofstream json_log;
   std::unique_ptr<trace::Tracer> tracer;  // --trace (tracing.h); null: off
+  // Without --nproc's launcher, the ranks watching each other (peer_heartbeat.h); last, so that it
+  // stops before the process group it watches through goes.
+  std::shared_ptr<dist::StoreHeartbeat> peers;
 };
 
 // The optimizer steps the whole run makes (what a schedule spans): --epochs, capped by --max-steps.

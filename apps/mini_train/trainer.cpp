@@ -396,15 +396,34 @@ void save_model(const Run& r, double last_loss, double seconds) {
 
 }  // namespace
 
-int train(const Options& opts) {
-  validate(opts);
-  // Under --nproc's launcher, a thread tells it this process is alive, and where (Note [Heartbeat]).
-  const std::unique_ptr<dist::Heartbeat> heartbeat = dist::Heartbeat::from_env();
-  const auto start = Clock::now();
+// What the run ends with: the --ddp-stats lines, and on rank 0 the final --eval score.
+void report_end(Run& r, const std::optional<Score>& last_score) {
+  if (r.ddp && r.o.ddp_stats) {
+    const std::vector<dist::BucketArrival> arrivals = r.ddp->bucket_arrivals();  // a collective: every rank
+    if (r.lead) std::fputs(dist::describe_ddp_stats(r.ddp->stats(), arrivals).c_str(), stdout);
+  }
+  if (r.ddp && r.o.ddp_stats && r.lead && r.device.is_cpu())  // what --zero 1 saves shows here (bench/zero.sh)
+    std::printf("memory: peak %.1f MiB of CPU tensors on rank 0\n", cpu_memory_stats().peak_bytes_in_use / 1048576.0);
+  if (!r.lead || !r.o.eval) return;
+  // Note [The final score]: the last epoch's --eval score was taken after its last step, and
+  // nothing has changed the weights (or BatchNorm's statistics) since, so it is this score; only a
+  // run that trained no epoch here (--resume of a finished run) scores the model anew. Scoring the
+  // test split again would cost one more pass over it, half the evaluation of a 1-epoch run.
+  dist::set_phase(dist::Phase::Evaluation);
+  const Score s = last_score ? *last_score : score(r);
+  const char* split = r.d.test || r.d.text_validation ? "Test" : "Train (no test split)";
+  if (s.classification) std::printf("%s accuracy: %.4f\n", split, s.value);
+  else if (r.d.text_validation) std::printf("%s loss: %.6f nats per byte (%.4f bits per byte)\n", split, s.value,
+                                            s.value / std::log(2.0));
+  else std::printf("%s loss: %.6f\n", split, s.value);
+}
+
+// Everything between parsing and the first epoch: the run, its peers, resume, DDP, trace, log.
+Run prepare(const Options& opts, bool launcher_watches) {
   Run r = set_up(opts);
-  // Without that launcher (torchrun, srun, by hand), the ranks watch each other (Note [Store
+  // Without --nproc's launcher (torchrun, srun, by hand), the ranks watch each other (Note [Store
   // heartbeat]).
-  const std::unique_ptr<dist::StoreHeartbeat> peers = heartbeat ? nullptr : peer_heartbeat(r.o, r.rdv, r.pg.get());
+  if (!launcher_watches) r.peers = peer_heartbeat(r.o, r.rdv, r.pg.get());
   resume(r);
   // After --init/--resume (every rank loaded the same state; DDP checks and broadcasts rank 0's).
   set_up_data_parallel(r);  // data_parallel.h: DDP, --sync-bn, --zero 1
@@ -417,6 +436,15 @@ int train(const Options& opts) {
     r.json_log.open(r.o.log_json, r.resumed_from.empty() ? std::ios::trunc : std::ios::app);
     MT_CHECK(r.json_log.good(), "--log-json ", r.o.log_json, ": cannot open for writing");
   }
+  return r;
+}
+
+int train(const Options& opts) {
+  validate(opts);
+  // Under --nproc's launcher, a thread tells it this process is alive, and where (Note [Heartbeat]).
+  const std::unique_ptr<dist::Heartbeat> heartbeat = dist::Heartbeat::from_env();
+  const auto start = Clock::now();
+  Run r = prepare(opts, heartbeat != nullptr);
 
   double last_loss = std::nan("");
   std::optional<Score> last_score;  // the last epoch's --eval score: Note [The final score]
@@ -443,27 +471,8 @@ int train(const Options& opts) {
                   static_cast<long long>(last_epoch), static_cast<long long>(r.o.epochs));
     return 0;
   }
-  if (r.ddp && r.o.ddp_stats) {
-    const std::vector<dist::BucketArrival> arrivals = r.ddp->bucket_arrivals();  // a collective: every rank
-    if (r.lead) std::fputs(dist::describe_ddp_stats(r.ddp->stats(), arrivals).c_str(), stdout);
-  }
-  if (r.ddp && r.o.ddp_stats && r.lead && r.device.is_cpu())  // what --zero 1 saves shows here (bench/zero.sh)
-    std::printf("memory: peak %.1f MiB of CPU tensors on rank 0\n", cpu_memory_stats().peak_bytes_in_use / 1048576.0);
-  if (!r.lead) return 0;
-  if (r.o.eval) {
-    // Note [The final score]: the last epoch's --eval score was taken after its last step, and
-    // nothing has changed the weights (or BatchNorm's statistics) since, so it is this score; only a
-    // run that trained no epoch here (--resume of a finished run) scores the model anew. Scoring
-    // the test split again would cost one more pass over it, half the evaluation of a 1-epoch run.
-    dist::set_phase(dist::Phase::Evaluation);
-    const Score s = last_score ? *last_score : score(r);
-    const char* split = r.d.test || r.d.text_validation ? "Test" : "Train (no test split)";
-    if (s.classification) std::printf("%s accuracy: %.4f\n", split, s.value);
-    else if (r.d.text_validation) std::printf("%s loss: %.6f nats per byte (%.4f bits per byte)\n", split, s.value,
-                                              s.value / std::log(2.0));
-    else std::printf("%s loss: %.6f\n", split, s.value);
-  }
-  save_model(r, last_loss, seconds_since(start));
+  report_end(r, last_score);
+  if (r.lead) save_model(r, last_loss, seconds_since(start));
   return 0;
 }
 
