@@ -12,7 +12,7 @@ retry=(--repeat until-pass:2)
 # tests/CMakeLists.txt), so ctest never starts more ranks than there are cores.
 jobs=(--parallel "$(nproc)")
 scripts/install-deps.sh
-scripts/build.sh build
+scripts/build.sh build -DMT_CUDA=AUTO  # CUDA and its emulator wherever nvcc is (scripts/run.sh may have left it off)
 (cd build && ctest --output-on-failure --timeout 300 "${jobs[@]}" "${retry[@]}")
 if [[ "${1:-}" == "--sanitize" ]]; then
   # Benchmarks are skipped: they only measure, and sanitizers make the numbers meaningless.
