@@ -15,8 +15,19 @@ void check_same_place(const Tensor& a, const Tensor& b, const char* op, const ch
   MT_CHECK(a.dtype() == b.dtype(), op, ": ", what, " is ", b.dtype(), " but the input ", a.dtype());
 }
 
-// t itself when its last dim has unit stride (what the attention kernels read), else a copy.
-Tensor unit_last_stride(const Tensor& t) { return t.stride(-1) == 1 || t.size(-1) == 1 ? t : contiguous(t); }
+// Note [Unit last stride]: the attention kernels (CPU and CUDA) step through a row of q, k, v, out
+// and dout one element at a time and check strides[-1] == 1. A size-1 last dim may carry any stride
+// (q.transpose(2, 3) of a (B, H, 1, T) tensor has head size 1 and last stride T), and contiguous()
+// returns such a tensor as it is, since Tensor::is_contiguous ignores size-1 dims. Its stride is
+// never used to step, so it is set to 1 on a view: no copy, and the check holds.
+// Returns t when strides[-1] == 1, that view when size(-1) == 1, else a contiguous copy.
+Tensor unit_last_stride(const Tensor& t) {
+  if (t.stride(-1) == 1) return t;
+  if (t.size(-1) != 1) return contiguous(t);
+  Shape strides = t.strides();
+  strides[static_cast<int>(t.dim()) - 1] = 1;
+  return as_strided(t, t.sizes(), strides, t.storage_offset());
+}
 
 Shape without_last(const Shape& s) { return Shape(s.begin(), s.end() - 1); }
 

@@ -188,6 +188,20 @@ TEST_CASE("scaled_dot_product_attention: reads the head views of a fused qkv pro
   CHECK(max_abs_diff(out.narrow(2, 0, 1), heads(qkv, 2).narrow(2, 0, 1)) <= 1e-15);
 }
 
+TEST_CASE("scaled_dot_product_attention: head size 1 from a transpose, whose last stride is not 1") {
+  // q: (1, 1, 1, 4) -> (1, 1, 4, 1) with strides (4, 4, 1, 4): four queries of one element each.
+  const auto fused = [](V v) {
+    const Tensor q = v[0].transpose(2, 3);
+    return scaled_dot_product_attention(q, q, q);
+  };
+  const auto ref = [](V v) {
+    const Tensor q = v[0].transpose(2, 3);
+    return reference::scaled_dot_product_attention(q, q, q);
+  };
+  check_same(fused, ref, {input({1, 1, 1, 4}, -2, 2)}, 1e-13);
+  check_grad(fused, {input({1, 1, 1, 4})});
+}
+
 TEST_CASE("scaled_dot_product_attention: bad shapes are one clear error") {
   const Tensor q = zeros({1, 2, 3, 4}), k = zeros({1, 2, 5, 4});
   CHECK_THROWS_WITH_AS(scaled_dot_product_attention(q, k, zeros({1, 2, 5, 3})),
