@@ -1,6 +1,6 @@
-// Differentiable reductions: sum, mean, max, min, and var/std composed from them. Their backward
-// spreads the output gradient back over the reduced dims (a broadcast), scaled for mean, masked to
-// the extrema for max and min.
+// Differentiable reductions: sum, mean, max, min, var composed from them, and std = √var with a
+// node of its own (its gradient at 0). Their backward spreads the output gradient back over the
+// reduced dims (a broadcast), scaled for mean, masked to the extrema for max and min.
 #include <algorithm>
 
 #include "autograd/ops.h"
@@ -85,6 +85,25 @@ Tensor extremum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim,
   return y;
 }
 
+// y = √v with v = var(x)   =>   dv = dy/(2y), and 0 where y = 0.
+// Note [Std at zero]: where a slice is constant its std is 0, and the chain rule through √ and var
+// gives dx = dy/(2·0)·2(x - mean)/(n - c) = inf·0 = NaN for every element of the slice, which would
+// spread through any loss that adds the std of a constant slice. PyTorch sends 0 there instead (the
+// std's subgradient nearest the mean), and so does this node: selected, not multiplied, as in
+// Note [Masked gradients] (elementwise.cpp). Plain sqrt keeps its infinite gradient at 0.
+struct StdBackward final : Node {
+  SavedTensor y;  // the std
+  TensorList apply(TensorList&& g) override {
+    check_not_released();
+    const Tensor yv = y.unpack(*this);
+    const Tensor zero = zeros(Shape{}, {.dtype = yv.dtype(), .device = yv.device()});
+    const Tensor dv = raw::binary(BinaryOp::Div, raw::unary(UnaryOp::MulScalar, g[0], 0.5), yv);
+    return {raw::where(raw::binary(BinaryOp::Eq, yv, zero), zero, dv)};
+  }
+  void release_saved() override { y.reset(), Node::release_saved(); }
+  std::string name() const override { return "StdBackward"; }
+};
+
 }  // namespace
 
 Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
@@ -111,7 +130,8 @@ Tensor min(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) { re
 
 // var = Σ (x - mean)² / (n - 1 when unbiased, else n), n the number of elements reduced. Composed
 // from differentiable ops, so its backward is theirs: dx = dy·2(x - mean)/(n - c) (the mean's own
-// gradient contributes Σ(x - mean) = 0). n = 1 with unbiased divides by 0: NaN, as in PyTorch.
+// gradient contributes Σ(x - mean) = 0). n = 1 with unbiased divides by 0: the value is NaN, as in
+// PyTorch, and so is the gradient (0·inf), what 0/0 is; PyTorch 1.13 returns dy·inf for it instead.
 Tensor var(const Tensor& x, const std::vector<int64_t>& dims, VarOptions options) {
   MT_CHECK(is_floating(x.dtype()), "var: needs a floating dtype, got ", x.dtype());
   const Tensor centered = x - mean(x, dims, /*keepdim=*/true);
@@ -121,8 +141,15 @@ Tensor var(const Tensor& x, const std::vector<int64_t>& dims, VarOptions options
   return ss * (1.0 / divisor);
 }
 
+// √var, with its own node for the gradient at 0: Note [Std at zero].
 Tensor std(const Tensor& x, const std::vector<int64_t>& dims, VarOptions options) {
-  return sqrt(var(x, dims, options));
+  const Tensor v = var(x, dims, options);
+  Tensor y = raw::unary(UnaryOp::Sqrt, v);
+  if (auto node = record<StdBackward>({&v})) {
+    node->y = SavedTensor(y);
+    set_history(y, node);
+  }
+  return y;
 }
 
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) { return raw::argmax(x, dim, keepdim); }

@@ -124,6 +124,30 @@ TEST_CASE("var, std and min match their definitions") {
   CHECK(clamp(x, 2.0, 5.0).to_vector<double>() == std::vector<double>{2, 2, 4, 5});
 }
 
+TEST_CASE("std's gradient is 0 where the std is 0, as PyTorch's") {
+  // Row 0 is constant: std 0, and d std/dx = (x - mean)/((n - 1)·std) is 0/0 there. PyTorch gives 0.
+  const Tensor x = from_vector(std::vector<double>{2, 2, 2, 1, 2, 4}, {2, 3}).requires_grad_();
+  mt::std(x, {1}).sum().backward();
+  // Row 1: mean 7/3, std √(7/3), so dx = (x - 7/3)/(2·√(7/3)).
+  const double s = std::sqrt(7.0 / 3.0);
+  const std::vector<double> dx = x.grad().to_vector<double>();
+  CHECK(dx[0] == 0.0);
+  CHECK(dx[1] == 0.0);
+  CHECK(dx[2] == 0.0);
+  CHECK(dx[3] == doctest::Approx((1 - 7.0 / 3) / (2 * s)));
+  CHECK(dx[4] == doctest::Approx((2 - 7.0 / 3) / (2 * s)));
+  CHECK(dx[5] == doctest::Approx((4 - 7.0 / 3) / (2 * s)));
+}
+
+TEST_CASE("unbiased var of one element is 0/0: NaN, and so is its gradient") {
+  // PyTorch 1.13 agrees on the value; for the gradient it returns dy·inf (see var in reductions.cpp).
+  const Tensor x = scalar_tensor(3.0, {.dtype = kFloat64}).requires_grad_();
+  const Tensor v = var(x);
+  CHECK(std::isnan(v.item()));
+  v.backward();
+  CHECK(std::isnan(x.grad().item()));
+}
+
 TEST_CASE("masked backwards give 0, not NaN, where an infinite gradient meets a zero mask") {
   // sqrt(relu(x)): at x <= 0 sqrt's backward sends 1/(2·0) = inf into relu's; PyTorch gives 0.
   const Tensor x = from_vector(std::vector<double>{-1.0, 0.0, 4.0}, {3}).requires_grad_();
