@@ -90,6 +90,7 @@ struct VarOptions {
 Tensor var(const Tensor& x, const std::vector<int64_t>& dims = {}, VarOptions options = {});
 Tensor std(const Tensor& x, const std::vector<int64_t>& dims = {}, VarOptions options = {});
 // min(max(x, min), max); either bound may be absent. Gradient 1 inside [min, max], bounds included.
+// min > max is allowed, as in PyTorch: the result is max everywhere, with gradient 0.
 Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max);
 
 // ---- sliding windows: convolution and pooling (autograd/functions/conv.cpp) --------------------

@@ -206,6 +206,7 @@ struct ClampBackward final : Node {
   SavedTensor x;
   std::optional<double> lo, hi;
   // y = min(max(x, lo), hi)   =>   dx = dy·[lo <= x <= hi]   (the bounds themselves pass, like PyTorch)
+  // With lo > hi no x is inside: y = hi everywhere and dx = 0, as in PyTorch.
   TensorList apply(TensorList&& g) override {
     check_not_released();
     const Tensor xv = x.unpack(*this);
@@ -274,7 +275,6 @@ Tensor pow(const Tensor& x, double exponent) { return unary_op(UnaryOp::Pow, x, 
 
 Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max) {
   MT_CHECK(min || max, "clamp: give at least one of min and max");
-  MT_CHECK(!(min && max) || *min <= *max, "clamp: min ", *min, " is above max ", *max);
   const TensorOptions like{.dtype = x.dtype(), .device = x.device()};
   Tensor y = x;
   if (min) y = raw::binary(BinaryOp::Maximum, y, full(Shape{}, *min, like));

@@ -148,6 +148,15 @@ TEST_CASE("unbiased var of one element is 0/0: NaN, and so is its gradient") {
   CHECK(std::isnan(x.grad().item()));
 }
 
+TEST_CASE("clamp with min above max is max everywhere, with no gradient, as PyTorch's") {
+  // min(max(x, 2), 1) = 1 whatever x is, so nothing of x reaches the output.
+  const Tensor x = from_vector(std::vector<double>{-1, 0.5, 1.5, 3}, {4}).requires_grad_();
+  const Tensor y = clamp(x, 2.0, 1.0);
+  CHECK(y.to_vector<double>() == std::vector<double>{1, 1, 1, 1});
+  y.sum().backward();
+  CHECK(x.grad().to_vector<double>() == std::vector<double>{0, 0, 0, 0});
+}
+
 TEST_CASE("masked backwards give 0, not NaN, where an infinite gradient meets a zero mask") {
   // sqrt(relu(x)): at x <= 0 sqrt's backward sends 1/(2·0) = inf into relu's; PyTorch gives 0.
   const Tensor x = from_vector(std::vector<double>{-1.0, 0.0, 4.0}, {3}).requires_grad_();
