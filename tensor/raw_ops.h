@@ -82,8 +82,14 @@ void uniform_(const Tensor& t, Generator& gen, double low = 0.0, double high = 1
 void normal_(const Tensor& t, Generator& gen, double mean = 0.0, double std = 1.0);
 
 // ---- joining (tensor/raw_join.cpp) -------------------------------------------------------------
-// Concatenation along dim: same rank, dtype and device, equal sizes in every other dim.
+// Concatenation along dim: same rank, dtype and device, equal sizes in every other dim, except
+// for the 1-D empty tensors it skips (Note [Cat skips 1-D empties] in tensor/raw_join.cpp).
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim);
+// Skipped by cat: shape (0), 1-D and empty.
+inline bool cat_skips(const Tensor& t) { return t.dim() == 1 && t.size(0) == 0; }
+// The tensor whose rank and other dims the rest of cat's inputs must match: the first one cat
+// does not skip, or tensors[0] when it skips them all. tensors must not be empty.
+const Tensor& cat_reference(const std::vector<Tensor>& tensors);
 
 // ---- sliding windows: convolution and pooling (tensor/raw_conv.cpp) ---------------------------
 // The geometry of a window over x's last two dims, checked: positive kernel, stride and dilation,

@@ -15,15 +15,23 @@ using detail::set_history;
 namespace {
 
 // y = cat(x₀, x₁, ...) along dim   =>   dxᵢ = dy[offsetᵢ : offsetᵢ + sizeᵢ] along dim
+// (a (0) input that cat skipped gets an empty (0) gradient: Note [Cat skips 1-D empties])
 struct CatBackward final : Node {
   int64_t dim = 0;
   std::vector<int64_t> sizes;  // each input's extent along dim
+  std::vector<bool> skipped;
   TensorList apply(TensorList&& g) override {
     TensorList grads;
     int64_t offset = 0;
     for (size_t i = 0; i < sizes.size(); ++i) {
-      grads.push_back(next_edges[i].valid() ? raw::narrow(g[0], dim, offset, sizes[i]) : Tensor());
-      offset += sizes[i];
+      if (!next_edges[i].valid()) {
+        grads.emplace_back();
+      } else if (skipped[i]) {
+        grads.push_back(empty(Shape{0}, {.dtype = g[0].dtype(), .device = g[0].device()}));
+      } else {
+        grads.push_back(raw::narrow(g[0], dim, offset, sizes[i]));
+        offset += sizes[i];
+      }
     }
     return grads;
   }
@@ -38,9 +46,11 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   if (std::none_of(tensors.begin(), tensors.end(), [](const Tensor& t) { return detail::requires_grad(t); }))
     return y;
   auto node = std::make_shared<CatBackward>();
-  node->dim = wrap_dim(dim, tensors[0].dim(), "cat");
+  const Tensor& ref = raw::cat_reference(tensors);
+  node->dim = wrap_dim(dim, ref.dim(), "cat");
   for (const Tensor& t : tensors) {
-    node->sizes.push_back(t.size(node->dim));
+    node->skipped.push_back(raw::cat_skips(t) && &t != &ref);
+    node->sizes.push_back(node->skipped.back() ? 0 : t.size(node->dim));
     node->next_edges.push_back(detail::requires_grad(t) ? detail::gradient_edge(t) : Edge{});
   }
   set_history(y, node);

@@ -101,6 +101,22 @@ TEST_CASE("gradcheck: cat, stack, split, chunk") {
   }, {input({7, 2})});
 }
 
+TEST_CASE("cat skips 1-D empty tensors, whatever the others' rank, as PyTorch does") {
+  // The legacy rule: a (0) tensor joins anything, e.g. an empty accumulator as the first piece.
+  const Tensor none = zeros({0}, {.dtype = kFloat64}).requires_grad_();
+  const Tensor b = input({2, 3});
+  const Tensor y = cat({none, b, none}, 1);
+  REQUIRE(y.sizes() == Shape({2, 3}));
+  CHECK(y.to_vector<double>() == b.to_vector<double>());
+  (y * 2.0).sum().backward();
+  CHECK(none.grad().sizes() == Shape({0}));
+  CHECK(b.grad().to_vector<double>() == std::vector<double>(6, 2.0));
+  CHECK(cat({none, b}, -2).sizes() == Shape({2, 3}));  // dim is counted in b's rank
+  CHECK(cat({none, none}).sizes() == Shape({0}));
+  // Only 1-D empties are skipped: a (0, 2) tensor must still match in every dim but dim.
+  CHECK_THROWS_WITH_AS(cat({zeros({0, 2}, {.dtype = kFloat64}), b}), doctest::Contains("in every dim but 0"), Error);
+}
+
 TEST_CASE("gradcheck: var, std, min, clamp") {
   check([](V x) { return var(x[0]); }, {input({3, 4})});
   check([](V x) { return var(x[0], {0, 2}, {.unbiased = false}); }, {input({3, 2, 4})});
