@@ -135,7 +135,8 @@ inline Tensor operator/(const Tensor& a, double s) { return mul(a, 1.0 / s); }
 namespace mt {
 
 // Layer norm over the last dim, one fused node: y = (x - mean)/√(var + eps)·weight + bias, with the
-// biased variance (÷n), like torch.nn.functional.layer_norm. x: (..., n)  weight, bias: (n)
+// biased variance (÷n), like torch.nn.functional.layer_norm. x: (..., n)  weight, bias: (n), or
+// undefined for no scale (1) or no shift (0), as F.layer_norm(x, shape).
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
 // GELU, one fused node; formulas in tensor/gelu_math.h.
 Tensor gelu(const Tensor& x, GeluApproximate approximate = GeluApproximate::None);

@@ -138,7 +138,8 @@ Pool2dOptions resolve_pool(const Pool2dOptions& o);
 namespace mt::raw {
 
 // Layer norm over the last dim (formulas: Backend::layer_norm in tensor/backend.h).
-// x: (..., n)  weight, bias: (n)  ->  out: (..., n), and mean, rstd: (...) for the backward.
+// x: (..., n)  weight, bias: (n) or undefined (1 and 0)  ->  out: (..., n), and mean, rstd: (...)
+// for the backward. The backward returns dweight and dbias even for an undefined weight or bias.
 struct LayerNormResult {
   Tensor out, mean, rstd;
 };

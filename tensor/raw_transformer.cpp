@@ -31,6 +31,16 @@ Tensor unit_last_stride(const Tensor& t) {
 
 Shape without_last(const Shape& s) { return Shape(s.begin(), s.end() - 1); }
 
+// Note [Layer norm without affine]: weight and bias may each be undefined, as in PyTorch's
+// F.layer_norm(x, shape): no scale (weight 1), no shift (bias 0). The kernels always take both, so
+// the missing one is filled here, once for every backend, with n ones or zeros like x: a small
+// tensor next to x, and no kernel needs a second variant.
+// t (contiguous) when defined, else n copies of value with x's dtype and device.
+Tensor affine_or(const Tensor& t, double value, const Tensor& x) {
+  if (t.defined()) return contiguous(t);
+  return full(Shape{x.size(-1)}, value, {.dtype = x.dtype(), .device = x.device()});
+}
+
 }  // namespace
 
 // ---- layer norm ---------------------------------------------------------------------------------
@@ -40,6 +50,7 @@ LayerNormResult layer_norm(const Tensor& x, const Tensor& weight, const Tensor& 
   MT_CHECK(x.dim() >= 1, "layer_norm: input must have at least 1 dim (the normalised one)");
   const int64_t n = x.size(-1);
   for (const Tensor* t : {&weight, &bias}) {
+    if (!t->defined()) continue;  // Note [Layer norm without affine]
     check_same_place(x, *t, "layer_norm", t == &weight ? "weight" : "bias");
     MT_CHECK(t->sizes() == Shape{n}, "layer_norm: ", t == &weight ? "weight " : "bias ", t->sizes(),
              " must be (", n, "), the size of the input's last dim (input ", x.sizes(), ")");
@@ -50,7 +61,7 @@ LayerNormResult layer_norm(const Tensor& x, const Tensor& weight, const Tensor& 
   LayerNormResult r{empty(x.sizes(), opts), empty(without_last(x.sizes()), opts), empty(without_last(x.sizes()), opts)};
   const int64_t rows = x2.size(0);
   backend(x.device()).layer_norm(view(r.out, Shape{rows, n}), view(r.mean, Shape{rows}), view(r.rstd, Shape{rows}),
-                                 x2, contiguous(weight), contiguous(bias), eps);
+                                 x2, affine_or(weight, 1.0, x), affine_or(bias, 0.0, x), eps);
   return r;
 }
 
@@ -64,7 +75,8 @@ LayerNormGrads layer_norm_backward(const Tensor& dy, const Tensor& x, const Tens
   LayerNormGrads g{empty(x.sizes(), opts), empty(Shape{n}, opts), empty(Shape{n}, opts)};
   backend(x.device()).layer_norm_backward(view(g.dx, Shape{rows, n}), g.dweight, g.dbias,
                                           reshape(contiguous(cast(dy, x.dtype())), Shape{rows, n}), x2,
-                                          contiguous(weight), reshape(mean, Shape{rows}), reshape(rstd, Shape{rows}));
+                                          affine_or(weight, 1.0, x), reshape(mean, Shape{rows}),
+                                          reshape(rstd, Shape{rows}));
   return g;
 }
 

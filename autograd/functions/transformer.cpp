@@ -21,7 +21,8 @@ struct LayerNormBackward final : Node {
     check_not_released();
     raw::LayerNormGrads d = raw::layer_norm_backward(g[0], x.unpack(*this), weight.unpack(*this),
                                                      mean.unpack(*this), rstd.unpack(*this));
-    return {d.dx, d.dweight, d.dbias};
+    // An undefined weight or bias has no edge (record skips it): no gradient goes there.
+    return {d.dx, next_edges[1].valid() ? d.dweight : Tensor(), next_edges[2].valid() ? d.dbias : Tensor()};
   }
   void release_saved() override { x.reset(), weight.reset(), mean.reset(), rstd.reset(), Node::release_saved(); }
   std::string name() const override { return "LayerNormBackward"; }

@@ -102,6 +102,18 @@ TEST_CASE("layer_norm: normalises each row to mean 0, variance 1 before the affi
                        doctest::Contains("weight [3] must be (4)"), Error);
 }
 
+TEST_CASE("layer_norm without weight or bias: no affine part, as F.layer_norm(x, shape)") {
+  const Tensor x = input({3, 8}, -3, 3), w = input({8}), b = input({8});
+  const Tensor one = ones({8}, {.dtype = kFloat64}), zero = zeros({8}, {.dtype = kFloat64});
+  check_same([](V v) { return layer_norm(v[0], Tensor(), Tensor()); },
+             [&](V v) { return reference::layer_norm(v[0], one, zero); }, {x}, 1e-12);
+  check_same([](V v) { return layer_norm(v[0], v[1], Tensor()); },
+             [&](V v) { return reference::layer_norm(v[0], v[1], zero); }, {x, w}, 1e-12);
+  check_same([](V v) { return layer_norm(v[0], Tensor(), v[1]); },
+             [&](V v) { return reference::layer_norm(v[0], one, v[1]); }, {x, b}, 1e-12);
+  check_grad([](V v) { return layer_norm(v[0], Tensor(), Tensor()); }, {x});
+}
+
 TEST_CASE("gelu: fused equals the composition in both forms, and gradcheck") {
   for (const GeluApproximate a : {GeluApproximate::None, GeluApproximate::Tanh}) {
     const auto fused = [a](V v) { return gelu(v[0], a); };
