@@ -6,6 +6,8 @@
 // Written as Eigen array expressions: erf, exp and tanh are then vectorised for float32 (erf by
 // Eigen's rational approximation, accurate to a couple of ulp), where the C library's erff is one
 // value at a time and would cost more than the whole composition. float64 calls std::erf per value.
+// Below x = -3 the exact form is redone one value at a time with erfc, which keeps the digits that
+// 1 + erf cancels there (Note [GELU's negative tail], tensor/gelu_math.h).
 // Both run on the intra-op threads in fixed chunks (Note [Fixed chunks], tensor/parallel.h).
 // The CUDA kernel (tensor/cuda/cuda_gelu.cu) evaluates the same formulas through tensor/gelu_math.h.
 #include "tensor/cpu/cpu_backend.h"
@@ -51,6 +53,8 @@ void CpuBackend::gelu(const Tensor& out, const Tensor& x, GeluApproximate approx
         y = T(0.5) * xs * (T(1) + (T(kSqrt2OverPi) * (xs + T(kCubic) * xs.cube())).tanh());
       } else {
         y = T(0.5) * xs * (T(1) + (xs * T(kInvSqrt2)).erf());
+        for (int64_t i = 0; i < hi - lo; ++i)  // Note [GELU's negative tail]
+          if (xs[i] < T(kGeluErfTail)) y[i] = gelu_erf(xs[i]);
       }
     });
   });
@@ -70,6 +74,8 @@ void CpuBackend::gelu_backward(const Tensor& dx, const Tensor& dy, const Tensor&
       } else {
         d = g * (T(0.5) * (T(1) + (xs * T(kInvSqrt2)).erf()) +
                  xs * T(kInvSqrt2Pi) * (T(-0.5) * xs.square()).exp());
+        for (int64_t i = 0; i < hi - lo; ++i)  // Note [GELU's negative tail]
+          if (xs[i] < T(kGeluErfTail)) d[i] = g[i] * gelu_erf_grad(xs[i]);
       }
     });
   });

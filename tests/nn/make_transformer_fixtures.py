@@ -112,6 +112,19 @@ for name, t in params.items():
     out["gpt.param." + name] = t.detach()
     out["gpt.grad." + name] = t.grad
 
+# ---- float32 accuracy, against float64 (after the GPT, so the values above keep their seeds) --------
+# Inputs are float32 numbers (stored as float64), and PyTorch's own float32 results are stored beside
+# the float64 reference, so a test can hold minitrain's float32 error against PyTorch's.
+# GELU (exact form) in its negative tail, x (1024) in [-6, -3]: 1 + erf(x/√2) cancels there.
+x = torch.linspace(-6, -3, 1024, dtype=D).float()
+for dtype, tag in ((D, "ref"), (torch.float32, "torch32")):
+    xt = x.to(dtype).clone().requires_grad_()
+    y = F.gelu(xt)
+    (dydx,) = torch.autograd.grad(y.sum(), xt)
+    out["f32.gelu." + tag + ".y"] = y.detach().double()
+    out["f32.gelu." + tag + ".dydx"] = dydx.double()
+out["f32.gelu.x"] = x.double()
+
 
 def save_safetensors(path, tensors):
     header, chunks, offset = {}, [], 0
