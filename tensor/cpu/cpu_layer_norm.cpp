@@ -3,7 +3,8 @@
 // temporaries) is mt::reference::layer_norm (autograd/reference_ops.h); tests compare the two.
 //
 // Forward, per row x of n values (two passes: the mean first, then the variance around it, which
-// keeps the digits that the one-pass Σx² - (Σx)²/n loses when the mean is large):
+// keeps the digits that the one-pass Σx² - (Σx)²/n loses when the mean is large; and the centred
+// row recentred by its own small mean, Note [Layer norm rows that do not sum to 0]):
 //   mean = Σx/n,  rstd = 1/√(Σ(x - mean)²/n + eps),  y = (x - mean)·rstd·w + b
 // Backward, with x̂ = (x - mean)·rstd and g = dy·w (x̂ depends on every x of its row through mean
 // and rstd: dx̂/dx = rstd·(I - 1/n - x̂x̂ᵀ/n)):
@@ -29,6 +30,23 @@ using Row = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
 template <typename T>
 using ConstRow = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
 
+// Note [Layer norm rows that do not sum to 0]: a row's mean rounded to T is not its mean, so
+// x - mean sums to n·e, with e up to half an ulp of the mean, not to 0. The backward's formula
+// assumes Σx̂ = 0, and where dx is itself a small difference the e term swamps it: for n = 2, x̂ is
+// ±1 but for eps and dx₁ = rstd·(g₁ - g₂)/2·eps/(var + eps), a millionth of g (float32, rows around
+// 10: dx was off by 2e-2, PyTorch's kernel by 4e-2, against float64). So the centred row has its
+// own mean taken off too: that mean is small, held to a far finer absolute precision than the
+// row's, and the row then sums to 0 to that precision (dx off by 3e-5 in the same case). The
+// forward does the same for y and saves the corrected mean; the backward recentres from it.
+// c = x - m - mean(x - m); returns mean(x - m), what the rounding of m left in the row.
+template <typename T>
+T centre(Eigen::Array<T, Eigen::Dynamic, 1>& c, const ConstRow<T>& x, T m) {
+  c = x - m;
+  const T residue = c.sum() / T(c.size());
+  c -= residue;
+  return residue;
+}
+
 void check_layer_norm(const char* op, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& mean,
                       const Tensor& rstd) {
   MT_CHECK(x.dim() == 2 && cpu::is_contiguous(x), op, ": CPU kernel needs x as contiguous (rows, n), got ",
@@ -53,12 +71,14 @@ void CpuBackend::layer_norm(const Tensor& out, const Tensor& mean, const Tensor&
     T* mu = cpu::data<T>(mean);
     T* rs = cpu::data<T>(rstd);
     parallel_for(rows, cpu::kGrainWork / n, [&](int64_t lo, int64_t hi) {  // rows are independent
+      Eigen::Array<T, Eigen::Dynamic, 1> c(n);
       for (int64_t r = lo; r < hi; ++r) {
         const ConstRow<T> xr(cpu::data<const T>(x) + r * n, n);
         const T m = xr.sum() / T(n);
-        const T inv = T(1) / std::sqrt((xr - m).square().sum() / T(n) + T(eps));
-        Row<T>(cpu::data<T>(out) + r * n, n) = (xr - m) * inv * w + b;
-        mu[r] = m, rs[r] = inv;
+        const T residue = centre(c, xr, m);  // Note [Layer norm rows that do not sum to 0]
+        const T inv = T(1) / std::sqrt(c.square().sum() / T(n) + T(eps));
+        Row<T>(cpu::data<T>(out) + r * n, n) = c * inv * w + b;
+        mu[r] = m + residue, rs[r] = inv;
       }
     });
   });
@@ -82,7 +102,8 @@ void CpuBackend::layer_norm_backward(const Tensor& dx, const Tensor& dweight, co
       Eigen::Array<T, Eigen::Dynamic, 1> xhat(n), gw(n);
       for (int64_t r = lo; r < hi; ++r) {
         const ConstRow<T> xr(xs + r * n, n), gr(gs + r * n, n);
-        xhat = (xr - mu[r]) * rs[r];
+        centre(xhat, xr, mu[r]);  // Note [Layer norm rows that do not sum to 0]
+        xhat *= rs[r];
         gw = gr * w;
         const T mean_g = gw.sum() / T(n), mean_gx = (gw * xhat).sum() / T(n);
         Row<T>(cpu::data<T>(dx) + r * n, n) = rs[r] * (gw - mean_g - xhat * mean_gx);

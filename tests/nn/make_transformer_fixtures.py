@@ -124,6 +124,17 @@ for dtype, tag in ((D, "ref"), (torch.float32, "torch32")):
     out["f32.gelu." + tag + ".y"] = y.detach().double()
     out["f32.gelu." + tag + ".dydx"] = dydx.double()
 out["f32.gelu.x"] = x.double()
+# Layer norm over a last dim of 2, no affine part, x (512, 2) = 10 + N(0, 1): x̂ = ±1 nearly exactly, so
+# dx is all cancellation (Note [Layer norm rows that do not sum to 0] in tensor/cpu/cpu_layer_norm.cpp).
+x = (10 + randn(512, 2)).float()
+w = randn(512, 2)
+for dtype, tag in ((D, "ref"), (torch.float32, "torch32")):
+    xt = x.to(dtype).clone().requires_grad_()
+    y = F.layer_norm(xt, (2,))
+    (dx,) = torch.autograd.grad((y * w.to(dtype)).sum(), xt)
+    out["f32.ln." + tag + ".y"] = y.detach().double()
+    out["f32.ln." + tag + ".dx"] = dx.double()
+out.update({"f32.ln.x": x.double(), "f32.ln.w": w})
 
 
 def save_safetensors(path, tensors):

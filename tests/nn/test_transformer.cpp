@@ -90,7 +90,7 @@ TEST_CASE("LayerNorm, GELU and attention equal PyTorch's values and gradients") 
   }
 }
 
-TEST_CASE("float32 GELU: no less accurate than PyTorch's float32, where digits cancel") {
+TEST_CASE("float32 GELU and LayerNorm: no less accurate than PyTorch's float32, where digits cancel") {
   // Each error is the largest |float32 result - float64 reference| over the fixture's inputs.
   const auto f32_leaf = [](const std::string& name) { return fx(name).to(kFloat32).requires_grad_(); };
   {
@@ -103,6 +103,19 @@ TEST_CASE("float32 GELU: no less accurate than PyTorch's float32, where digits c
     INFO("error of y ", err_y, ", of dy/dx ", err_dydx);
     CHECK(err_y <= max_abs_diff(fx("f32.gelu.torch32.y"), fx("f32.gelu.ref.y")));
     CHECK(err_dydx <= max_abs_diff(fx("f32.gelu.torch32.dydx"), fx("f32.gelu.ref.dydx")));
+  }
+  {
+    // Note [Layer norm rows that do not sum to 0] in tensor/cpu/cpu_layer_norm.cpp: PyTorch's float32
+    // kernel loses about three digits of dx here; we ask for one digit better than it.
+    INFO("layer_norm over a last dim of 2, around 10");
+    const Tensor x = f32_leaf("f32.ln.x");
+    const Tensor y = layer_norm(x, Tensor(), Tensor());
+    (y * fx("f32.ln.w").to(kFloat32)).sum().backward();
+    const double err_y = max_abs_diff(y, fx("f32.ln.ref.y"));
+    const double err_dx = max_abs_diff(x.grad(), fx("f32.ln.ref.dx"));
+    INFO("error of y ", err_y, ", of dx ", err_dx);
+    CHECK(err_y <= max_abs_diff(fx("f32.ln.torch32.y"), fx("f32.ln.ref.y")));
+    CHECK(err_dx <= 0.1 * max_abs_diff(fx("f32.ln.torch32.dx"), fx("f32.ln.ref.dx")));
   }
 }
 
