@@ -2,7 +2,8 @@
 // (tensor/cpu/cpu_layer_norm.cpp; written out in tensor/backend.h).
 //
 // Forward and dx: one warp per row (grid-striding over rows), the row's sums combined with warp
-// shuffles; two passes over the row (mean, then the variance around it), as on the CPU.
+// shuffles; passes over the row as on the CPU: the mean, the residue of x - mean (Note [Layer norm
+// rows that do not sum to 0] in tensor/cpu/cpu_layer_norm.cpp), then the variance around both.
 // dweight, dbias: one thread per column, looping over the rows. Adjacent threads read adjacent
 // columns, so the loads coalesce, and each sum is made in a fixed order: the result is the same
 // on every run (atomics across rows would not be), which DDP's bitwise replica checks rely on.
@@ -20,6 +21,15 @@ __device__ inline T warp_sum(T v) {
   return v;
 }
 
+// mean(x - m) over a row of n, by the whole warp: what the rounding of m left in the row
+// (Note [Layer norm rows that do not sum to 0], tensor/cpu/cpu_layer_norm.cpp).
+template <typename T>
+__device__ inline T row_residue(const T* xr, T m, int64_t n, int lane) {
+  T s = 0;
+  for (int64_t i = lane; i < n; i += kWarpSize) s += xr[i] - m;
+  return warp_sum(s) / T(n);
+}
+
 // x, y: (rows, n)  w, b: (n)  mean, rstd: (rows)
 template <typename T>
 __global__ void layer_norm_kernel(T* y, T* mean, T* rstd, const T* x, const T* w, const T* b, int64_t rows, int64_t n,
@@ -31,12 +41,16 @@ __global__ void layer_norm_kernel(T* y, T* mean, T* rstd, const T* x, const T* w
     T s = 0;
     for (int64_t i = lane; i < n; i += kWarpSize) s += xr[i];
     const T m = warp_sum(s) / T(n);
+    const T residue = row_residue(xr, m, n, lane);
     T sq = 0;
-    for (int64_t i = lane; i < n; i += kWarpSize) sq += (xr[i] - m) * (xr[i] - m);
+    for (int64_t i = lane; i < n; i += kWarpSize) {
+      const T c = xr[i] - m - residue;
+      sq += c * c;
+    }
     const T inv = T(1) / sqrt(warp_sum(sq) / T(n) + eps);
     T* yr = y + r * n;
-    for (int64_t i = lane; i < n; i += kWarpSize) yr[i] = (xr[i] - m) * inv * w[i] + b[i];
-    if (lane == 0) mean[r] = m, rstd[r] = inv;
+    for (int64_t i = lane; i < n; i += kWarpSize) yr[i] = (xr[i] - m - residue) * inv * w[i] + b[i];
+    if (lane == 0) mean[r] = m + residue, rstd[r] = inv;
   }
 }
 
@@ -50,14 +64,16 @@ __global__ void layer_norm_dx_kernel(T* dx, const T* dy, const T* x, const T* w,
     const T* xr = x + r * n;
     const T* gr = dy + r * n;
     const T m = mean[r], s = rstd[r];
+    const T residue = row_residue(xr, m, n, lane);  // x - m - residue sums to 0
     T sum_g = 0, sum_gx = 0;
     for (int64_t i = lane; i < n; i += kWarpSize) {
       const T gw = gr[i] * w[i];
-      sum_g += gw, sum_gx += gw * (xr[i] - m) * s;
+      sum_g += gw, sum_gx += gw * (xr[i] - m - residue) * s;
     }
     const T mean_g = warp_sum(sum_g) / T(n), mean_gx = warp_sum(sum_gx) / T(n);
     T* dxr = dx + r * n;
-    for (int64_t i = lane; i < n; i += kWarpSize) dxr[i] = s * (gr[i] * w[i] - mean_g - (xr[i] - m) * s * mean_gx);
+    for (int64_t i = lane; i < n; i += kWarpSize)
+      dxr[i] = s * (gr[i] * w[i] - mean_g - (xr[i] - m - residue) * s * mean_gx);
   }
 }
 
