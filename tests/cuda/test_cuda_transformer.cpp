@@ -103,6 +103,11 @@ TEST_CASE("attention matches the CPU: head views, causal and full, Tq != Tk, hea
       check_close(cg.dk, gg.dk, tol_for(dt), what + " dk");
       check_close(cg.dv, gg.dv, tol_for(dt), what + " dv");
     }
+  // Head size 1 from a transpose, on each device: its last stride is 4, not 1 (Note [Unit last stride]).
+  const Tensor row = sample({1, 1, 1, 4}, kFloat64, 11);
+  const Tensor q1 = raw::transpose(row, 2, 3), g1 = raw::transpose(gpu(row), 2, 3);
+  check_close(raw::scaled_dot_product_attention(q1, q1, q1, {}).out,
+              raw::scaled_dot_product_attention(g1, g1, g1, {}).out, tol_for(kFloat64), "head size 1, strided");
   CHECK_THROWS_WITH_AS(raw::scaled_dot_product_attention(gpu(sample({1, 1, 2, 300}, kFloat32, 1)),
                                                          gpu(sample({1, 1, 2, 300}, kFloat32, 2)),
                                                          gpu(sample({1, 1, 2, 300}, kFloat32, 3)), {}),
