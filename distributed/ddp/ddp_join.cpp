@@ -3,11 +3,18 @@
 
 #include <exception>
 
+#include "distributed/ddp/sync_batchnorm.h"
+
 namespace mt::dist {
 
 // Without a step, plain DDP's joined replicas only fall behind; ZeRO's active ranks would wait in
-// an all-gather that the joined rank never joins (Note [Join]).
+// an all-gather that the joined rank never joins (Note [Join]). A synchronised BatchNorm's
+// all-reduces are not DDP's, so a joined rank could not answer them (Note [Join]).
 Join::Join(DistributedDataParallel& ddp, JoinOptions opts) : ddp_(ddp), opts_(std::move(opts)) {
+  MT_CHECK(ddp_.process_group()->size() == 1 || !has_sync_batchnorm(*ddp_.module()),
+           "Join cannot shadow SyncBatchNorm's statistics all-reduce: a rank out of data would leave the "
+           "others' forward without a partner. Give every rank the same number of batches (drop_last, "
+           "DistributedSampler) instead of a Join, or use plain BatchNorm");
   MT_CHECK(opts_.step || ddp_.stats().comm_hook != "zero",
            "Join: this DDP model trains with a ZeroRedundancyOptimizer, so JoinOptions::step must be set and "
            "call its step(): the other ranks' steps all-gather from this rank's shard");

@@ -30,8 +30,15 @@
 // made. A collective the loop adds between backward and step (ZeRO's clip_grad_norm) belongs in
 // JoinOptions::step too, or the ranks' collectives no longer pair up.
 //
-// Not here: collectives of the user's own between steps (only DDP's are shadowed), several DDP
-// models in one Join, dividing by the number of active ranks.
+// Only DDP's collectives are shadowed. A SyncBatchNorm's (sync_batchnorm.h) run inside the model's
+// forward and backward, which a joined rank has no batch for, so the active ranks' statistics
+// all-reduce would be paired with the joined rank's first bucket and every later collective would
+// be off by one (Note [Collective order]). Join therefore refuses, when it is made, a model with a
+// synchronised BatchNorm in a world of more than one rank, as PyTorch's Join cannot serve one
+// either; equal batches per rank (drop_last) are the way there.
+//
+// Not here: collectives of the user's own between steps, several DDP models in one Join, dividing
+// by the number of active ranks.
 #pragma once
 
 #include <cstdint>

@@ -76,4 +76,12 @@ int convert_sync_batchnorm(nn::Module& module, std::shared_ptr<ProcessGroup> pro
   return converted;
 }
 
+bool has_sync_batchnorm(const nn::Module& module) {
+  const auto* bn = dynamic_cast<const nn::BatchNorm*>(&module);
+  if (bn != nullptr && bn->stats_reducer != nullptr) return true;
+  for (const auto& [name, child] : module.named_children())
+    if (has_sync_batchnorm(*child)) return true;
+  return false;
+}
+
 }  // namespace mt::dist

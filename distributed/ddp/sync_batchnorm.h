@@ -59,4 +59,9 @@ class SyncBatchNorm : public nn::BatchNorm {
 // returns how many. Call it before wrapping the model in DDP; every rank converts the same model.
 int convert_sync_batchnorm(nn::Module& module, std::shared_ptr<ProcessGroup> process_group);
 
+// Whether `module` or a descendant is a BatchNorm whose statistics are synchronised (a SyncBatchNorm,
+// or one convert_sync_batchnorm switched): its training forward and backward are collectives. Join
+// asks, to refuse such a model (Note [Join] in ddp_join.h).
+bool has_sync_batchnorm(const nn::Module& module);
+
 }  // namespace mt::dist

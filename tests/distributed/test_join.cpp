@@ -8,6 +8,7 @@
 #include "autograd/ops.h"
 #include "distributed/ddp/ddp.h"
 #include "distributed/ddp/ddp_join.h"
+#include "distributed/ddp/sync_batchnorm.h"
 #include "distributed/store/tcp_store.h"
 #include "multiprocess.h"
 #include "nn/nn.h"
@@ -65,4 +66,28 @@ TEST_CASE("DDP: Join lets ranks with uneven batches finish together, with the sa
       test::check_parameters_near(*model, *ref, 1e-6);
     });
   }
+}
+
+// Note [Join]: a joined rank has no batch to run SyncBatchNorm's statistics all-reduce with, so the
+// others' forward would pair it with the wrong collective. Refused when the Join is made, on every rank.
+TEST_CASE("DDP: Join refuses a model with SyncBatchNorm, saying to give every rank equal batches" *
+          doctest::skip(kNoBackend)) {
+  const int port = find_free_port();
+  test::run_ranks(2, [&](int rank) {
+    auto pg = test::join_group(rank, 2, port);
+    manual_seed(4);
+    auto model = std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(3, 5),
+                                                  std::make_shared<nn::BatchNorm1d>(5), std::make_shared<nn::Linear>(5, 2));
+    MT_CHECK(convert_sync_batchnorm(*model, pg) == 1, "one BatchNorm to synchronise");
+    DistributedDataParallel ddp(model, pg);
+    std::string message;
+    try {
+      Join join(ddp, {});
+    } catch (const Error& e) {
+      message = e.what();
+    }
+    MT_CHECK(message.find("Join cannot shadow SyncBatchNorm's statistics all-reduce") != std::string::npos &&
+                 message.find("same number of batches") != std::string::npos,
+             "expected Join to refuse SyncBatchNorm, got: ", message);
+  });
 }
