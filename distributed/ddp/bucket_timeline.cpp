@@ -17,6 +17,17 @@ double seconds_between(Clock::time_point a, Clock::time_point b) {
 BucketTimeline::BucketTimeline(DDPStats& stats, const void* reducer)
     : stats_(stats), reducer_(reducer), epoch_(Clock::now()) {}
 
+void BucketTimeline::new_layout() {
+  stats_.bucket_bytes.clear();
+  stats_.bucket_parameters.clear();
+  stats_.bucket_times.clear();
+  times_.clear();
+  ready_sums_.clear();
+  stats_.timed_backwards = 0;
+  stats_.backward_seconds = stats_.finalize_wait_seconds = stats_.comm_seconds = 0;
+  stats_.hidden_bytes = 0;
+}
+
 void BucketTimeline::add_bucket(int64_t bytes, std::vector<std::string> parameters) {
   stats_.bucket_bytes.push_back(bytes);
   stats_.bucket_parameters.push_back(std::move(parameters));

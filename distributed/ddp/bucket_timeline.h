@@ -28,7 +28,9 @@ class BucketTimeline {
   // `stats` is the reducer's, filled from here; `reducer` names its tracks in a trace.
   BucketTimeline(DDPStats& stats, const void* reducer);
 
-  // ---- construct: one call per bucket, in bucket order.
+  // ---- construct, and again at a rebuild (Note [Bucket rebuild] in ddp.cpp): new_layout forgets the
+  // buckets and every timed sum, then one add_bucket per bucket, in bucket order.
+  void new_layout();
   void add_bucket(int64_t bytes, std::vector<std::string> parameters);
 
   // ---- one backward, in the order the reducer runs it.

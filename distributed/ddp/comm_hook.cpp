@@ -12,7 +12,7 @@ std::shared_ptr<Work> Fp16CompressHook::launch(ProcessGroup& pg, GradBucket& buc
   MT_CHECK(bucket.buffer.dtype() == kFloat32, "Fp16CompressHook: bucket ", bucket.index, " holds ",
            bucket.buffer.dtype(), " gradients; fp16 compression is for float32 ones");
   Tensor& half = compressed_[bucket.index];
-  if (!half.defined())
+  if (!half.defined() || half.numel() != bucket.buffer.numel())  // first use, or a rebuilt bucket
     half = empty({bucket.buffer.numel()}, {.dtype = DType::Float16, .device = bucket.buffer.device()});
   if (pg.size() > 1) bucket.buffer.mul_(1.0 / pg.size());  // before the cast: Note [fp16 compression]
   half.copy_(bucket.buffer);

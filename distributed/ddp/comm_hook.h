@@ -42,6 +42,9 @@ class CommHook {
   // The dtype a bucket of `bucket` dtype travels in: it bounds the integers the desync guard may use
   // (Note [Desync guard]). A hook that compresses says so here.
   virtual DType wire_dtype(DType bucket) const { return bucket; }
+  // True when the hook (or what registered it) was built on bucket_layout() as it was, so the
+  // buckets must keep it: DDP then skips its bucket rebuild (Note [Bucket rebuild] in ddp.cpp).
+  virtual bool fixed_layout() const { return false; }
 };
 
 // The default: divide by the world size, then all-reduce (Sum) in place (Note [Averaging] in ddp.cpp).

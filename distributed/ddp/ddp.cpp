@@ -12,6 +12,7 @@
 #include "distributed/ddp/buffer_sync.h"
 #include "distributed/ddp/ddp_fingerprint.h"
 #include "distributed/ddp/bucket_timeline.h"
+#include "distributed/ddp/unused_parameters.h"
 #include "distributed/fault/desync_guard.h"
 #include "distributed/fault/heartbeat.h"
 #include "distributed/fault/replica_guard.h"
@@ -37,6 +38,8 @@ class Reducer {
     Tensor view;          // the parameter's slice of its bucket, shaped like the parameter
     size_t bucket = 0;
     bool ready = false;   // its gradient for this backward has arrived
+    bool unused = false;  // ready from the start of this backward: forward's output does not reach it
+                          // (Note [Unused parameters found after forward])
   };
   struct Bucket {
     Tensor buffer;              // flat, contiguous, one dtype: numel gradients, then the guard
@@ -50,6 +53,7 @@ class Reducer {
   Reducer(std::shared_ptr<ProcessGroup> pg, const DDPOptions& options)
       : pg_(std::move(pg)), options_(options), hook_(std::make_shared<AllreduceHook>()) {
     stats_.comm_hook = hook_->name();
+    record_order_ = options_.rebuild_buckets;
   }
 
   // ---- construct --------------------------------------------------------------------------------
@@ -61,12 +65,21 @@ class Reducer {
   // dtype; each dtype fills its own open bucket. Every rank builds the same buckets: the parameters
   // are the same (checked by the fingerprint) and the rule is deterministic.
   void build_buckets(const NamedTensors& params) {
+    for (auto it = params.rbegin(); it != params.rend(); ++it)
+      if (it->second.requires_grad())
+        slots_.push_back(Slot{.name = it->first, .param = it->second, .view = Tensor(), .bucket = 0});
+    std::vector<size_t> reverse_registration(slots_.size());
+    for (size_t s = 0; s < slots_.size(); ++s) reverse_registration[s] = s;
+    lay_out(assign_buckets(reverse_registration));
+  }
+
+  // Note [Buckets]'s rule: the slots in `order` into buckets, each a list of slot indices in that order.
+  std::vector<std::vector<size_t>> assign_buckets(const std::vector<size_t>& order) const {
     std::map<DType, size_t> open;                  // dtype -> index of its open bucket
-    std::vector<std::vector<size_t>> members;      // per bucket: slots, in reverse registration order
+    std::vector<std::vector<size_t>> members;
     std::vector<int64_t> bytes;
-    for (auto it = params.rbegin(); it != params.rend(); ++it) {
-      const Tensor& p = it->second;
-      if (!p.requires_grad()) continue;
+    for (size_t s : order) {
+      const Tensor& p = slots_[s].param;
       const int64_t size = p.numel() * static_cast<int64_t>(element_size(p.dtype()));
       auto o = open.find(p.dtype());
       if (o != open.end()) {
@@ -78,14 +91,25 @@ class Reducer {
         members.emplace_back();
         bytes.push_back(0);
       }
-      const size_t b = open[p.dtype()];
-      slots_.push_back(Slot{.name = it->first, .param = p, .view = Tensor(), .bucket = b, .ready = false});
-      members[b].push_back(slots_.size() - 1);
-      bytes[b] += size;
+      members[open[p.dtype()]].push_back(s);
+      bytes[open[p.dtype()]] += size;
     }
+    return members;
+  }
+
+  // Makes the buckets `members` names and points every slot's .grad at its slice (Note [Gradients
+  // are bucket views]). What .grad held is copied into the slice: at construction a gradient the
+  // model already had, at a rebuild (Note [Bucket rebuild]) the last step's, so neither the
+  // optimizer nor a no_sync accumulation notices that the memory moved.
+  void lay_out(const std::vector<std::vector<size_t>>& members) {
+    buckets_.clear();
+    timeline_.new_layout();
     for (size_t b = 0; b < members.size(); ++b) {
-      int64_t numel = 0;
-      for (size_t s : members[b]) numel += slots_[s].param.numel();
+      int64_t numel = 0, bytes = 0;
+      for (size_t s : members[b]) {
+        numel += slots_[s].param.numel();
+        bytes += slots_[s].param.numel() * static_cast<int64_t>(element_size(slots_[s].param.dtype()));
+      }
       const Tensor& first = slots_[members[b].front()].param;
       const Tensor buffer =
           zeros({numel + DesyncGuard::kElements}, {.dtype = first.dtype(), .device = first.device()});
@@ -95,6 +119,7 @@ class Reducer {
       std::vector<std::string> names;
       for (size_t s : members[b]) {
         Slot& slot = slots_[s];
+        slot.bucket = b;
         slot.view = raw::view(raw::narrow(bucket.buffer, 0, offset, slot.param.numel()), slot.param.sizes());
         offset += slot.param.numel();
         const Tensor old = slot.param.grad();
@@ -103,9 +128,62 @@ class Reducer {
         set_grad_destination(slot.param, slot.view);
         names.push_back(slot.name);
       }
-      timeline_.add_bucket(bytes[b], std::move(names));
+      timeline_.add_bucket(bytes, std::move(names));
       buckets_.push_back(std::move(bucket));
     }
+  }
+
+  // Note [Bucket rebuild]: reverse registration order is a guess at the order backward produces
+  // gradients (Note [Buckets]); a model whose forward uses its modules in another order than it
+  // registered them fills its buckets out of order, and a full bucket then waits for lower-index
+  // ones (Note [Bucket launch order]). So, as PyTorch does after its first iteration, the first
+  // synced backward records the order in which slots became ready (count_ready), and the next
+  // training forward (or Join's shadow step) lays the buckets out again in that order, with the
+  // same caps, once. The orders of the ranks may differ (hooks follow each rank's graph and timing),
+  // and ranks whose buckets differ would pair the wrong buffers, so rank 0's order is broadcast and
+  // every rank builds from it: one broadcast of one integer per parameter, in a collective every
+  // rank reaches at the same step. Rank 0 sends -1s when it has no order (it joined before its first
+  // backward), and then no rank rebuilds. Nor does any when the new buckets hold the same parameters
+  // as the old ones (order inside a bucket does not change when it launches), so a model that
+  // produces its gradients in reverse registration order keeps the buckets it was built with.
+  // A rebuild copies what .grad holds into the new buckets (lay_out), and the .grad tensors are new
+  // views; the parameters are the same tensors, so optimizers are unaffected. A comm hook built on
+  // the old layout (ZeroHook: ZeRO's shards are cut from bucket_layout() when it is constructed,
+  // zero.cpp) says so through CommHook::fixed_layout, and then the buckets stay as they were built.
+  // DDPStats' per-bucket figures and timed sums start again at a rebuild, so they describe the
+  // buckets they name (DDPStats::bucket_rebuilds counts it).
+  void rebuild_buckets_once() {
+    if (rebuild_done_ || !options_.rebuild_buckets || stats_.backwards == 0) return;
+    rebuild_done_ = true;
+    record_order_ = false;
+    if (hook_->fixed_layout() || slots_.empty()) return;
+    const size_t n = slots_.size();
+    std::vector<int64_t> order(n, -1);
+    if (pg_->rank() == 0 && arrival_order_.size() == n)
+      std::copy(arrival_order_.begin(), arrival_order_.end(), order.begin());
+    arrival_order_.clear();
+    if (pg_->size() > 1) {
+      Tensor wire = from_vector(order, {static_cast<int64_t>(n)}).to(pg_->device());
+      pg_->broadcast(wire, 0)->wait();
+      order = wire.to(kCPU).to_vector<int64_t>();
+    }
+    if (order[0] < 0) return;
+    const std::vector<std::vector<size_t>> members = assign_buckets(std::vector<size_t>(order.begin(), order.end()));
+    if (same_members(members)) return;
+    lay_out(members);
+    ++stats_.bucket_rebuilds;
+  }
+
+  // Whether `members` puts the same slots in each bucket as the present buckets, in any order.
+  bool same_members(std::vector<std::vector<size_t>> members) const {
+    if (members.size() != buckets_.size()) return false;
+    for (size_t b = 0; b < members.size(); ++b) {
+      std::vector<size_t> now = buckets_[b].slots;
+      std::sort(now.begin(), now.end());
+      std::sort(members[b].begin(), members[b].end());
+      if (now != members[b]) return false;
+    }
+    return true;
   }
 
   size_t slot_count() const { return slots_.size(); }
@@ -153,15 +231,59 @@ class Reducer {
       Engine::queue_callback([weak] {
         if (std::shared_ptr<Reducer> self = weak.lock()) self->finalize();
       });
+      mark_unused_ready();
     }
+    MT_CHECK(!slot.unused, "DDP on rank ", pg_->rank(), ": parameter '", slot.name, "' received a gradient, but the "
+             "output of DDP's forward does not reach it, so it was reduced as unused when backward began (Note "
+             "[Unused parameters found after forward]). Compute the loss from DDP's output only, or construct DDP "
+             "with find_unused_parameters = false");
     MT_CHECK(!slot.ready, "DDP: parameter '", slot.name, "' received its gradient twice in one backward");
-    slot.ready = true;
     observe_completions();
-    Bucket& bucket = buckets_[slot.bucket];
-    if (--bucket.pending == 0) {
-      timeline_.ready(slot.bucket);
-      launch_ready_buckets();
+    count_ready(index, false);
+    launch_ready_buckets();
+  }
+
+  // Slot `index` holds its final gradient for this backward: one fewer pending in its bucket. The
+  // first synced backward also records the order (Note [Bucket rebuild]).
+  void count_ready(size_t index, bool in_finalize) {
+    Slot& slot = slots_[index];
+    slot.ready = true;
+    if (record_order_) arrival_order_.push_back(index);
+    if (--buckets_[slot.bucket].pending > 0) return;
+    if (in_finalize) timeline_.ready_in_finalize(slot.bucket);
+    else timeline_.ready(slot.bucket);
+  }
+
+  // Note [Unused parameters found after forward]: with find_unused_parameters, DDP's forward walks
+  // the autograd graph back from its output (reached_from, unused_parameters.h); a parameter whose
+  // AccumulateGrad node it does not reach can get no gradient from a backward through that output.
+  // The first hook of the backward marks those ready, their slots holding what .grad holds (Note
+  // [Unused parameters]), so their buckets launch as soon as the used parameters beside them are
+  // ready, during backward, and the buckets after them are not held back until finalize (Note
+  // [Bucket launch order]). PyTorch's find_unused_parameters does the same. Why at the first hook
+  // and not in forward: a forward with no backward after it (evaluation with grad mode on) must
+  // leave no trace, and no_sync backwards, which reduce nothing, must not consume the marks. The
+  // walk starts from the latest forward's output only; a loss that also uses a parameter outside it
+  // (a weight penalty on the parameter itself) fails at that parameter's hook, naming it, since its
+  // bucket may already have been reduced without its gradient. What the walk reaches but no
+  // gradient arrives for (a node that returned none) is still found in finalize (Note [Finalize]).
+  void find_unused(const Tensor& output) {
+    unused_after_forward_.clear();
+    if (!options_.find_unused_parameters || !GradMode::is_enabled()) return;
+    std::vector<Tensor> params;
+    for (const Slot& s : slots_) params.push_back(s.param);
+    const std::vector<bool> reached = reached_from(output, params);
+    for (size_t s = 0; s < slots_.size(); ++s)
+      if (!reached[s]) unused_after_forward_.push_back(s);
+  }
+
+  void mark_unused_ready() {
+    for (size_t s : unused_after_forward_) {
+      reattach_view(slots_[s]);  // Note [Unused parameters]
+      slots_[s].unused = true;
+      count_ready(s, false);
     }
+    unused_after_forward_.clear();
   }
 
   // Note [Progress] (process_group.h): each hook lets the buckets in flight advance (on MPI this is
@@ -274,14 +396,14 @@ class Reducer {
     observe_completions();  // what completed during backward is hidden (Note [Overlap])
     timeline_.finalize_began();
     std::vector<std::string> unused;
-    for (Slot& s : slots_) {
-      if (s.ready) continue;
-      unused.push_back(s.name);
+    for (size_t i = 0; i < slots_.size(); ++i) {
+      if (slots_[i].ready) continue;
+      unused.push_back(slots_[i].name);
       if (!options_.find_unused_parameters) continue;
-      reattach_view(s);  // Note [Unused parameters]
-      s.ready = true;
-      if (--buckets_[s.bucket].pending == 0) timeline_.ready_in_finalize(s.bucket);
+      reattach_view(slots_[i]);  // Note [Unused parameters]
+      count_ready(i, true);
     }
+    record_order_ = false;  // one backward's order is enough (Note [Bucket rebuild])
     const bool complete = unused.empty() || options_.find_unused_parameters;
     if (complete) launch_ready_buckets();
     trace::Span wait_span("DDP finalize wait");  // trace: finalize wait begin
@@ -376,7 +498,8 @@ class Reducer {
   }
 
   void reset() {
-    for (Slot& s : slots_) s.ready = false;
+    for (Slot& s : slots_) s.ready = s.unused = false;
+    unused_after_forward_.clear();
     for (Bucket& b : buckets_) {
       b.pending = b.slots.size();
       b.work.reset();
@@ -395,6 +518,10 @@ class Reducer {
   std::vector<Slot> slots_;
   std::vector<Bucket> buckets_;
   std::shared_ptr<CommHook> hook_;
+  std::vector<size_t> unused_after_forward_;  // slots the last forward's output does not reach
+  bool record_order_ = true;      // this backward appends to arrival_order_ (Note [Bucket rebuild])
+  bool rebuild_done_ = false;
+  std::vector<size_t> arrival_order_;  // slots in the order their gradients were final, first backward
   size_t next_launch_ = 0;        // the lowest-index bucket not yet launched in this backward
   size_t next_seen_ = 0;          // the lowest-index bucket not yet seen complete in this backward
   bool backward_started_ = false;
@@ -445,8 +572,11 @@ DistributedDataParallel::~DistributedDataParallel() { reducer_->forget_destinati
 
 Tensor DistributedDataParallel::forward(const Tensor& input) {
   set_phase(Phase::Forward);  // Note [Heartbeat]
+  if (module_->is_training() && GradMode::is_enabled()) reducer_->rebuild_buckets_once();
   sync_buffers();
-  return module_->forward(input);
+  Tensor output = module_->forward(input);
+  reducer_->find_unused(output);  // Note [Unused parameters found after forward]
+  return output;
 }
 
 // Note [Buffer broadcast] (buffer_sync.cpp): rank 0's buffers, before each training forward.
@@ -470,6 +600,7 @@ DistributedDataParallel::NoSync::~NoSync() { reducer_->no_sync_ = previous_; }
 DistributedDataParallel::NoSync DistributedDataParallel::no_sync() { return NoSync(reducer_); }
 
 void DistributedDataParallel::shadow_backward() {
+  reducer_->rebuild_buckets_once();  // the active ranks' forward does (Note [Bucket rebuild])
   sync_buffers();  // the active ranks' forward broadcasts them first (Note [Buffer broadcast])
   reducer_->shadow_backward();
 }

@@ -6,7 +6,11 @@
 //
 //   construct  check that all ranks have the same parameters, broadcast rank 0's values,
 //              pack the gradients into buckets (Note [Buckets])
-//   forward    in training mode, broadcast rank 0's buffers first (Note [Buffer broadcast])
+//   forward    in training mode, broadcast rank 0's buffers first (Note [Buffer broadcast]), and
+//              before the second step lay the buckets out again in the order the first step's
+//              gradients arrived (Note [Bucket rebuild]); after the module's forward, with
+//              find_unused_parameters, find the parameters its output cannot reach (Note [Unused
+//              parameters found after forward])
 //   hook       each parameter's post-accumulate-grad hook marks it ready (Note [Ready hooks])
 //   launch     a bucket whose parameters are all ready is all-reduced asynchronously, strictly in
 //              bucket order (Note [Bucket launch order]), pre-divided by the world size (Note [Averaging]),
@@ -24,8 +28,8 @@
 //
 // Uneven inputs (ranks with different numbers of batches): Join, ddp_join.h.
 //
-// What it does not do: bf16 compression or PowerSGD, rebuilding buckets in the order gradients
-// actually arrived, static-graph optimisations, several backwards per forward, CUDA streams.
+// What it does not do: bf16 compression or PowerSGD, static-graph optimisations, several backwards
+// per forward, forwards of several inputs, CUDA streams.
 #pragma once
 
 #include <chrono>
@@ -45,7 +49,11 @@ struct DDPOptions {
   double bucket_cap_mb = 25;         // a bucket holds at most this many MiB of gradients...
   double first_bucket_cap_mb = 1;    // ...except the first (the last layer's): small, so it launches early
   bool find_unused_parameters = false;  // a parameter without gradient is reduced with what its .grad
-                                        // holds (Note [Unused parameters]) instead of an error
+                                        // holds (Note [Unused parameters]) instead of an error; the
+                                        // ones forward's output cannot reach are ready when backward
+                                        // begins (Note [Unused parameters found after forward])
+  bool rebuild_buckets = true;       // after the first backward, lay the buckets out once more in the
+                                     // order its gradients arrived on rank 0 (Note [Bucket rebuild])
   bool broadcast_buffers = true;     // rank 0's buffers to every rank at construction and before each
                                      // forward in training mode (Note [Buffer broadcast], buffer_sync.cpp)
 };
@@ -61,7 +69,10 @@ class DistributedDataParallel : public nn::Module {
   ~DistributedDataParallel() override;
 
   // The wrapped module's forward. In training mode with broadcast_buffers, rank 0's buffers are
-  // first copied to every rank (Note [Buffer broadcast]); otherwise DDP does nothing before backward.
+  // first copied to every rank (Note [Buffer broadcast]); in training mode with grad enabled, the
+  // first forward after the first backward may rebuild the buckets (Note [Bucket rebuild]), a
+  // collective. With find_unused_parameters it then walks the graph from the output (Note [Unused
+  // parameters found after forward]).
   Tensor forward(const Tensor& input) override;
 
   // Fills every bucket with zeros; the .grad tensors stay views into the buckets. The same as far as

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <string>
 
 namespace mt::dist {
 
@@ -24,6 +25,9 @@ std::string describe_ddp_stats(const DDPStats& s, const std::vector<BucketArriva
                 "comm hook %s\n", s.bucket_bytes.size(), static_cast<long long>(bytes),
                 static_cast<long long>(s.allreduces), static_cast<long long>(s.backwards), s.comm_hook.c_str());
   out += line;
+  if (s.bucket_rebuilds > 0)
+    out += "DDP: buckets rebuilt in the order the first backward's gradients arrived; the figures below are "
+           "from the " + std::to_string(s.timed_backwards) + " timed backwards since\n";
   std::snprintf(line, sizeof line, "DDP: per backward: computing %.3f ms, communication %.3f ms, exposed (finalize "
                 "wait) %.3f ms; %.1f%% of the bytes reduced before backward ended (overlap, Note [Overlap])\n",
                 ms(s.backward_seconds), ms(s.comm_seconds), ms(s.finalize_wait_seconds), 100.0 * s.overlap_fraction());

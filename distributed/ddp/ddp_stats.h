@@ -39,8 +39,12 @@ struct DDPStats {
   std::vector<DDPBucketTimes> bucket_times;    // one entry per bucket
   int64_t backwards = 0;          // backwards that were reduced (not under no_sync), Join's included
   int64_t timed_backwards = 0;    // of those, the ones with hooks (all but Join's shadow backwards)
+                                  // since the buckets were last laid out
+  int64_t bucket_rebuilds = 0;    // 0 or 1: the buckets were laid out again in the order the first
+                                  // backward's gradients arrived (Note [Bucket rebuild] in ddp.cpp);
+                                  // the per-bucket figures and the timed sums start again then
   int64_t allreduces = 0;
-  // Summed over the timed backwards:
+  // Summed over the timed backwards (those since the last layout):
   double backward_seconds = 0;       // from the first hook to the start of finalize (backward computing)
   double finalize_wait_seconds = 0;  // finalize waiting for all-reduces: communication exposed
   double comm_seconds = 0;           // from the launch of bucket 0 to the last all-reduce seen complete

@@ -58,6 +58,7 @@ ZeroShard zero_shard(int64_t numel, int world);
 class ZeroHook : public CommHook {
  public:
   std::string name() const override { return "zero"; }
+  bool fixed_layout() const override { return true; }  // the shards were cut from bucket_layout()
   std::shared_ptr<Work> launch(ProcessGroup& pg, GradBucket& bucket) override;
   void finish(ProcessGroup& pg, GradBucket& bucket) override;
 
