@@ -1,6 +1,6 @@
 // Data parallelism built from scratch, in the four steps a course takes, against the public API only
 // (a ProcessGroup's all-reduce, tensors, post-accumulate-grad hooks). It is the way into
-// distributed/ddp/ddp.cpp: each version adds one idea the library's DistributedDataParallel uses.
+// distributed/ddp/reducer.cpp: each version adds one idea the library's DistributedDataParallel uses.
 //
 //   v1  all-reduce every gradient after backward          correct, one collective per parameter
 //   v2  one flat buffer                                    one collective, plus two copies
@@ -158,7 +158,7 @@ struct OverlapPerParameter : Sync {
 // all-reduced. This keeps both wins: few, large messages (v2) that travel during backward (v3).
 // One rule makes it safe: buckets are launched strictly in bucket order on every rank, even if a
 // later one fills first, because collectives pair up across ranks by issue order (Note [Bucket
-// launch order] in distributed/ddp/ddp.cpp). finish() waits, then copies the means back into .grad (the
+// launch order] in distributed/ddp/reducer.cpp). finish() waits, then copies the means back into .grad (the
 // library avoids that copy by making each .grad a view into its bucket).
 struct Buckets : Sync {
   struct Bucket {

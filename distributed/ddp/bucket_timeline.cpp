@@ -107,4 +107,38 @@ std::vector<double> BucketTimeline::mean_ready_seconds() const {
 
 double BucketTimeline::seconds_now() const { return seconds_between(epoch_, Clock::now()); }
 
+// Note [Straggler attribution]: which rank held a bucket up. Each rank sums, over its timed
+// backwards, when each bucket became ready on its own clock (seconds since its reducer was made).
+// Backward k is the same step on every rank, so rank r's mean minus rank 0's is how much later r's
+// gradients were complete, plus the difference between the two clocks' zeros. That difference is
+// measured here: right after a barrier every rank reads its clock, and the ranks leave a barrier
+// at nearly the same moment (within its exit skew: microseconds on MPI, tens of them on Gloo). A
+// collective, so every rank calls it; it costs one barrier and one small allgather.
+std::vector<BucketArrival> BucketTimeline::arrivals(ProcessGroup& pg) const {
+  if (pg.size() == 1 || stats_.timed_backwards == 0) return {};
+  pg.barrier()->wait();
+  std::vector<double> mine{seconds_now()};
+  for (double ready : mean_ready_seconds()) mine.push_back(ready);
+  std::vector<Tensor> all;
+  pg.allgather(all, from_vector(mine, {static_cast<int64_t>(mine.size())}).to(pg.device()))->wait();
+  std::vector<std::vector<double>> ranks;  // per rank: its clock after the barrier, then its mean ready times
+  for (const Tensor& t : all) ranks.push_back(t.to(kCPU).to_vector<double>());
+  std::vector<BucketArrival> out;
+  for (size_t b = 0; b < ready_sums_.size(); ++b) {
+    double earliest = 0, latest = 0;
+    BucketArrival a;
+    for (size_t r = 0; r < ranks.size(); ++r) {
+      const double ready = ranks[r][b + 1] - (ranks[r][0] - ranks[0][0]);  // on rank 0's clock
+      if (r == 0 || ready < earliest) earliest = ready;
+      if (r == 0 || ready > latest) {
+        latest = ready;
+        a.last_rank = static_cast<int>(r);
+      }
+    }
+    a.lateness_seconds = latest - earliest;
+    out.push_back(a);
+  }
+  return out;
+}
+
 }  // namespace mt::dist::detail

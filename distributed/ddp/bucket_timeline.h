@@ -1,4 +1,4 @@
-// BucketTimeline: what the reducer (ddp.cpp) says about its buckets as a backward runs, and
+// BucketTimeline: what the reducer (detail/reducer.h) says about its buckets as a backward runs, and
 // everything that only watches: the times and counts of DDPStats (Note [Overlap] in ddp_stats.h),
 // the heartbeat's phase (Note [Heartbeat] in fault/heartbeat.h), the trace's bucket tracks
 // (ddp_trace.h) and the sums behind straggler attribution (Note [Straggler attribution]).
@@ -19,7 +19,7 @@
 
 #include "distributed/ddp/ddp_stats.h"
 #include "distributed/errors.h"
-#include "distributed/process_group/work.h"
+#include "distributed/process_group/process_group.h"
 
 namespace mt::dist::detail {
 
@@ -28,7 +28,7 @@ class BucketTimeline {
   // `stats` is the reducer's, filled from here; `reducer` names its tracks in a trace.
   BucketTimeline(DDPStats& stats, const void* reducer);
 
-  // ---- construct, and again at a rebuild (Note [Bucket rebuild] in ddp.cpp): new_layout forgets the
+  // ---- construct, and again at a rebuild (Note [Bucket rebuild] in bucket_rebuild.cpp): new_layout forgets the
   // buckets and every timed sum, then one add_bucket per bucket, in bucket order.
   void new_layout();
   void add_bucket(int64_t bytes, std::vector<std::string> parameters);
@@ -46,10 +46,9 @@ class BucketTimeline {
   // backward, not a failed one), with `launched` buckets launched.
   void backward_finished(bool timed, size_t launched);
 
-  // Per bucket: the mean over timed backwards of when it became ready, in seconds since this
-  // timeline was made (Note [Straggler attribution]); and that clock's reading now.
-  std::vector<double> mean_ready_seconds() const;
-  double seconds_now() const;
+  // Per bucket, which rank's gradient arrived last (Note [Straggler attribution]). A collective over
+  // `pg`: every rank calls it at the same point.
+  std::vector<BucketArrival> arrivals(ProcessGroup& pg) const;
 
  private:
   struct Times {
@@ -57,6 +56,10 @@ class BucketTimeline {
     bool seen_done = false;  // its Work was seen complete; done_at says when
   };
   void record_times(size_t launched, Clock::time_point finalize_end);
+  // Per bucket: the mean over timed backwards of when it became ready, in seconds since this
+  // timeline was made; and that clock's reading now.
+  std::vector<double> mean_ready_seconds() const;
+  double seconds_now() const;
 
   DDPStats& stats_;
   const void* reducer_;

@@ -43,11 +43,11 @@ class CommHook {
   // (Note [Desync guard]). A hook that compresses says so here.
   virtual DType wire_dtype(DType bucket) const { return bucket; }
   // True when the hook (or what registered it) was built on bucket_layout() as it was, so the
-  // buckets must keep it: DDP then skips its bucket rebuild (Note [Bucket rebuild] in ddp.cpp).
+  // buckets must keep it: DDP then skips its bucket rebuild (Note [Bucket rebuild] in bucket_rebuild.cpp).
   virtual bool fixed_layout() const { return false; }
 };
 
-// The default: divide by the world size, then all-reduce (Sum) in place (Note [Averaging] in ddp.cpp).
+// The default: divide by the world size, then all-reduce (Sum) in place (Note [Averaging] in reducer.cpp).
 class AllreduceHook : public CommHook {
  public:
   std::string name() const override { return "allreduce"; }

@@ -2,7 +2,7 @@
 // model and runs it on its own slice of the batch; during backward the gradients are averaged over
 // the ranks, so after backward every rank holds the gradient of the mean loss over the whole batch
 // and the same optimizer step keeps the replicas identical. It follows PyTorch's Reducer (Li et al.,
-// VLDB 2020), in the order things happen (ddp.cpp):
+// VLDB 2020), in the order things happen (ddp.cpp, then the Reducer: reducer.cpp, reducer_finalize.cpp):
 //
 //   construct  check that all ranks have the same parameters, broadcast rank 0's values,
 //              pack the gradients into buckets (Note [Buckets])
@@ -59,7 +59,7 @@ struct DDPOptions {
 };
 
 namespace detail {
-class Reducer;  // ddp.cpp; shared with the hooks, which may outlive the DDP object
+class Reducer;  // detail/reducer.h; shared with the hooks, which may outlive the DDP object
 }
 
 class DistributedDataParallel : public nn::Module {
@@ -121,7 +121,7 @@ class DistributedDataParallel : public nn::Module {
   // Join calls it; after it, .grad holds the other ranks' average.
   void shadow_backward();
 
-  // The buckets as the reducer laid them out (Note [Buckets] in ddp.cpp), read-only: what a comm
+  // The buckets as the reducer laid them out (Note [Buckets] in reducer.cpp), read-only: what a comm
   // hook's user such as ZeRO (distributed/zero/zero.h) builds on, instead of working it out again.
   struct BucketLayout {
     Tensor buffer;                     // flat: `numel` gradient elements, then the desync guard's
@@ -133,7 +133,7 @@ class DistributedDataParallel : public nn::Module {
   std::vector<BucketLayout> bucket_layout() const;
 
   const DDPStats& stats() const;
-  // Per bucket, which rank's gradient arrived last (Note [Straggler attribution] in ddp.cpp). A
+  // Per bucket, which rank's gradient arrived last (Note [Straggler attribution] in bucket_timeline.cpp). A
   // collective: every rank calls it at the same point, e.g. after training; off the hot path.
   std::vector<BucketArrival> bucket_arrivals();
   const std::shared_ptr<nn::Module>& module() const { return module_; }

@@ -1,7 +1,7 @@
 // DDPStats: what DistributedDataParallel's reducer did, for logs, benchmarks and learners
 // (`mini_train --ddp-stats`): its buckets, and per bucket when it became ready, when its all-reduce
 // was launched and seen complete, how much of it the step waited for, and which rank's gradient
-// was last to arrive. The reducer fills it (ddp.cpp); DistributedDataParallel::bucket_arrivals()
+// was last to arrive. The reducer fills it (bucket_timeline.cpp); DistributedDataParallel::bucket_arrivals()
 // gathers the cross-rank part. Not here: a trace of single steps (that is the Tracer's job).
 #pragma once
 
@@ -41,7 +41,7 @@ struct DDPStats {
   int64_t timed_backwards = 0;    // of those, the ones with hooks (all but Join's shadow backwards)
                                   // since the buckets were last laid out
   int64_t bucket_rebuilds = 0;    // 0 or 1: the buckets were laid out again in the order the first
-                                  // backward's gradients arrived (Note [Bucket rebuild] in ddp.cpp);
+                                  // backward's gradients arrived (Note [Bucket rebuild] in bucket_rebuild.cpp);
                                   // the per-bucket figures and the timed sums start again then
   int64_t allreduces = 0;
   // Summed over the timed backwards (those since the last layout):
@@ -54,7 +54,7 @@ struct DDPStats {
                                      // "zero" (ZeroRedundancyOptimizer's ZeroHook, zero.h)
 };
 
-// Which rank completed a bucket last (Note [Straggler attribution] in ddp.cpp): on average over the
+// Which rank completed a bucket last (Note [Straggler attribution] in bucket_timeline.cpp): on average over the
 // timed backwards, the rank whose gradient for this bucket became ready latest, and by how much
 // after the earliest rank's.
 struct BucketArrival {

@@ -1,7 +1,7 @@
 // Which parameters a forward's output can reach in the autograd graph: the ones that can get a
 // gradient from a backward through that output. DDP asks after its forward, with
 // find_unused_parameters, so that the others count as ready when backward starts (Note [Unused
-// parameters found after forward] in ddp.cpp). Only a graph walk: nothing runs and nothing changes.
+// parameters found after forward] in reducer.cpp). Only a graph walk: nothing runs and nothing changes.
 //
 // Not here: parameters reached through a path whose gradient turns out undefined at run time (a node
 // that returns no gradient for an input); those are found in finalize, as before (Note [Finalize]).

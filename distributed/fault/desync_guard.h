@@ -1,6 +1,6 @@
 // DesyncGuard: a few extra elements at the end of every DDP bucket that prove, at every bucket's
 // all-reduce, that all ranks are at the same step, bucket and bucket layout (Note [Desync guard]).
-// Used by the Reducer (ddp.cpp): write() before the comm hook launches the bucket, check() after
+// Used by the Reducer (distributed/ddp/reducer.cpp): write() before the comm hook launches the bucket, check() after
 // the hook finished it. Costs a hash and a few stores per bucket per step, and kElements more
 // elements on the wire.
 //

@@ -1,8 +1,8 @@
 // Two behaviours of DDP's reducer that PyTorch's has too, on two real ranks (Gloo, or MPI under
 // mpirun): with find_unused_parameters, a parameter that forward's output cannot reach is ready when
 // backward begins, so its bucket launches during backward (Note [Unused parameters found after
-// forward] in ddp.cpp); and after the first step the buckets are rebuilt in the order the gradients
-// arrived, so the first bucket holds the first gradients (Note [Bucket rebuild] in ddp.cpp). Both
+// forward] in distributed/ddp/reducer.cpp); and after the first step the buckets are rebuilt in the order the gradients
+// arrived, so the first bucket holds the first gradients (Note [Bucket rebuild] in distributed/ddp/bucket_rebuild.cpp). Both
 // still train exactly like one process on the combined batch.
 #include <doctest/doctest.h>
 
@@ -13,7 +13,7 @@
 
 #include "autograd/ops.h"
 #include "distributed/ddp/ddp.h"
-#include "distributed/store/socket.h"
+#include "distributed/store/tcp_store.h"
 #include "multiprocess.h"
 #include "nn/nn.h"
 #include "optim/sgd.h"

@@ -1,0 +1,269 @@
+// The Reducer's construction, ready hook and launch (see detail/reducer.h), in the order they run.
+#include "distributed/ddp/detail/reducer.h"
+
+#include <map>
+
+#include "autograd/accumulate_grad.h"
+#include "autograd/engine.h"
+#include "autograd/grad_mode.h"
+#include "distributed/ddp/unused_parameters.h"
+#include "tensor/raw_ops.h"
+
+namespace mt::dist::detail {
+
+// Note [Buckets]: parameters go into buckets in REVERSE registration order, because that is roughly
+// the order in which backward produces their gradients (the last layer first): the first bucket
+// fills, and can be all-reduced, while backward is still working on the early layers. A bucket
+// closes when the next parameter would push it past the cap; the first bucket has a small cap
+// (first_bucket_cap_mb) so that communication starts as early as possible. A bucket holds one
+// dtype; each dtype fills its own open bucket. Every rank builds the same buckets: the parameters
+// are the same (checked by the fingerprint) and the rule is deterministic.
+void Reducer::build_buckets(const NamedTensors& params) {
+  for (auto it = params.rbegin(); it != params.rend(); ++it)
+    if (it->second.requires_grad())
+      slots_.push_back(Slot{.name = it->first, .param = it->second, .view = Tensor(), .bucket = 0});
+  std::vector<size_t> reverse_registration(slots_.size());
+  for (size_t s = 0; s < slots_.size(); ++s) reverse_registration[s] = s;
+  lay_out(assign_buckets(reverse_registration));
+}
+
+// Note [Buckets]'s rule: the slots in `order` into buckets, each a list of slot indices in that order.
+std::vector<std::vector<size_t>> Reducer::assign_buckets(const std::vector<size_t>& order) const {
+  std::map<DType, size_t> open;                  // dtype -> index of its open bucket
+  std::vector<std::vector<size_t>> members;
+  std::vector<int64_t> bytes;
+  for (size_t s : order) {
+    const Tensor& p = slots_[s].param;
+    const int64_t size = p.numel() * static_cast<int64_t>(element_size(p.dtype()));
+    auto o = open.find(p.dtype());
+    if (o != open.end()) {
+      const double cap_mb = o->second == 0 ? options_.first_bucket_cap_mb : options_.bucket_cap_mb;
+      if (bytes[o->second] + size > static_cast<int64_t>(cap_mb * 1024 * 1024)) open.erase(o);
+    }
+    if (open.find(p.dtype()) == open.end()) {
+      open[p.dtype()] = members.size();
+      members.emplace_back();
+      bytes.push_back(0);
+    }
+    members[open[p.dtype()]].push_back(s);
+    bytes[open[p.dtype()]] += size;
+  }
+  return members;
+}
+
+// Makes the buckets `members` names and points every slot's .grad at its slice (Note [Gradients
+// are bucket views]). What .grad held is copied into the slice: at construction a gradient the
+// model already had, at a rebuild (Note [Bucket rebuild]) the last step's, so neither the
+// optimizer nor a no_sync accumulation notices that the memory moved.
+void Reducer::lay_out(const std::vector<std::vector<size_t>>& members) {
+  buckets_.clear();
+  timeline_.new_layout();
+  for (size_t b = 0; b < members.size(); ++b) {
+    int64_t numel = 0, bytes = 0;
+    for (size_t s : members[b]) {
+      numel += slots_[s].param.numel();
+      bytes += slots_[s].param.numel() * static_cast<int64_t>(element_size(slots_[s].param.dtype()));
+    }
+    const Tensor& first = slots_[members[b].front()].param;
+    const Tensor buffer =
+        zeros({numel + DesyncGuard::kElements}, {.dtype = first.dtype(), .device = first.device()});
+    Bucket bucket{.buffer = buffer, .guard = make_guard(buffer, numel), .numel = numel, .slots = members[b],
+                  .pending = members[b].size(), .work = nullptr};
+    int64_t offset = 0;
+    std::vector<std::string> names;
+    for (size_t s : members[b]) {
+      Slot& slot = slots_[s];
+      slot.bucket = b;
+      slot.view = raw::view(raw::narrow(bucket.buffer, 0, offset, slot.param.numel()), slot.param.sizes());
+      offset += slot.param.numel();
+      const Tensor old = slot.param.grad();
+      if (old.defined()) slot.view.copy_(old);
+      slot.param.set_grad(slot.view);
+      set_grad_destination(slot.param, slot.view);
+      names.push_back(slot.name);
+    }
+    timeline_.add_bucket(bytes, std::move(names));
+    buckets_.push_back(std::move(bucket));
+  }
+}
+
+std::vector<DistributedDataParallel::BucketLayout> Reducer::layout() const {
+  std::vector<DistributedDataParallel::BucketLayout> out;
+  for (const Bucket& b : buckets_) {
+    DistributedDataParallel::BucketLayout l{.buffer = b.buffer, .numel = b.numel, .names = {}, .parameters = {},
+                                            .offsets = {}};
+    for (size_t s : b.slots) {
+      l.names.push_back(slots_[s].name);
+      l.parameters.push_back(slots_[s].param);
+      l.offsets.push_back(slots_[s].view.storage_offset() - b.buffer.storage_offset());
+    }
+    out.push_back(std::move(l));
+  }
+  return out;
+}
+
+void Reducer::forget_destinations() {
+  for (Slot& s : slots_) set_grad_destination(s.param, Tensor());
+}
+
+void Reducer::zero_grad() {
+  for (Bucket& b : buckets_) b.buffer.zero_();
+  for (Slot& s : slots_) s.param.set_grad(s.view);
+}
+
+// Note [Ready hooks]: AccumulateGrad runs a parameter's post-accumulate-grad hook once per backward,
+// after its .grad holds the full gradient of this backward (every use of the parameter summed). So
+// "hook ran" = "this slice of the bucket is final". The first hook of a backward also queues
+// finalize on the engine, which runs it after the last node.
+void Reducer::on_gradient(const std::weak_ptr<Reducer>& weak, size_t index) {
+  std::shared_ptr<Reducer> self = weak.lock();
+  if (!self) return;  // the DDP object is gone; the model trains on without it
+  self->mark_ready(index, weak);
+}
+
+void Reducer::mark_ready(size_t index, const std::weak_ptr<Reducer>& weak) {
+  Slot& slot = slots_[index];
+  reattach_view(slot);
+  if (no_sync_) return;  // gradients accumulate in the buckets; the next synced backward reduces them
+  if (!backward_started_) {
+    backward_started_ = true;
+    timeline_.backward_began();
+    Engine::queue_callback([weak] {
+      if (std::shared_ptr<Reducer> self = weak.lock()) self->finalize();
+    });
+    mark_unused_ready();
+  }
+  MT_CHECK(!slot.unused, "DDP on rank ", pg_->rank(), ": parameter '", slot.name, "' received a gradient, but the "
+           "output of DDP's forward does not reach it, so it was reduced as unused when backward began (Note "
+           "[Unused parameters found after forward]). Compute the loss from DDP's output only, or construct DDP "
+           "with find_unused_parameters = false");
+  MT_CHECK(!slot.ready, "DDP: parameter '", slot.name, "' received its gradient twice in one backward");
+  observe_completions();
+  count_ready(index, false);
+  launch_ready_buckets();
+}
+
+// Slot `index` holds its final gradient for this backward: one fewer pending in its bucket. The
+// first synced backward also records the order (Note [Bucket rebuild]).
+void Reducer::count_ready(size_t index, bool in_finalize) {
+  Slot& slot = slots_[index];
+  slot.ready = true;
+  if (record_order_) arrival_order_.push_back(index);
+  if (--buckets_[slot.bucket].pending > 0) return;
+  if (in_finalize) timeline_.ready_in_finalize(slot.bucket);
+  else timeline_.ready(slot.bucket);
+}
+
+// Note [Unused parameters found after forward]: with find_unused_parameters, DDP's forward walks
+// the autograd graph back from its output (reached_from, unused_parameters.h); a parameter whose
+// AccumulateGrad node it does not reach can get no gradient from a backward through that output.
+// The first hook of the backward marks those ready, their slots holding what .grad holds (Note
+// [Unused parameters]), so their buckets launch as soon as the used parameters beside them are
+// ready, during backward, and the buckets after them are not held back until finalize (Note
+// [Bucket launch order]). PyTorch's find_unused_parameters does the same. Why at the first hook
+// and not in forward: a forward with no backward after it (evaluation with grad mode on) must
+// leave no trace, and no_sync backwards, which reduce nothing, must not consume the marks. The
+// walk starts from the latest forward's output only; a loss that also uses a parameter outside it
+// (a weight penalty on the parameter itself) fails at that parameter's hook, naming it, since its
+// bucket may already have been reduced without its gradient. What the walk reaches but no
+// gradient arrives for (a node that returned none) is still found in finalize (Note [Finalize]).
+void Reducer::find_unused(const Tensor& output) {
+  unused_after_forward_.clear();
+  if (!options_.find_unused_parameters || !GradMode::is_enabled()) return;
+  std::vector<Tensor> params;
+  for (const Slot& s : slots_) params.push_back(s.param);
+  const std::vector<bool> reached = reached_from(output, params);
+  for (size_t s = 0; s < slots_.size(); ++s)
+    if (!reached[s]) unused_after_forward_.push_back(s);
+}
+
+void Reducer::mark_unused_ready() {
+  for (size_t s : unused_after_forward_) {
+    reattach_view(slots_[s]);  // Note [Unused parameters]
+    slots_[s].unused = true;
+    count_ready(s, false);
+  }
+  unused_after_forward_.clear();
+}
+
+// Note [Progress] (process_group.h): each hook lets the buckets in flight advance (on MPI this is
+// what moves a bucket under 64 KiB; larger ones have the progress thread, Note [Progress thread]
+// in process_group_mpi.cpp) and notes which have completed (Note [Overlap]). Buckets complete in
+// launch order on Gloo's queue thread and NCCL's stream, and nearly so on MPI, so the look ends at
+// the first incomplete one; one that completed out of order is seen at a later look (done times
+// are upper bounds anyway).
+void Reducer::observe_completions() {
+  if (next_seen_ == next_launch_) return;  // nothing in flight
+  pg_->progress();
+  for (; next_seen_ < next_launch_ && buckets_[next_seen_].work->is_completed(); ++next_seen_)
+    timeline_.seen_done(next_seen_);
+}
+
+// Keeps Note [Gradients are bucket views]: put the gradient into the bucket if .grad is elsewhere
+// (set_grad to another tensor), or zero the slot if .grad is undefined (a parameter that got no
+// gradient).
+void Reducer::reattach_view(Slot& slot) {
+  const Tensor grad = slot.param.grad();
+  if (grad.defined() && grad.storage() == slot.view.storage() &&
+      grad.storage_offset() == slot.view.storage_offset())
+    return;
+  if (grad.defined()) slot.view.copy_(grad);
+  else slot.view.zero_();
+  slot.param.set_grad(slot.view);
+}
+
+// Note [Bucket launch order]: buckets are all-reduced strictly in index order on every rank, even
+// when a later bucket is ready first. Collectives pair up across ranks by issue order (Note
+// [Collective order] in work.h); gradients do not become ready in the same order on every rank
+// (hooks follow the graph, and finalize launches what unused parameters left behind), so ranks
+// that launched whichever bucket was ready first would sum the wrong buffers or hang. A ready
+// bucket therefore waits until every lower-index bucket has been launched.
+void Reducer::launch_ready_buckets() {
+  while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) launch(next_launch_++);
+}
+
+// Note [Averaging]: DDP's gradient is the MEAN over ranks (each rank's loss is a mean over its own
+// examples, so the mean over ranks is the mean over the whole batch). The default comm hook
+// (AllreduceHook in comm_hook.cpp) divides the bucket by the world size in place, then all-reduces
+// with SUM. Every backend here has ReduceOp::Avg (a SUM, then the division), so why divide first?
+// (1) One rounding order on every backend: each rank computes g/world and the all-reduce adds
+// those, so Gloo, MPI and NCCL round the same way and the result does not depend on which backend
+// divides where. (2) Compressing hooks need it: a float16 SUM of undivided gradients can exceed
+// float16's 65504 long before their average does (Note [fp16 compression]). Dividing first costs
+// the same one pass over the bucket as dividing after. A registered comm hook replaces this step;
+// it must leave the same average (comm_hook.h).
+void Reducer::launch(size_t b) {
+  Bucket& bucket = buckets_[b];
+  timeline_.launched(b, bucket.numel);
+  if (pg_->size() > 1) bucket.guard.write(point(b));  // Note [Desync guard]; one rank cannot disagree
+  GradBucket view = grad_bucket(b);
+  bucket.work = hook_->launch(*pg_, view);
+}
+
+// The desync guard on the last elements of a bucket's buffer, sized for the comm hook's wire dtype.
+DesyncGuard Reducer::make_guard(const Tensor& buffer, int64_t numel) const {
+  return DesyncGuard(raw::narrow(buffer, 0, numel, DesyncGuard::kElements), pg_->size(),
+                     hook_->wire_dtype(buffer.dtype()));
+}
+
+// Where this rank is, for bucket b's all-reduce in this backward (Note [Desync guard]).
+BucketPoint Reducer::point(size_t b) const {
+  return BucketPoint{.step = stats_.backwards, .bucket = static_cast<int64_t>(b),
+                     .buckets = static_cast<int64_t>(buckets_.size()), .numel = buckets_[b].numel,
+                     .dtype = static_cast<int64_t>(buckets_[b].buffer.dtype())};
+}
+
+GradBucket Reducer::grad_bucket(size_t b) {
+  return GradBucket{.index = b, .buffer = buckets_[b].buffer, .parameter_names = &stats_.bucket_parameters[b]};
+}
+
+void Reducer::set_comm_hook(std::shared_ptr<CommHook> hook) {
+  MT_CHECK(hook != nullptr, "DDP::register_comm_hook: the hook is null");
+  MT_CHECK(stats_.backwards == 0 && !backward_started_, "DDP::register_comm_hook: register the hook before "
+           "the first backward, so that every backward's buckets are treated alike");
+  hook_ = std::move(hook);
+  stats_.comm_hook = hook_->name();
+  for (Bucket& b : buckets_) b.guard = make_guard(b.buffer, b.numel);
+}
+
+}  // namespace mt::dist::detail
