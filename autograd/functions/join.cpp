@@ -24,14 +24,10 @@ struct CatBackward final : Node {
     TensorList grads;
     int64_t offset = 0;
     for (size_t i = 0; i < sizes.size(); ++i) {
-      if (!next_edges[i].valid()) {
-        grads.emplace_back();
-      } else if (skipped[i]) {
-        grads.push_back(empty(Shape{0}, {.dtype = g[0].dtype(), .device = g[0].device()}));
-      } else {
-        grads.push_back(raw::narrow(g[0], dim, offset, sizes[i]));
-        offset += sizes[i];
-      }
+      if (!next_edges[i].valid()) grads.emplace_back();  // no gradient wanted; its rows still count
+      else if (skipped[i]) grads.push_back(empty(Shape{0}, {.dtype = g[0].dtype(), .device = g[0].device()}));
+      else grads.push_back(raw::narrow(g[0], dim, offset, sizes[i]));
+      offset += sizes[i];  // 0 for a skipped input
     }
     return grads;
   }

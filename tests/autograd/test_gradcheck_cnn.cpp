@@ -88,6 +88,11 @@ TEST_CASE("gradcheck: max and average pooling") {
 TEST_CASE("gradcheck: cat, stack, split, chunk") {
   check([](V x) { return cat({x[0], x[1], x[2]}, 1); }, {input({2, 1, 3}), input({2, 4, 3}), input({2, 2, 3})});
   check([](V x) { return cat({x[0].t(), x[1]}, 0); }, {input({3, 2}), input({1, 3})});
+  // A piece that wants no gradient still takes its rows: x's gradient starts after them (SyncBatchNorm
+  // joins its statistics after other ranks' zero rows this way).
+  const Tensor w = input({6, 3}).detach();  // weights the rows, so a shifted gradient shows
+  check([&](V x) { return cat({zeros({2, 3}, {.dtype = kFloat64}), x[0], zeros({1, 3}, {.dtype = kFloat64})}, 0) * w; },
+        {input({3, 3})});
   check([](V x) { return stack({x[0], x[1]}, 1); }, {input({2, 3}), input({2, 3})});
   check([](V x) { return stack({x[0], x[1], x[0]}, -1); }, {input({2, 3}), input({2, 3})});
   check([](V x) {
