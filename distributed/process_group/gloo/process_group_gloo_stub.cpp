@@ -3,6 +3,8 @@
 // when CMake did not find Gloo, so the component minitrain::gloo exists in every build.
 #include "distributed/process_group/gloo/process_group_gloo.h"
 
+#include "distributed/process_group/detail/collective_queue.h"  // the destructor deletes the (absent) queue
+
 namespace mt::dist {
 
 struct ProcessGroupGloo::Gloo {};
