@@ -1,6 +1,8 @@
 // Errors and timeouts of the distributed layer. Everything here throws mt::Error (tensor/check.h), like
 // the rest of the library. A wait that ran out of time throws TimeoutError, a subclass, so that a
-// launcher or a test can tell "a peer never came" from "a peer said no". Every message names what was
+// launcher or a test can tell "a peer never came" from "a peer said no"; a connection that a peer
+// closed throws PeerLostError, so that a rank can tell "I failed because another did" from its own
+// failure (Note [The first failure is the one reported] in distributed/fault/heartbeat.h). Every message names what was
 // waited for (the key, the collective, the ranks) and how long.
 #pragma once
 
@@ -12,6 +14,13 @@
 namespace mt::dist {
 
 class TimeoutError : public Error {
+ public:
+  using Error::Error;
+};
+
+// A peer closed its connection (it exited, or failed and closed it on purpose): this rank's failure
+// is a consequence of another's.
+class PeerLostError : public Error {
  public:
   using Error::Error;
 };
@@ -31,3 +40,6 @@ inline std::string format_ms(std::chrono::milliseconds d) { return std::to_strin
 // Like MT_FAIL, but throws mt::dist::TimeoutError.
 #define MT_FAIL_TIMEOUT(...) \
   ::mt::detail::fail_with<::mt::dist::TimeoutError>(__FILE__, __LINE__, __VA_ARGS__)
+// Like MT_FAIL, but throws mt::dist::PeerLostError.
+#define MT_FAIL_PEER_LOST(...) \
+  ::mt::detail::fail_with<::mt::dist::PeerLostError>(__FILE__, __LINE__, __VA_ARGS__)

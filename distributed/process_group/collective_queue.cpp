@@ -63,7 +63,19 @@ void CollectiveQueue::loop() {
     std::exception_ptr error;
     if (first_failure_) {  // Note [A failed collective poisons the queue]
       try {
-        MT_FAIL(item.work->description(), " was not run: an earlier collective failed: ", first_failure_name_);
+        // The same kind of failure as the first (Note [The first failure is the one reported] in
+        // distributed/fault/heartbeat.h tells a peer's consequence from a rank's own by it).
+        try {
+          std::rethrow_exception(first_failure_);
+        } catch (const PeerLostError&) {
+          MT_FAIL_PEER_LOST(item.work->description(), " was not run: an earlier collective failed: ",
+                            first_failure_name_);
+        } catch (const TimeoutError&) {
+          MT_FAIL_TIMEOUT(item.work->description(), " was not run: an earlier collective failed: ",
+                          first_failure_name_);
+        } catch (...) {
+          MT_FAIL(item.work->description(), " was not run: an earlier collective failed: ", first_failure_name_);
+        }
       } catch (...) {
         error = std::current_exception();
       }

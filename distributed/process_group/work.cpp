@@ -20,6 +20,8 @@ namespace {
     std::rethrow_exception(error);
   } catch (const TimeoutError& e) {
     throw TimeoutError(std::string(e.what()));
+  } catch (const PeerLostError& e) {
+    throw PeerLostError(std::string(e.what()));
   } catch (const Error& e) {
     throw Error(std::string(e.what()));
   }

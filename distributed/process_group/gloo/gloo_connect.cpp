@@ -175,7 +175,7 @@ std::shared_ptr<::gloo::rendezvous::Context> connect_gloo(const std::shared_ptr<
     if (dynamic_cast<const TimeoutError*>(&e)) throw;
     MT_FAIL("ProcessGroupGloo ", me, ": connecting to the peers failed: ", e.what(), interface_hint(opts));
   } catch (const std::exception& e) {
-    MT_FAIL("ProcessGroupGloo ", me, ": Gloo could not connect to every peer (", e.what(),
+    MT_FAIL_PEER_LOST("ProcessGroupGloo ", me, ": Gloo could not connect to every peer (", e.what(),
             "): a peer closed its connection or exited while connecting", interface_hint(opts));
   }
 }

@@ -153,7 +153,7 @@ void ProcessGroupGloo::enqueue(const std::shared_ptr<Work>& work, std::function<
           gloo_message.find("timeout") != std::string::npos)
         MT_FAIL_TIMEOUT(description, " timed out after ", format_ms(timeout), ": a peer is dead or hung, or did "
                         "not issue the same collective (Note [Collective order]). Gloo: ", gloo_message);
-      MT_FAIL(description, " failed (timeout ", format_ms(timeout), "): a peer closed its connection or the "
+      MT_FAIL_PEER_LOST(description, " failed (timeout ", format_ms(timeout), "): a peer closed its connection or the "
               "network failed; did another rank exit? Gloo: ", gloo_message);
     }
   });
