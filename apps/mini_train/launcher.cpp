@@ -89,8 +89,9 @@ int launch_mpirun(const Options& o, int nproc, const std::vector<std::string>& a
     }
   });
   MT_CHECK(pid > 0, "--nproc: fork failed: ", std::strerror(errno));
-  job[0] = {pid, true};
-  return supervise(job, signals.watched, {.describe_failure = [](int, int status) {
+  job[0] = {.pid = pid, .running = true};
+  return supervise(job, signals.watched, {.describe_failure = [](int, std::optional<int> exit) {
+    const int status = exit.value_or(0);  // mpirun, the only child, reports no failure: it has exited
     return "the MPI job failed: mpirun " + (WIFSIGNALED(status) ? "was killed by signal " + std::to_string(WTERMSIG(status))
                                                                  : "exited with code " + std::to_string(WEXITSTATUS(status))) +
            " (the failing rank's own line is above)";

@@ -6,9 +6,11 @@
 //      (and OPENBLAS_NUM_THREADS=1 unless the user set it: N ranks share the cores);
 //   2. fork+execs N workers of this binary (/proc/self/exe) with the same arguments minus --nproc;
 //      each child gets PR_SET_PDEATHSIG(SIGKILL), so none outlives the launcher;
-//   3. supervises them: the first worker to exit non-zero or by a signal ends the job (the others
-//      get SIGTERM, then SIGKILL after a grace period, workers.h) and the launcher prints ONE line naming
-//      the rank ("mini_train: rank 1 exited with code 3", "... was killed by signal 9") and exits 1.
+//   3. supervises them: a worker that exits non-zero or by a signal ends the job (the others get
+//      SIGTERM, then SIGKILL after a grace period, workers.h) and the launcher prints ONE line naming
+//      the rank that failed first, with the reason it reported ("mini_train: rank 1 exited with code
+//      1: ...", "... was killed by signal 9"), not a peer that failed after it on the connections it
+//      closed (Note [The first failure is the one reported] in distributed/fault/heartbeat.h), and exits 1.
 //      SIGINT/SIGTERM to the launcher stop every worker the same way (exit 128 + signal). A worker
 //      that stops sending heartbeats (SIGSTOP) ends the job too, named (Note [Heartbeat]);
 //   4. with --max-restarts K, starts them all again after a failure, from the newest checkpoint

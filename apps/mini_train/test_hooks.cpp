@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "distributed/process_group/mpi/process_group_mpi.h"
+#include "tensor/check.h"
 
 namespace mt::app {
 
@@ -18,6 +19,10 @@ void test_fail_hook(int rank, int64_t epoch) {
     dist::ProcessGroupMPI::abort_job(3);  // as main() does for a real failure
     std::exit(3);
   }
+  r = std::getenv("MT_TEST_ERROR_RANK");
+  e = std::getenv("MT_TEST_ERROR_EPOCH");
+  if (r && e && std::atoi(r) == rank && std::atoll(e) == epoch)
+    MT_FAIL("MT_TEST_ERROR_RANK: rank ", rank, " fails at epoch ", epoch, ", as on a full disk");
 }
 
 void test_kill_hook(int rank, int64_t step, bool resumed) {

@@ -5,6 +5,9 @@
 //
 //   MT_TEST_FAIL_RANK=r MT_TEST_FAIL_EPOCH=e   rank r exits with code 3 at the start of epoch e
 //                                              (tests/apps/mini_train_test.sh, case nproc_failure)
+//   MT_TEST_ERROR_RANK=r MT_TEST_ERROR_EPOCH=e rank r throws an error at the start of epoch e, which
+//                                              unwinds as a real one (a full disk) does
+//                                              (tests/distributed_launcher/first_failure.sh)
 //   MT_TEST_KILL_STEP=s [MT_TEST_KILL_RANK=r]  rank r (default 0) sends itself SIGKILL right after
 //                                              global step s (after any checkpoint of that step),
 //                                              in a run that did not resume (mini_train_test.sh

@@ -394,8 +394,6 @@ void save_model(const Run& r, double last_loss, double seconds) {
               done == 1 ? "" : "s", loss, seconds);
 }
 
-}  // namespace
-
 // What the run ends with: the --ddp-stats lines, and on rank 0 the final --eval score.
 void report_end(Run& r, const std::optional<Score>& last_score) {
   if (r.ddp && r.o.ddp_stats) {
@@ -418,12 +416,12 @@ void report_end(Run& r, const std::optional<Score>& last_score) {
   else std::printf("%s loss: %.6f\n", split, s.value);
 }
 
-// Everything between parsing and the first epoch: the run, its peers, resume, DDP, trace, log.
-Run prepare(const Options& opts, bool launcher_watches) {
-  Run r = set_up(opts);
-  // Without --nproc's launcher (torchrun, srun, by hand), the ranks watch each other (Note [Store
+// Between set-up and the first epoch: the ranks' watch on each other, resume, DDP, trace, log.
+// `watched`: a launcher reads this process's heartbeat.
+void prepare(Run& r, bool watched) {
+  // Without that launcher (torchrun, srun, by hand), the ranks watch each other (Note [Store
   // heartbeat]).
-  if (!launcher_watches) r.peers = peer_heartbeat(r.o, r.rdv, r.pg.get());
+  if (!watched) r.peers = peer_heartbeat(r.o, r.rdv, r.pg.get());
   resume(r);
   // After --init/--resume (every rank loaded the same state; DDP checks and broadcasts rank 0's).
   set_up_data_parallel(r);  // data_parallel.h: DDP, --sync-bn, --zero 1
@@ -436,16 +434,11 @@ Run prepare(const Options& opts, bool launcher_watches) {
     r.json_log.open(r.o.log_json, r.resumed_from.empty() ? std::ios::trunc : std::ios::app);
     MT_CHECK(r.json_log.good(), "--log-json ", r.o.log_json, ": cannot open for writing");
   }
-  return r;
 }
 
-int train(const Options& opts) {
-  validate(opts);
-  // Under --nproc's launcher, a thread tells it this process is alive, and where (Note [Heartbeat]).
-  const std::unique_ptr<dist::Heartbeat> heartbeat = dist::Heartbeat::from_env();
-  const auto start = Clock::now();
-  Run r = prepare(opts, heartbeat != nullptr);
-
+// The run, once set up: prepare, train, evaluate, save.
+int train_set_up(Run& r, bool watched, Clock::time_point start) {
+  prepare(r, watched);
   double last_loss = std::nan("");
   std::optional<Score> last_score;  // the last epoch's --eval score: Note [The final score]
   // The schedule always spans --epochs (capped by --max-steps); --stop-after only ends this
@@ -474,6 +467,34 @@ int train(const Options& opts) {
   report_end(r, last_score);
   if (r.lead) save_model(r, last_loss, seconds_since(start));
   return 0;
+}
+
+}  // namespace
+
+int train(const Options& opts) {
+  validate(opts);
+  // Under --nproc's launcher, a thread tells it this process is alive, and where (Note [Heartbeat]).
+  const std::unique_ptr<dist::Heartbeat> heartbeat = dist::Heartbeat::from_env();
+  const auto start = Clock::now();
+  // The launcher hears why this rank fails while its connections are still open (`r` unwinds after
+  // the catch), before any peer fails on them (Note [The first failure is the one reported]).
+  const auto reported = [&](const std::exception& e) {
+    if (heartbeat) heartbeat->report_failure(e);
+  };
+  Run r = [&] {
+    try {
+      return set_up(opts);
+    } catch (const std::exception& e) {
+      reported(e);
+      throw;
+    }
+  }();
+  try {
+    return train_set_up(r, heartbeat != nullptr, start);
+  } catch (const std::exception& e) {
+    reported(e);
+    throw;
+  }
 }
 
 }  // namespace mt::app

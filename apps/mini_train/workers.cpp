@@ -23,6 +23,9 @@ namespace mt::app {
 namespace {
 
 constexpr double kKillGraceSeconds = 3;
+// How long the launcher waits, after a worker failed, for the one that failed first to say why
+// and exit (Note [The first failure is the one reported] in distributed/fault/heartbeat.h).
+constexpr auto kFailureGrace = std::chrono::seconds(2);
 
 // What a wait status means, for the one line the launcher prints.
 std::string describe(int rank, int status) {
@@ -33,21 +36,16 @@ std::string describe(int rank, int status) {
 
 bool failed(int status) { return !WIFEXITED(status) || WEXITSTATUS(status) != 0; }
 
-// Reaps whatever has exited; returns the index of a worker that failed, or -1. Sets *status to its.
-int reap(std::vector<Worker>& workers, int* failed_status) {
-  int first_failure = -1;
-  for (size_t r = 0; r < workers.size(); ++r) {
-    if (!workers[r].running) continue;
+// Reaps whatever has exited, keeping each one's status and time of exit.
+void reap(std::vector<Worker>& workers) {
+  for (Worker& w : workers) {
+    if (!w.running) continue;
     int status = 0;
-    const pid_t p = waitpid(workers[r].pid, &status, WNOHANG);
-    if (p != workers[r].pid) continue;
-    workers[r].running = false;
-    if (failed(status) && first_failure < 0) {
-      first_failure = static_cast<int>(r);
-      *failed_status = status;
-    }
+    if (waitpid(w.pid, &status, WNOHANG) != w.pid) continue;
+    w.running = false;
+    w.status = status;
+    w.exited = std::chrono::steady_clock::now();
   }
-  return first_failure;
 }
 
 bool any_running(const std::vector<Worker>& workers) {
@@ -93,9 +91,8 @@ void stop_all(std::vector<Worker>& workers) {
   for (const Worker& w : workers)
     if (w.running) kill(w.pid, SIGTERM);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(kKillGraceSeconds);
-  int ignored = 0;
   while (any_running(workers) && std::chrono::steady_clock::now() < deadline) {
-    reap(workers, &ignored);
+    reap(workers);
     usleep(20 * 1000);
   }
   for (const Worker& w : workers)
@@ -125,6 +122,64 @@ pid_t spawn(const std::vector<std::string>& argv, const sigset_t& child_mask, pi
   _exit(127);
 }
 
+namespace {
+
+// A worker's failure as far as the launcher knows it: what it reported, or how it exited.
+struct Failing {
+  int index = -1;
+  bool consequence = false;  // it failed because a peer did
+  std::chrono::steady_clock::time_point at{};
+};
+
+// Note [The first failure is the one reported] (distributed/fault/heartbeat.h): a worker's own
+// failure before a peer's consequence, then the earlier. A worker that exited non-zero without a
+// report (killed, or failed before it could report) counts as its own failure, at its exit.
+std::optional<Failing> first_failure(const std::vector<Worker>& workers, const Supervision& how) {
+  std::optional<Failing> first;
+  for (size_t i = 0; i < workers.size(); ++i) {
+    const int index = static_cast<int>(i);
+    Failing f{.index = index};
+    if (const auto report = how.failure_report ? how.failure_report(index) : std::nullopt)
+      f = {.index = index, .consequence = report->consequence, .at = report->at};
+    else if (!workers[i].running && failed(workers[i].status))
+      f = {.index = index, .consequence = false, .at = workers[i].exited};
+    else
+      continue;
+    if (!first || std::pair(f.consequence, f.at) < std::pair(first->consequence, first->at)) first = f;
+  }
+  return first;
+}
+
+// After a failure: waits up to kFailureGrace for the rank that failed first to have exited (its own
+// line printed), or for every worker to have; returns that rank's line.
+std::string await_first_failure(std::vector<Worker>& workers, const Supervision& how) {
+  const auto deadline = std::chrono::steady_clock::now() + kFailureGrace;
+  while (true) {
+    reap(workers);
+    const std::optional<Failing> first = first_failure(workers, how);
+    const bool settled = first && !first->consequence && !workers[static_cast<size_t>(first->index)].running;
+    if (first && (settled || !any_running(workers) || std::chrono::steady_clock::now() >= deadline)) {
+      const Worker& w = workers[static_cast<size_t>(first->index)];
+      std::string line = w.running ? how.describe_failure(first->index, std::nullopt)
+                                   : how.describe_failure(first->index, w.status);
+      if (const auto report = how.failure_report ? how.failure_report(first->index) : std::nullopt)
+        line += ": " + report->line;
+      return line;
+    }
+    usleep(20 * 1000);
+  }
+}
+
+bool any_failure(const std::vector<Worker>& workers, const Supervision& how) {
+  for (size_t i = 0; i < workers.size(); ++i)
+    if ((!workers[i].running && failed(workers[i].status)) ||
+        (how.failure_report && how.failure_report(static_cast<int>(i))))
+      return true;
+  return false;
+}
+
+}  // namespace
+
 int supervise(std::vector<Worker>& workers, const sigset_t& watched, const Supervision& how) {
   while (any_running(workers)) {
     timespec wait_for{0, 200 * 1000 * 1000};  // wake on a signal or every 200 ms and reap
@@ -135,10 +190,9 @@ int supervise(std::vector<Worker>& workers, const sigset_t& watched, const Super
       std::fprintf(stderr, "mini_train: interrupted (signal %d), stopped the workers\n", sig);
       return 128 + sig;
     }
-    int status = 0;
-    const int index = reap(workers, &status);
-    if (index >= 0) {
-      std::string line = how.describe_failure(index, status);
+    reap(workers);
+    if (any_failure(workers, how)) {
+      std::string line = await_first_failure(workers, how);
       if (how.on_failure) line = how.on_failure(line);
       stop_all(workers);
       std::fprintf(stderr, "mini_train: %s\n", line.c_str());
@@ -165,19 +219,17 @@ int run_workers(const Options& o, const std::vector<std::string>& worker_argv, i
 
   LauncherSignals signals;
   std::vector<Worker> workers(static_cast<size_t>(nproc));
-  // One pipe per worker; a worker silent for --heartbeat-timeout has stopped (Note [Heartbeat]).
-  std::optional<dist::HeartbeatMonitor> heartbeats;
-  if (o.heartbeat_timeout > 0) heartbeats.emplace(std::chrono::seconds(o.heartbeat_timeout));
+  // One pipe per worker; a worker silent for --heartbeat-timeout has stopped (Note [Heartbeat]), and
+  // a failing one says why (Note [The first failure is the one reported]), even with the timeout 0.
+  dist::HeartbeatMonitor heartbeats(std::chrono::seconds(o.heartbeat_timeout));
   std::vector<int> heartbeat_fds;
-  for (int rank = 0; rank < nproc && heartbeats; ++rank) heartbeat_fds.push_back(heartbeats->add(first_rank + rank));
+  for (int rank = 0; rank < nproc; ++rank) heartbeat_fds.push_back(heartbeats.add(first_rank + rank));
   std::fflush(stdout);
   std::fflush(stderr);
   for (int rank = 0; rank < nproc; ++rank) {
     const pid_t pid = spawn(worker_argv, signals.old_mask, getpid(), [&] {
-      if (heartbeats) {
-        dist::HeartbeatMonitor::keep_across_exec(heartbeat_fds[rank]);
-        setenv("MT_HEARTBEAT_FD", std::to_string(heartbeat_fds[rank]).c_str(), 1);
-      }
+      dist::HeartbeatMonitor::keep_across_exec(heartbeat_fds[rank]);
+      setenv("MT_HEARTBEAT_FD", std::to_string(heartbeat_fds[rank]).c_str(), 1);
       setenv("RANK", std::to_string(first_rank + rank).c_str(), 1);
       setenv("LOCAL_RANK", std::to_string(rank).c_str(), 1);
       setenv("WORLD_SIZE", std::to_string(world).c_str(), 1);
@@ -193,12 +245,11 @@ int run_workers(const Options& o, const std::vector<std::string>& worker_argv, i
       stop_all(workers);
       MT_FAIL("--nproc: fork failed: ", std::strerror(err));
     }
-    workers[static_cast<size_t>(rank)] = {pid, true};
+    workers[static_cast<size_t>(rank)] = {.pid = pid, .running = true};
   }
-  if (heartbeats) heartbeats->close_worker_ends();
+  heartbeats.close_worker_ends();
   const auto stopped_worker = [&]() -> std::optional<std::string> {
-    if (!heartbeats) return std::nullopt;
-    const auto stale = heartbeats->poll();
+    const auto stale = heartbeats.poll();
     if (!stale) return std::nullopt;
     kill(workers[static_cast<size_t>(stale->rank - first_rank)].pid, SIGKILL);  // stopped: SIGTERM would wait
     char silent[32];
@@ -213,7 +264,10 @@ int run_workers(const Options& o, const std::vector<std::string>& worker_argv, i
     return hooks.poll ? hooks.poll() : std::nullopt;
   };
   return supervise(workers, signals.watched,
-                   {.describe_failure = [first_rank](int index, int status) { return describe(first_rank + index, status); },
+                   {.describe_failure = [first_rank](int index, std::optional<int> status) {
+                      return status ? describe(first_rank + index, *status) : "rank " + std::to_string(first_rank + index) + " failed";
+                    },
+                    .failure_report = [&](int index) { return heartbeats.failure(first_rank + index); },
                     .watchdog = watchdog,
                     .on_failure = hooks.on_failure,
                     .on_interrupt = hooks.on_interrupt});

@@ -8,6 +8,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <csignal>
 #include <functional>
 #include <optional>
@@ -15,12 +16,15 @@
 #include <vector>
 
 #include "apps/mini_train/options.h"
+#include "distributed/fault/heartbeat.h"
 
 namespace mt::app {
 
 struct Worker {
   pid_t pid = -1;
   bool running = false;
+  int status = 0;                                  // its wait status, once it has exited
+  std::chrono::steady_clock::time_point exited{};  // when the launcher reaped it
 };
 
 // RAII: blocks SIGINT/SIGTERM/SIGCHLD, which the launcher takes with sigtimedwait (no async handler,
@@ -44,8 +48,11 @@ pid_t spawn(const std::vector<std::string>& argv, const sigset_t& child_mask, pi
 void stop_all(std::vector<Worker>& workers);
 
 struct Supervision {
-  // (index, wait status) of the first child to fail -> the one line printed.
-  std::function<std::string(int index, int status)> describe_failure;
+  // (index, wait status) of the child that failed first -> the one line printed; no status: it has
+  // not exited yet (Note [The first failure is the one reported] in distributed/fault/heartbeat.h).
+  std::function<std::string(int index, std::optional<int> status)> describe_failure;
+  // What child `index` reported of its failure through its heartbeat pipe, if it did (same Note).
+  std::function<std::optional<dist::HeartbeatMonitor::Failure>(int index)> failure_report{};
   // Asked at every wake-up: a line to print and stop them all (Note [Heartbeat]), or none.
   std::function<std::optional<std::string>()> watchdog{};
   // Called with a failing child's line before the others are stopped; returns the line to print.
@@ -56,7 +63,9 @@ struct Supervision {
   std::function<void(int sig)> on_interrupt{};
 };
 
-// Waits for the children; the first to fail, a watchdog line, or SIGINT/SIGTERM stops them all.
+// Waits for the children; a failure, a watchdog line, or SIGINT/SIGTERM stops them all. After a
+// failure it first waits up to 2 s for the child that failed first, and names that one
+// (Note [The first failure is the one reported]).
 // Returns the launcher's exit code: 0, 1 after a failure (its line printed), 128 + signal.
 int supervise(std::vector<Worker>& workers, const sigset_t& watched, const Supervision& how);
 

@@ -7,12 +7,14 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <string_view>
 #include <thread>
 
 #include "distributed/errors.h"
@@ -33,6 +35,17 @@ struct Beat {
   int64_t step = 0;
   static constexpr uint32_t kMagic = 0x4d544842;  // "MTHB"
 };
+
+// A failure report (Note [The first failure is the one reported]): one atomic write too (<= PIPE_BUF).
+struct FailureRecord {
+  uint32_t magic = kMagic;
+  uint32_t consequence = 0;
+  int64_t at_ns = 0;  // steady_clock, the launcher's clock too
+  uint32_t length = 0;
+  char line[492] = {};
+  static constexpr uint32_t kMagic = 0x4d544846;  // "MTHF"
+};
+static_assert(sizeof(FailureRecord) <= 512);
 
 const char* phase_name(Phase p) {
   switch (p) {
@@ -76,6 +89,7 @@ struct Heartbeat::State {
   std::mutex mutex;
   std::condition_variable cv;
   bool stopping = false;
+  std::atomic<bool> reported{false};
   std::thread thread;
 };
 
@@ -117,6 +131,23 @@ Heartbeat::~Heartbeat() {
   ::close(state_->fd);
 }
 
+void Heartbeat::report_failure(const std::exception& e) {
+  if (state_->reported.exchange(true)) return;
+  FailureRecord record;
+  record.consequence = dynamic_cast<const PeerLostError*>(&e) || dynamic_cast<const TimeoutError*>(&e);
+  record.at_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+  const std::string_view line = e.what();
+  record.length = static_cast<uint32_t>(std::min(line.size(), sizeof record.line));
+  std::memcpy(record.line, line.data(), record.length);
+  // A launcher that is gone: SIGPIPE would kill this process mid-report; blocked, the write fails.
+  sigset_t pipe_only, old;
+  sigemptyset(&pipe_only);
+  sigaddset(&pipe_only, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_only, &old);
+  [[maybe_unused]] const ssize_t written = ::write(state_->fd, &record, sizeof record);
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+}
+
 std::unique_ptr<Heartbeat> Heartbeat::from_env() {
   const char* fd = std::getenv("MT_HEARTBEAT_FD");
   if (!fd || !*fd) return nullptr;
@@ -135,11 +166,12 @@ struct HeartbeatMonitor::Worker {
   Clock::time_point last_beat;
   bool beat_once = false, closed = false;
   Beat last{};
+  std::optional<HeartbeatMonitor::Failure> failure;
   std::vector<char> partial;  // a beat read in pieces (never split in practice: writes are atomic)
 };
 
 HeartbeatMonitor::HeartbeatMonitor(std::chrono::milliseconds timeout) : timeout_(timeout) {
-  MT_CHECK(timeout.count() > 0, "HeartbeatMonitor: the timeout must be positive, got ", format_ms(timeout));
+  MT_CHECK(timeout.count() >= 0, "HeartbeatMonitor: the timeout must not be negative, got ", format_ms(timeout));
 }
 
 HeartbeatMonitor::~HeartbeatMonitor() {
@@ -168,27 +200,46 @@ void HeartbeatMonitor::close_worker_ends() {
   }
 }
 
-std::optional<HeartbeatMonitor::Stale> HeartbeatMonitor::poll() {
+void HeartbeatMonitor::read_pipes() {
   const Clock::time_point now = Clock::now();
   for (Worker& w : workers_) {
     if (w.closed) continue;
-    char buf[64 * sizeof(Beat)];
+    char buf[16 * sizeof(FailureRecord)];
     while (true) {
       const ssize_t n = ::read(w.read_fd, buf, sizeof buf);
       if (n == 0) w.closed = true;  // the worker exited (or closed its end): not a stopped one
       if (n <= 0) break;
       w.partial.insert(w.partial.end(), buf, buf + n);
-      while (w.partial.size() >= sizeof(Beat)) {
-        Beat beat;
-        std::memcpy(&beat, w.partial.data(), sizeof beat);
-        w.partial.erase(w.partial.begin(), w.partial.begin() + sizeof beat);
-        if (beat.magic != Beat::kMagic) continue;
-        w.last = beat;
-        w.beat_once = true;
-        w.last_beat = now;
+      while (w.partial.size() >= sizeof(uint32_t)) {
+        uint32_t magic;
+        std::memcpy(&magic, w.partial.data(), sizeof magic);
+        if (magic == Beat::kMagic && w.partial.size() >= sizeof(Beat)) {
+          std::memcpy(&w.last, w.partial.data(), sizeof(Beat));
+          w.partial.erase(w.partial.begin(), w.partial.begin() + sizeof(Beat));
+          w.beat_once = true;
+          w.last_beat = now;
+        } else if (magic == FailureRecord::kMagic && w.partial.size() >= sizeof(FailureRecord)) {
+          FailureRecord record;
+          std::memcpy(&record, w.partial.data(), sizeof record);
+          w.partial.erase(w.partial.begin(), w.partial.begin() + sizeof record);
+          if (!w.failure)
+            w.failure = Failure{.line = std::string(record.line, std::min<size_t>(record.length, sizeof record.line)),
+                                .consequence = record.consequence != 0,
+                                .at = Clock::time_point(std::chrono::nanoseconds(record.at_ns))};
+        } else if (magic != Beat::kMagic && magic != FailureRecord::kMagic) {
+          w.partial.clear();  // not ours (writes are atomic, so never seen): drop it
+        } else {
+          break;  // the rest of a record is still to come
+        }
       }
     }
   }
+}
+
+std::optional<HeartbeatMonitor::Stale> HeartbeatMonitor::poll() {
+  read_pipes();
+  const Clock::time_point now = Clock::now();
+  if (timeout_.count() == 0) return std::nullopt;
   for (const Worker& w : workers_) {
     if (w.closed || now - w.last_beat <= timeout_) continue;
     return Stale{.rank = w.rank,
@@ -196,6 +247,13 @@ std::optional<HeartbeatMonitor::Stale> HeartbeatMonitor::poll() {
                  .last_phase = w.beat_once ? describe_phase(static_cast<Phase>(w.last.phase), w.last.bucket, w.last.step)
                                            : "starting (no heartbeat yet)"};
   }
+  return std::nullopt;
+}
+
+std::optional<HeartbeatMonitor::Failure> HeartbeatMonitor::failure(int rank) {
+  read_pipes();
+  for (const Worker& w : workers_)
+    if (w.rank == rank) return w.failure;
   return std::nullopt;
 }
 

@@ -19,12 +19,24 @@
 //              ... monitor.close_worker_ends();             // after every fork
 //              if (auto stale = monitor.poll()) ...         // now and then
 //
+// Note [The first failure is the one reported]: when one rank fails, its peers fail too, a moment
+// later, on the connections it closed ("a peer closed its connection"), and the launcher used to
+// name whichever exit it reaped first, often a peer's, and stop the others, often before the rank
+// that failed first had printed why. So a failing worker tells its launcher, through this same
+// pipe, before it unwinds: Heartbeat::report_failure writes its error line, the time, and whether
+// the error is a consequence of another rank's (PeerLostError, TimeoutError in distributed/errors.h)
+// or its own. Its connections are still open then, so no peer has seen anything yet. The launcher
+// (supervise in apps/mini_train/workers.cpp) waits a short grace for the rank that failed first
+// and names it: its own failures before consequences, earlier before later; a worker that died
+// without a report (kill -9) is its own failure, timed by its exit.
+//
 // Not here: restarting a stopped rank; heartbeats of jobs that no mini_train launcher started
 // (torchrun, srun, by hand): those go through the store (heartbeat_store.h).
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <optional>
 #include <string>
@@ -55,6 +67,10 @@ class Heartbeat {
   Heartbeat(const Heartbeat&) = delete;
   Heartbeat& operator=(const Heartbeat&) = delete;
 
+  // Sends the launcher e.what() (its first 492 bytes) and whether it is a peer's consequence; only
+  // the first report of a process counts (Note [The first failure is the one reported]).
+  void report_failure(const std::exception& e);
+
   // A heartbeat to the fd in MT_HEARTBEAT_FD, or null when the variable is not set (no launcher
   // watches this process).
   static std::unique_ptr<Heartbeat> from_env();
@@ -67,6 +83,7 @@ class Heartbeat {
 // The launcher's side: one pipe per worker, read without blocking.
 class HeartbeatMonitor {
  public:
+  // timeout 0: no worker is ever stale; the pipes still carry failure reports.
   explicit HeartbeatMonitor(std::chrono::milliseconds timeout);
   ~HeartbeatMonitor();
   HeartbeatMonitor(const HeartbeatMonitor&) = delete;
@@ -88,8 +105,18 @@ class HeartbeatMonitor {
   // pipe was closed (it exited) is not stale: the launcher sees its exit.
   std::optional<Stale> poll();
 
+  // What worker `rank` reported of its failure (Note [The first failure is the one reported]).
+  struct Failure {
+    std::string line;          // its error, e.what()
+    bool consequence = false;  // a peer's failure caused it
+    std::chrono::steady_clock::time_point at;  // when it failed (one machine: one steady clock)
+  };
+  // Reads what arrived; the report of `rank`, if it sent one.
+  std::optional<Failure> failure(int rank);
+
  private:
   struct Worker;
+  void read_pipes();
   std::chrono::milliseconds timeout_;
   std::vector<Worker> workers_;
 };
