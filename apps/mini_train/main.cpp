@@ -18,6 +18,7 @@
 #include "apps/mini_train/trainer.h"
 #include "distributed/process_group/mpi/process_group_mpi.h"
 #include "distributed/store/rendezvous.h"
+#include "distributed/store/tcp_store.h"
 #include "tensor/backend.h"
 #include "tensor/check.h"
 #include "tensor/parallel.h"
@@ -42,6 +43,9 @@ int main(int argc, char** argv) {
     // The GEMM library (Note [Which GEMM], cmake/Dependencies.cmake), settled before any command:
     // a malformed MT_GEMM is an error here even where the model's GEMMs are too small to reach it.
     mt::cpu_gemm_library();
+    // Every descriptor the hard limit allows: a rank hosting the store keeps a reserve of them from
+    // strangers (Note [Strangers] in distributed/store/detail/tcp_store_server.h).
+    mt::dist::raise_descriptor_limit();
     const std::string command = argc > 1 ? argv[1] : "";
     if (command == "eval") return mt::app::run_eval(argc, argv);
     if (command == "predict") return mt::app::run_predict(argc, argv);

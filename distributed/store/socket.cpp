@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -14,6 +15,8 @@
 #include <cerrno>
 #include <cstring>
 #include <thread>
+
+#include "distributed/store/tcp_store.h"  // find_free_port, raise_descriptor_limit
 
 namespace mt::dist {
 
@@ -213,6 +216,16 @@ bool recv_all(int fd, void* data, size_t n, Clock::time_point deadline, const st
 }
 
 }  // namespace detail
+
+uint64_t raise_descriptor_limit() {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return 0;
+  if (limit.rlim_cur < limit.rlim_max) {
+    const rlimit raised{.rlim_cur = limit.rlim_max, .rlim_max = limit.rlim_max};
+    if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) limit = raised;
+  }
+  return limit.rlim_cur;
+}
 
 int find_free_port() {
   detail::Socket s = detail::listen_tcp(0);

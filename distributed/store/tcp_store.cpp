@@ -40,7 +40,8 @@ TCPStore::TCPStore(TCPStoreOptions opts)
     server_ = std::make_unique<detail::TCPStoreServer>(
         detail::TCPStoreServerOptions{.port = port_, .token = token, .close_timeout = opts.close_timeout,
                                       .hello_timeout = opts.hello_timeout, .speak_up = opts.speak_up,
-                                      .max_connections = opts.max_connections, .loopback_only = opts.loopback_only});
+                                      .max_connections = opts.max_connections, .max_strangers = opts.max_strangers,
+                                      .fd_reserve = opts.fd_reserve, .loopback_only = opts.loopback_only});
     port_ = server_->port();
   }
   set_wait_notices(opts.notices);

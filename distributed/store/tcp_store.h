@@ -44,10 +44,13 @@ struct TCPStoreOptions {
   // has passed: the host (rank 0) often finishes first while its peers still read their last keys.
   std::chrono::milliseconds close_timeout = std::chrono::seconds(10);
   // Hosting: a connection that has not said Hello after this is closed; at most max_connections
-  // at once (Note [Strangers] in detail/tcp_store_server.h); listen on 127.0.0.1 only (single machine).
+  // at once, max_strangers of them not yet authenticated, and fd_reserve descriptors left to the
+  // process (Note [Strangers] in detail/tcp_store_server.h); listen on 127.0.0.1 only (single machine).
   std::chrono::milliseconds hello_timeout = std::chrono::seconds(5);
   std::chrono::milliseconds speak_up = std::chrono::milliseconds(50);  // never shed before this
   size_t max_connections = 1024;
+  size_t max_strangers = 64;
+  int fd_reserve = 64;
   bool loopback_only = false;
   // What connecting (and later get/wait/barrier) say while they wait long (Note [Waiting out loud]).
   WaitNotices notices{};
@@ -57,6 +60,12 @@ struct TCPStoreOptions {
 // closes the socket. Another process could take it before the caller binds it; for tests and
 // launchers on one machine that window is harmless in practice (torchrun does the same).
 int find_free_port();
+
+// Raises this process's soft RLIMIT_NOFILE to its hard limit (a host's store then keeps its
+// descriptor reserve out of a large budget: Note [Strangers] in detail/tcp_store_server.h); returns the
+// soft limit now in force. A program calls it once at start; the library never changes limits by
+// itself.
+uint64_t raise_descriptor_limit();
 
 class TCPStore : public Store {
  public:

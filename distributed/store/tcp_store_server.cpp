@@ -2,7 +2,9 @@
 #include "distributed/store/detail/tcp_store_server.h"
 
 #include <fcntl.h>
+#include <netdb.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -11,6 +13,7 @@
 #include <charconv>
 #include <cstdio>
 #include <cstring>
+#include <string_view>
 #include <unordered_set>
 
 namespace mt::dist::detail {
@@ -23,6 +26,23 @@ bool same_token(const std::string& a, const std::string& b) {
   uint8_t diff = a.size() == b.size() ? 0 : 1;
   for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) diff |= static_cast<uint8_t>(a[i] ^ b[i]);
   return diff == 0;
+}
+
+// Strangers the descriptor reserve still lets in at once (Note [Strangers]): a newcomer must be
+// accepted and heard out to be told from the job's own client, and a few at a time let the job's
+// client, queued behind a flood, get in soon.
+constexpr size_t kStrangersInReserve = 8;
+
+// "10.0.0.2" (IPv4 or IPv6), or "an unknown address".
+std::string peer_address(int fd) {
+  sockaddr_storage addr{};
+  socklen_t len = sizeof addr;
+  char host[NI_MAXHOST] = {};
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0 ||
+      ::getnameinfo(reinterpret_cast<sockaddr*>(&addr), len, host, sizeof host, nullptr, 0, NI_NUMERICHOST) != 0)
+    return "an unknown address";
+  const std::string_view mapped = "::ffff:";  // an IPv4 client of a dual-stack listener
+  return std::string_view(host).starts_with(mapped) ? std::string(host + mapped.size()) : std::string(host);
 }
 
 Bytes status_frame(Status s) { return FrameWriter().u8(static_cast<uint8_t>(s)).frame(); }
@@ -141,8 +161,32 @@ bool TCPStoreServer::make_room() {
   return false;
 }
 
+bool TCPStoreServer::room_for_a_stranger() {
+  const size_t strangers = static_cast<size_t>(std::count_if(
+      clients_.begin(), clients_.end(), [](const auto& e) { return !e.second.dead && !e.second.authenticated; }));
+  if (strangers >= opts_.max_strangers) return false;
+  if (strangers < kStrangersInReserve) return true;
+  // The lowest free descriptor number: every one below it is open. One at the edge of the reserve
+  // means the process has at most fd_reserve left.
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return true;
+  const int lowest_free = ::fcntl(listener_.fd(), F_DUPFD_CLOEXEC, 0);
+  if (lowest_free < 0) return false;  // EMFILE: none left at all
+  ::close(lowest_free);
+  return static_cast<rlim_t>(lowest_free) + static_cast<rlim_t>(opts_.fd_reserve) < limit.rlim_cur;
+}
+
 void TCPStoreServer::accept_clients() {
   while (true) {
+    // A newcomer may be a stranger: past either of their caps, the oldest stranger gives way, or the
+    // newcomers wait in the listener's queue for a moment (Note [Strangers]).
+    if (!room_for_a_stranger() && !make_room()) {
+      accept_paused_until_ = Clock::now() + opts_.speak_up;
+      say("at the cap on connections that have not said Hello (" + std::to_string(opts_.max_strangers) +
+          ", or within " + std::to_string(opts_.fd_reserve) + " descriptors of `ulimit -n`): new ones wait; "
+          "another process holding connections to this port?", said_strangers_);
+      return;
+    }
     const int fd = ::accept4(listener_.fd(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0 && (errno == EMFILE || errno == ENFILE)) {
       // The listener stays readable while the descriptors are gone (Note [Strangers]): pause
@@ -263,8 +307,14 @@ void TCPStoreServer::hello(Client& c, FrameReader& r) {
            "server speaks ", kStoreProtocolVersion, "); are all ranks running the same build?");
   const std::string token = r.str(kMaxTokenBytes);
   MT_CHECK(r.done(), "malformed Hello");
-  MT_CHECK(same_token(token, opts_.token), "wrong job token: this store belongs to another job, or MT_JOB_TOKEN "
-           "differs between this process and the one hosting the store");
+  if (!same_token(token, opts_.token)) {
+    // The client hears why it is refused; so does this side, which would otherwise see only a rank
+    // that never arrived (its node exported another MT_JOB_TOKEN).
+    say("refused a client from " + peer_address(c.sock.fd()) + ": wrong job token (export the same MT_JOB_TOKEN "
+        "on every node)", said_token_);
+    MT_FAIL("wrong job token: this store belongs to another job, or MT_JOB_TOKEN differs between this process "
+            "and the one hosting the store");
+  }
   c.authenticated = true;
   reply(c, status_frame(Status::Ok));
 }

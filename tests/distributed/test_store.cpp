@@ -3,11 +3,13 @@
 // job token, a key nobody sets, ranks that never arrive, oversized and hostile messages.
 #include <doctest/doctest.h>
 
+#include <fcntl.h>
 #include <ifaddrs.h>
 #include <netdb.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -179,7 +181,7 @@ TEST_CASE("Long rendezvous waits say what they wait for, every interval, until t
   }
 }
 
-TEST_CASE("TCPStore and strangers: idle ones are closed, never delay the end, and give way at the cap") {
+TEST_CASE("TCPStore and strangers: idle ones are closed, never delay the end, give way at the caps") {
   // Note [Strangers] in distributed/store/detail/tcp_store_server.h.
   using dist::detail::connect_tcp;
   const auto closed_by_server = [](dist::detail::Socket& s, std::chrono::milliseconds within) {
@@ -211,6 +213,56 @@ TEST_CASE("TCPStore and strangers: idle ones are closed, never delay the end, an
     late.set("k", "v");
     CHECK(store.get_string("k") == "v");
     CHECK(closed_by_server(strangers[0], 2s));
+  }
+  SUBCASE("at max_strangers the oldest strangers give way, and the job's client still gets in") {
+    TCPStore store({.host = "127.0.0.1", .port = 0, .is_server = true, .job_token = "t", .max_strangers = 4});
+    std::vector<dist::detail::Socket> strangers;
+    for (int i = 0; i < 12; ++i) {
+      strangers.push_back(connect_tcp("127.0.0.1", store.port(), Clock::now() + 2s, "stranger"));
+      std::this_thread::sleep_for(10ms);
+    }
+    const double took = seconds_of([&] {
+      TCPStore late({.host = "127.0.0.1", .port = store.port(), .job_token = "t", .timeout = 5s});
+      late.set("k", "v");
+    });
+    CHECK(took < 2.0);  // well before hello_timeout (5 s) would have closed the strangers
+    CHECK(store.get_string("k") == "v");
+    CHECK(closed_by_server(strangers[0], 1s));  // the oldest went first
+  }
+  SUBCASE("strangers never take the descriptors the process keeps in reserve") {
+    // A host at `ulimit -n 96` keeping 48 of them; 100 strangers come, then the job's client. The
+    // host can still open 40 files of its own while the strangers wait.
+    const int port = find_free_port();
+    TempDir dir;
+    const std::string ready = dir.file("host-ready");
+    test::Ranks host(1, [port, ready](int) {
+      const rlimit some{.rlim_cur = 96, .rlim_max = 96};
+      MT_CHECK(::setrlimit(RLIMIT_NOFILE, &some) == 0, "setrlimit");
+      TCPStore store({.host = "127.0.0.1", .port = port, .is_server = true, .job_token = "t", .timeout = 20s,
+                      .fd_reserve = 48});
+      std::ofstream(ready) << "in";
+      store.get("flooded");  // the parent's 100 strangers are connected (queued or accepted)
+      std::vector<int> own;
+      for (int i = 0; i < 40; ++i) own.push_back(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+      const bool all_opened = std::none_of(own.begin(), own.end(), [](int fd) { return fd < 0; });
+      for (const int fd : own)
+        if (fd >= 0) ::close(fd);
+      MT_CHECK(all_opened, "the strangers took the host's reserved descriptors");
+      store.set("host-opened-files", "");
+    });
+    const auto ready_by = Clock::now() + 20s;
+    while (!std::filesystem::exists(ready) && Clock::now() < ready_by) std::this_thread::sleep_for(5ms);
+    REQUIRE(std::filesystem::exists(ready));
+    std::vector<dist::detail::Socket> strangers;
+    for (int i = 0; i < 100; ++i)
+      strangers.push_back(connect_tcp("127.0.0.1", port, Clock::now() + 10s, "stranger"));
+    const double took = seconds_of([&] {
+      TCPStore client({.host = "127.0.0.1", .port = port, .job_token = "t", .timeout = 10s});
+      client.set("flooded", "");
+      client.wait({"host-opened-files"});
+    });
+    CHECK(took < 4.0);  // before the strangers' hello_timeout (5 s) would have freed the descriptors
+    for (const auto& r : host.wait(20s)) CHECK_MESSAGE(r.ok(), r.describe());
   }
   SUBCASE("a connection that has not yet said Hello gets its moment before a newcomer may shed it") {
     // Note [Hear a connection out before shedding it]: a job client connects, then writes its Hello.

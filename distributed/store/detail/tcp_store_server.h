@@ -11,9 +11,19 @@
 // Note [Strangers]: a process that connects and never says Hello (a port scanner, a stray client of
 // an earlier job) is closed after hello_timeout, never counts when the server waits for its clients
 // before closing, and is the first to go when the connections reach max_connections (a full table
-// refuses newcomers with one log line, instead of stalling the job's own ranks). When the process
-// runs out of file descriptors (EMFILE), the server stops accepting for a moment instead of
-// spinning on a listener that stays readable, and says so once.
+// refuses newcomers with one log line, instead of stalling the job's own ranks). Strangers are
+// capped on their own too: at most max_strangers (64) unauthenticated connections at once, and no
+// more than 8 once the process has fewer than fd_reserve (64) free descriptors below RLIMIT_NOFILE
+// (a newcomer is heard out to be told from the job's client, so a few still come in). The
+// store lives in rank 0, which needs descriptors of its own (Gloo's sockets, checkpoint files, the
+// data loader's workers); a flood of strangers must not take them. At either cap the oldest stranger
+// gives way (once heard out, below); when none can, the server stops accepting for a moment, and
+// the newcomers wait in the listener's queue, which costs the process no descriptor, instead of
+// being refused: the job's own client may be among them. When the process runs out of file
+// descriptors all the same (EMFILE: another part of the process took them), the server stops
+// accepting for a moment instead of spinning on a listener that stays readable, and says so once.
+// mini_train raises its soft RLIMIT_NOFILE to the hard limit at start (raise_descriptor_limit in
+// tcp_store.h), so that the reserve is taken from a large budget.
 //
 // Note [Hear a connection out before shedding it]: a connection is a stranger only once the server
 // has read what it sent. accept_clients() takes every connection waiting in the listener's queue
@@ -57,6 +67,8 @@ struct TCPStoreServerOptions {
   // shedding it]).
   std::chrono::milliseconds speak_up = std::chrono::milliseconds(50);
   size_t max_connections = 1024;  // open client connections at once
+  size_t max_strangers = 64;      // of them, not yet authenticated (Note [Strangers])
+  int fd_reserve = 64;            // descriptors below RLIMIT_NOFILE that strangers never take
   bool loopback_only = false;     // listen on 127.0.0.1 only (a single-machine job)
 };
 
@@ -98,6 +110,7 @@ class TCPStoreServer {
   void serve();
   void accept_clients();
   bool make_room();  // Note [Strangers]: closes the oldest stranger, once heard out; false if there is none
+  bool room_for_a_stranger();  // Note [Strangers]: below max_strangers and above the descriptor reserve
   void say(const std::string& line, Clock::time_point& last_said);
   void read_from(Client& c);
   void handle_frames(uint64_t id, Client& c);
@@ -113,7 +126,8 @@ class TCPStoreServer {
 
   TCPStoreServerOptions opts_;
   Clock::time_point accept_paused_until_{};  // after EMFILE (Note [Strangers])
-  Clock::time_point said_full_{}, said_emfile_{};  // when each log line was last printed
+  // When each log line was last printed.
+  Clock::time_point said_full_{}, said_emfile_{}, said_strangers_{}, said_token_{};
   Socket listener_;
   int port_ = 0;
   int wake_[2] = {-1, -1};  // a pipe; the destructor writes to it to interrupt poll()
