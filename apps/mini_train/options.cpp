@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <sstream>
 
@@ -349,6 +350,10 @@ void validate_distributed(const Options& o) {
   MT_CHECK(o.timeout >= 1 && o.timeout <= 86400, "--timeout must be in 1..86400 seconds, got ", o.timeout);
   MT_CHECK(o.check_replicas >= 0, "--check-replicas must be >= 0 steps, got ", o.check_replicas);
   MT_CHECK(o.max_restarts >= 0 && o.max_restarts <= 1000, "--max-restarts must be in 0..1000, got ", o.max_restarts);
+  // torchrun sets TORCHELASTIC_RUN_ID in its workers; it restarts them itself, and its workers never launch.
+  MT_CHECK(o.max_restarts == 0 || !std::getenv("TORCHELASTIC_RUN_ID"), "--max-restarts ", o.max_restarts,
+           ": this process was started by torchrun, which restarts workers itself: give torchrun --max-restarts ",
+           o.max_restarts, " instead, and drop it from mini_train's arguments");
   MT_CHECK(o.heartbeat_timeout >= 0 && o.heartbeat_timeout <= 86400, "--heartbeat-timeout must be in 0..86400 "
            "seconds, got ", o.heartbeat_timeout);
 }

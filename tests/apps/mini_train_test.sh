@@ -238,6 +238,10 @@ bad_input)
   expect_error "--hidden 64 applies to --model mlp" --hidden 64
   expect_error "--zero: 1.5 is not 0 or 1" --zero 1.5
   expect_error "--zero: x is not 0 or 1" --zero x
+  # A worker of torchrun (which sets TORCHELASTIC_RUN_ID) is pointed to torchrun's own flag.
+  TORCHELASTIC_RUN_ID=job RANK=0 WORLD_SIZE=2 MASTER_PORT=29500 \
+    expect_error "started by torchrun, which restarts workers itself: give torchrun --max-restarts 2 instead" \
+    --max-restarts 2
   ;;
 outputs_checked)
   # Every output path is checked before training: nothing trains, the user's path is named.
