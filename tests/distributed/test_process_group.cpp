@@ -196,12 +196,19 @@ TEST_CASE("ProcessGroupGloo: a peer that exits mid-collective makes the others f
       MT_CHECK(took < 3.0 + 2.0, "the error took ", took, " s");
       MT_CHECK(std::string(e.what()).find("allreduce #1 (203530 float32, Sum) on rank " + std::to_string(rank)) !=
                    std::string::npos, "the error does not name the collective: ", e.what());
+      // A consequence of another rank's failure, and it says so by its type (PeerLostError, or a
+      // TimeoutError when the timeout came first): what a launcher tells the first failure by
+      // (Note [The first failure is the one reported] in distributed/fault/heartbeat.h).
+      MT_CHECK(dynamic_cast<const PeerLostError*>(&e) || dynamic_cast<const TimeoutError*>(&e),
+               "not a peer's consequence: ", e.what());
       // Note [A failed collective poisons the queue]: the next one fails at once, naming the first.
       const auto t1 = std::chrono::steady_clock::now();
       try {
         pg->barrier()->wait();
       } catch (const Error& later) {
         MT_CHECK(std::string(later.what()).find("an earlier collective failed") != std::string::npos, later.what());
+        MT_CHECK(dynamic_cast<const PeerLostError*>(&later) || dynamic_cast<const TimeoutError*>(&later),
+                 "the poisoned queue lost the kind of the first failure: ", later.what());
         MT_CHECK(seconds_since(t1) < 1.0, "the poisoned barrier took ", seconds_since(t1), " s");
         return;
       }
