@@ -162,7 +162,10 @@ std::string await_first_failure(std::vector<Worker>& workers, const Supervision&
       const Worker& w = workers[static_cast<size_t>(first->index)];
       std::string line = w.running ? how.describe_failure(first->index, std::nullopt)
                                    : how.describe_failure(first->index, w.status);
-      if (const auto report = how.failure_report ? how.failure_report(first->index) : std::nullopt)
+      // Its own reason; a consequence's ("a peer closed its connection") is on the rank's own line
+      // already and names no cause (another node's launcher may add it: Supervision::on_failure).
+      if (const auto report = how.failure_report ? how.failure_report(first->index) : std::nullopt;
+          report && !report->consequence)
         line += ": " + report->line;
       return line;
     }
