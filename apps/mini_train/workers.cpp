@@ -210,6 +210,44 @@ int supervise(std::vector<Worker>& workers, const sigset_t& watched, const Super
   return 0;
 }
 
+namespace {
+
+// What a worker finds in its environment: the env:// rendezvous torchrun also sets, this job's
+// token and store prefix, and its heartbeat pipe (Note [Heartbeat]).
+struct WorkerEnv {
+  int rank = 0, local_rank = 0, world = 1, local_world = 1;
+  std::string master_addr;
+  int port = 0;
+  std::string token, store_prefix;
+  int heartbeat_fd = -1;
+};
+
+// In the child, between fork and exec.
+void set_worker_env(const WorkerEnv& e) {
+  dist::HeartbeatMonitor::keep_across_exec(e.heartbeat_fd);
+  setenv("MT_HEARTBEAT_FD", std::to_string(e.heartbeat_fd).c_str(), 1);
+  setenv("RANK", std::to_string(e.rank).c_str(), 1);
+  setenv("LOCAL_RANK", std::to_string(e.local_rank).c_str(), 1);
+  setenv("WORLD_SIZE", std::to_string(e.world).c_str(), 1);
+  setenv("LOCAL_WORLD_SIZE", std::to_string(e.local_world).c_str(), 1);
+  setenv("MASTER_ADDR", e.master_addr.c_str(), 1);
+  setenv("MASTER_PORT", std::to_string(e.port).c_str(), 1);
+  setenv("MT_JOB_TOKEN", e.token.c_str(), 1);
+  if (!e.store_prefix.empty()) setenv("MT_STORE_PREFIX", e.store_prefix.c_str(), 1);
+  setenv("OPENBLAS_NUM_THREADS", "1", 0);  // 0: keep the user's value
+}
+
+// The line that ends the job when a worker has sent no heartbeat for --heartbeat-timeout seconds.
+std::string describe_stopped(const dist::HeartbeatMonitor::Stale& stale, int64_t timeout) {
+  char silent[32];
+  std::snprintf(silent, sizeof silent, "%.0f", stale.silent_seconds);
+  return "rank " + std::to_string(stale.rank) + " stopped: no heartbeat for " + silent + " s (--heartbeat-timeout " +
+         std::to_string(timeout) + "; the process is stopped or frozen, e.g. by SIGSTOP). Its last phase: " +
+         stale.last_phase + ". Stopped the workers";
+}
+
+}  // namespace
+
 int run_workers(const Options& o, const std::vector<std::string>& worker_argv, int nproc, const AttemptHooks& hooks) {
   const int port = o.master_port > 0 ? o.master_port : dist::find_free_port();
   // Note [Ranks across nodes]: node k's workers are global ranks k·nproc ... k·nproc + nproc - 1;
@@ -230,19 +268,10 @@ int run_workers(const Options& o, const std::vector<std::string>& worker_argv, i
   std::fflush(stdout);
   std::fflush(stderr);
   for (int rank = 0; rank < nproc; ++rank) {
-    const pid_t pid = spawn(worker_argv, signals.old_mask, getpid(), [&] {
-      dist::HeartbeatMonitor::keep_across_exec(heartbeat_fds[rank]);
-      setenv("MT_HEARTBEAT_FD", std::to_string(heartbeat_fds[rank]).c_str(), 1);
-      setenv("RANK", std::to_string(first_rank + rank).c_str(), 1);
-      setenv("LOCAL_RANK", std::to_string(rank).c_str(), 1);
-      setenv("WORLD_SIZE", std::to_string(world).c_str(), 1);
-      setenv("LOCAL_WORLD_SIZE", std::to_string(nproc).c_str(), 1);
-      setenv("MASTER_ADDR", o.master_addr.c_str(), 1);
-      setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
-      setenv("MT_JOB_TOKEN", token.c_str(), 1);
-      if (!hooks.store_prefix.empty()) setenv("MT_STORE_PREFIX", hooks.store_prefix.c_str(), 1);
-      setenv("OPENBLAS_NUM_THREADS", "1", 0);  // 0: keep the user's value
-    });
+    const WorkerEnv env{.rank = first_rank + rank, .local_rank = rank, .world = world, .local_world = nproc,
+                        .master_addr = o.master_addr, .port = port, .token = token,
+                        .store_prefix = hooks.store_prefix, .heartbeat_fd = heartbeat_fds[rank]};
+    const pid_t pid = spawn(worker_argv, signals.old_mask, getpid(), [&] { set_worker_env(env); });
     if (pid < 0) {
       const int err = errno;
       stop_all(workers);
@@ -255,12 +284,7 @@ int run_workers(const Options& o, const std::vector<std::string>& worker_argv, i
     const auto stale = heartbeats.poll();
     if (!stale) return std::nullopt;
     kill(workers[static_cast<size_t>(stale->rank - first_rank)].pid, SIGKILL);  // stopped: SIGTERM would wait
-    char silent[32];
-    std::snprintf(silent, sizeof silent, "%.0f", stale->silent_seconds);
-    return "rank " + std::to_string(stale->rank) + " stopped: no heartbeat for " + silent +
-           " s (--heartbeat-timeout " + std::to_string(o.heartbeat_timeout) +
-           "; the process is stopped or frozen, e.g. by SIGSTOP). Its last phase: " + stale->last_phase +
-           ". Stopped the workers";
+    return describe_stopped(*stale, o.heartbeat_timeout);
   };
   const auto watchdog = [&]() -> std::optional<std::string> {
     if (const std::optional<std::string> line = stopped_worker()) return hooks.on_failure ? hooks.on_failure(*line) : *line;

@@ -166,7 +166,7 @@ struct HeartbeatMonitor::Worker {
   Clock::time_point last_beat;
   bool beat_once = false, closed = false;
   Beat last{};
-  std::optional<HeartbeatMonitor::Failure> failure;
+  std::optional<HeartbeatMonitor::Failure> failure{};
   std::vector<char> partial;  // a beat read in pieces (never split in practice: writes are atomic)
 };
 
