@@ -24,6 +24,7 @@
 #include <memory>
 
 #include "tensor/check.h"
+#include "tensor/output_file.h"
 
 namespace mt::data {
 namespace {
@@ -56,13 +57,7 @@ std::string read_file(const std::string& path) {
   return bytes;
 }
 
-void write_file(const std::string& path, std::string_view bytes) {
-  File f(std::fopen(path.c_str(), "wb"));
-  MT_CHECK(f != nullptr, path, ": cannot open for writing (", os_error(), ")");
-  const size_t put = std::fwrite(bytes.data(), 1, bytes.size(), f.get());
-  MT_CHECK(put == bytes.size(), path, ": wrote ", put, " of ", bytes.size(), " bytes (", os_error(), ")");
-  MT_CHECK(std::fclose(f.release()) == 0, path, ": cannot close (", os_error(), ")");
-}
+void write_file(const std::string& path, std::string_view bytes) { write_file_atomically(path, bytes, "write_file"); }
 
 bool is_gzip(const uint8_t* data, size_t size) { return size >= 2 && data[0] == 0x1f && data[1] == 0x8b; }
 

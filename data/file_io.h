@@ -16,7 +16,9 @@ namespace mt::data {
 
 // The whole contents of a regular file. Throws naming the path and the OS error.
 std::string read_file(const std::string& path);
-// Replaces `path` with `bytes`. Throws naming the path and the OS error.
+// Replaces `path` with `bytes`, atomically, through a symlink to its file; a device, FIFO, socket or
+// folder is refused (Note [Output files] in tensor/output_file.cpp). Throws naming the path and
+// the OS error.
 void write_file(const std::string& path, std::string_view bytes);
 
 // True when the bytes start with the gzip magic 1f 8b.

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "data/file_io.h"
+#include "tensor/output_file.h"
 #include "tensor/raw_ops.h"
 
 namespace mt::data {
@@ -283,6 +284,9 @@ std::string encode_npy(const Tensor& t) {
   return out;
 }
 
-void write_npy(const std::string& path, const Tensor& t) { write_file(path, encode_npy(t)); }
+void write_npy(const std::string& path, const Tensor& t) {
+  const std::string bytes = encode_npy(t);  // a bad tensor fails before the file is touched
+  write_file_atomically(path, bytes, "write_npy");
+}
 
 }  // namespace mt::data

@@ -31,7 +31,8 @@ Tensor read_npy(const std::string& path);
 // The same from `size` bytes in memory; `origin` (a path, "<memory>") starts every error message.
 Tensor decode_npy(const uint8_t* data, size_t size, const std::string& origin);
 
-// Writes `t` (any device, any strides) to `path`. Throws naming the path on I/O errors.
+// Writes `t` (any device, any strides) to `path`, atomically (Note [Output files] in
+// tensor/output_file.cpp: a symlink's file is written, a device refused). Throws naming the path.
 void write_npy(const std::string& path, const Tensor& t);
 // The bytes write_npy writes.
 std::string encode_npy(const Tensor& t);

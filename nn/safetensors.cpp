@@ -6,15 +6,9 @@
 // out: tensors are written in their own dtype.
 #include "nn/safetensors.h"
 
-#include <fcntl.h>
-#include <sys/resource.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <functional>
 #include <numeric>
 #include <set>
@@ -23,6 +17,7 @@
 
 #include "nn/crc32c.h"
 #include "nn/safetensors_format.h"
+#include "tensor/output_file.h"
 
 namespace mt {
 namespace {
@@ -150,88 +145,6 @@ std::string emit(const Plan& plan, const std::function<void(const void*, size_t)
   return prefix;
 }
 
-// Note [Atomic save]: the file is written under a temporary name in the same directory, fsync'ed,
-// and then rename()d over the target. rename within one filesystem replaces the name atomically, so
-// a reader, or a restart after a crash, finds either the old file or the complete new one, never a
-// torn mix. The fsync before the rename matters: without it a power loss can leave the new name
-// pointing at data that never reached the disk (a zero-length checkpoint). The fsync of the
-// directory afterwards makes the rename itself durable. Same directory, because rename cannot cross
-// filesystems. Two saves to one path from the same process at the same time share a temporary
-// name; checkpoints are written by one thread of rank 0, so that case is not handled.
-class TempFile {
- public:
-  // Errors name `target`, the path the caller asked for; the temporary's name is a detail.
-  TempFile(std::string path, std::string target) : path_(std::move(path)), target_(std::move(target)) {
-    fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-    if (fd_ < 0) fail("cannot create");
-  }
-  // Any exit without commit() (an error in our code or in a tensor copy) removes the temporary.
-  ~TempFile() {
-    if (fd_ >= 0) ::close(fd_);
-    if (!committed_) ::unlink(path_.c_str());
-  }
-  TempFile(const TempFile&) = delete;
-  TempFile& operator=(const TempFile&) = delete;
-
-  void write(const void* data, size_t n) {
-    const char* p = static_cast<const char*>(data);
-    while (n > 0) {  // write() may write less than asked, or be interrupted by a signal
-      ssize_t w = ::write(fd_, p, n);
-      if (w < 0 && errno == EINTR) continue;
-      if (w < 0) fail("cannot write");
-      p += w;
-      n -= static_cast<size_t>(w);
-    }
-  }
-
-  // Writes over bytes written earlier (the header, once its checksums are known).
-  void write_at(uint64_t offset, const void* data, size_t n) {
-    const char* p = static_cast<const char*>(data);
-    while (n > 0) {
-      ssize_t w = ::pwrite(fd_, p, n, static_cast<off_t>(offset));
-      if (w < 0 && errno == EINTR) continue;
-      if (w < 0) fail("cannot write");
-      p += w, offset += static_cast<uint64_t>(w), n -= static_cast<size_t>(w);
-    }
-  }
-
-  void commit() {
-    if (::fsync(fd_) != 0) fail("cannot fsync");
-    int rc = ::close(fd_);  // close can report a delayed write error (NFS): check it too
-    fd_ = -1;
-    if (rc != 0) fail("cannot close");
-    if (::rename(path_.c_str(), target_.c_str()) != 0) {
-      int err = errno;
-      MT_FAIL("save_safetensors: cannot rename '", path_, "' to '", target_, "': ", std::strerror(err));
-    }
-    committed_ = true;
-  }
-
- private:
-  [[noreturn]] void fail(const char* what) const {
-    int err = errno;
-    std::string why = std::strerror(err);
-    rlimit limit{};
-    if (err == EFBIG && ::getrlimit(RLIMIT_FSIZE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY)
-      why += ": this process may write files of at most " + std::to_string(limit.rlim_cur) + " bytes (ulimit -f)";
-    MT_FAIL("save_safetensors: ", what, " '", target_, "' (its temporary '", path_, "'): ", why);
-  }
-  std::string path_, target_;
-  int fd_ = -1;
-  bool committed_ = false;
-};
-
-void fsync_directory_of(const std::string& path) {
-  std::string dir = std::filesystem::path(path).parent_path().string();
-  int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  int rc = fd < 0 ? -1 : ::fsync(fd);
-  int err = errno;
-  if (fd >= 0) ::close(fd);
-  // Some filesystems cannot fsync a directory and say EINVAL; the rename has happened regardless.
-  MT_CHECK(rc == 0 || err == EINVAL, "save_safetensors: saved '", path,
-           "' but cannot fsync its directory: ", std::strerror(err));
-}
-
 }  // namespace
 
 std::string encode_safetensors(const NamedTensors& tensors,
@@ -247,11 +160,11 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
                       const std::map<std::string, std::string>& metadata) {
   // Everything that can fail on bad input fails here, before any file is touched.
   Plan plan = plan_file(tensors, metadata);
-  TempFile tmp(path + ".tmp." + std::to_string(::getpid()), path);
-  const std::string prefix = emit(plan, [&](const void* p, size_t n) { tmp.write(p, n); });
-  tmp.write_at(0, prefix.data(), prefix.size());
-  tmp.commit();
-  fsync_directory_of(path);
+  // Written atomically, a symlink through to its file, a device refused (Note [Output files]).
+  AtomicFile file(path, "save_safetensors");
+  const std::string prefix = emit(plan, [&](const void* p, size_t n) { file.write(p, n); });
+  file.write_at(0, prefix.data(), prefix.size());
+  file.commit();
 }
 
 }  // namespace mt

@@ -11,10 +11,11 @@
 //
 // What it does: F32, F64 and I64 tensors (minitrain's CPU dtypes) of any shape, including 0-dim and
 // empty ones; F16 and BF16 on load only, widened to F32 (a half-precision PyTorch model loads); the
-// string metadata map; atomic saves (Note [Atomic save] in safetensors.cpp); strict, bounds-checked
-// loading (Note [Hostile safetensors files] in safetensors_read.cpp); a CRC32C of each tensor's
-// bytes, written into the metadata as "mt.crc32c.<name>" and checked on every load of a file that
-// has them (Note [Tensor checksums]).
+// string metadata map; atomic saves that write through symlinks and refuse devices
+// (Note [Output files] in tensor/output_file.cpp); strict, bounds-checked loading
+// (Note [Hostile safetensors files] in safetensors_read.cpp); a CRC32C of each tensor's bytes, written
+// into the metadata as "mt.crc32c.<name>" and checked on every load of a file that has them
+// (Note [Tensor checksums]).
 // What it does not do: other dtypes (I32, U8, ... are rejected with a clear error, not converted),
 // writing half precision, lazy or memory-mapped loading (a file is read whole, then copied into fresh tensors),
 // sharded checkpoints, or mapping names onto a Module (that is Module::load_state_dict's job).
@@ -43,8 +44,9 @@ struct SafetensorsFile {
 
 // Writes `tensors` (any device, any strides; copied to contiguous CPU bytes on the way) and
 // `metadata` to `path`, atomically: either the whole new file is there afterwards, or the old one
-// is untouched. Names must be unique and must not be "__metadata__". Throws mt::Error naming
-// `path` (and its temporary) and the OS error on failure.
+// is untouched. A symlink's file is written and the link kept; a device, FIFO, socket or folder is
+// refused before anything is written (Note [Output files]). Names must be unique and must not be
+// "__metadata__". Throws mt::Error naming `path` (and its temporary) and the OS error on failure.
 void save_safetensors(const std::string& path, const NamedTensors& tensors,
                       const std::map<std::string, std::string>& metadata = {});
 

@@ -23,12 +23,11 @@
 
 #include <algorithm>
 #include <cstring>
-#include <filesystem>
 #include <limits>
 #include <vector>
 
-#include "data/file_io.h"
 #include "tensor/check.h"
+#include "tensor/output_file.h"
 
 namespace mt::dist {
 
@@ -146,18 +145,8 @@ void write_job_trace(trace::Tracer& tracer, ProcessGroup* pg, const std::string&
   const std::string file = "{\"traceEvents\":[" + events + "],\n\"displayTimeUnit\":\"ms\",\"otherData\":{" +
                            "\"steps\":\"" + std::to_string(o.first_step) + ":" + std::to_string(o.last_step) +
                            "\",\"dropped_events\":" + std::to_string(dropped) + ",\"clocks\":[" + clocks + "]}}\n";
-  // Atomic: a viewer, or the next run, sees the old file or the whole new one.
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  std::error_code ec;
-  try {
-    data::write_file(tmp, file);
-  } catch (...) {
-    std::filesystem::remove(tmp, ec);  // a half-written temporary is no use to anyone
-    throw;
-  }
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) std::filesystem::remove(tmp);
-  MT_CHECK(!ec, "write_job_trace: cannot rename ", tmp, " over ", path, " (", ec.message(), ")");
+  // A viewer, or the next run, sees the old file or the whole new one (Note [Output files]).
+  write_file_atomically(path, file, "write_job_trace");
 }
 
 }  // namespace mt::dist

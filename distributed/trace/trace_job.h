@@ -23,7 +23,7 @@ namespace mt::dist {
 std::unique_ptr<trace::Tracer> start_job_trace(ProcessGroup* pg, trace::TracerOptions options = {});
 
 // Stops recording, gathers every rank's events on rank 0 and writes them to `path` there, atomically
-// (a temporary file renamed over it). Every rank calls it; only rank 0 touches the file.
+// (Note [Output files] in tensor/output_file.cpp). Every rank calls it; only rank 0 touches the file.
 void write_job_trace(trace::Tracer& tracer, ProcessGroup* pg, const std::string& path);
 
 }  // namespace mt::dist

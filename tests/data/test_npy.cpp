@@ -3,7 +3,10 @@
 // unsupported file is one error that says what is wrong.
 #include <doctest/doctest.h>
 
+#include <sys/stat.h>
+
 #include <cstring>
+#include <filesystem>
 
 #include "data/file_io.h"
 #include "data/npy.h"
@@ -69,6 +72,24 @@ TEST_CASE("NPY round trips: dtypes, 0-d, empty, non-contiguous sources") {
     // The header is padded so that the data starts at a multiple of 64 bytes.
     CHECK((encode_npy(back).size() - static_cast<size_t>(back.numel()) * element_size(back.dtype())) % 64 == 0);
   }
+}
+
+// Note [Output files] through write_npy (mini_train predict --output): a symlink is written
+// through, a FIFO or a folder refused with one line before anything is written.
+TEST_CASE("write_npy writes through a symlink and refuses a FIFO or a folder") {
+  mt::test::TempDir dir;
+  const Tensor y = from_vector(std::vector<int64_t>{3, 1, 4}, {3});
+  std::filesystem::create_symlink("real.npy", dir.file("link.npy"));
+  write_npy(dir.file("link.npy"), y);
+  CHECK(std::filesystem::is_symlink(dir.file("link.npy")));
+  CHECK(read_npy(dir.file("real.npy")).to_vector<int64_t>() == std::vector<int64_t>{3, 1, 4});
+
+  REQUIRE(::mkfifo(dir.file("pipe.npy").c_str(), 0600) == 0);
+  CHECK_THROWS_WITH_AS(write_npy(dir.file("pipe.npy"), y),
+                       doctest::Contains("pipe.npy: not a regular file (a FIFO); give a file path"), Error);
+  std::filesystem::create_directory(dir.file("out.npy"));
+  CHECK_THROWS_WITH_AS(write_npy(dir.file("out.npy"), y),
+                       doctest::Contains("out.npy: not a regular file (a directory)"), Error);
 }
 
 TEST_CASE("NPY files numpy writes in other forms read back") {

@@ -1,5 +1,6 @@
 // Tests for nn/safetensors: round trips of every dtype and awkward shape, metadata, one hand-built
-// file per rejection rule of the reader, the tensor checksums, and the atomic-save guarantees.
+// file per rejection rule of the reader, the tensor checksums, and the atomic-save guarantees with
+// the paths a save writes through or refuses (Note [Output files]).
 //
 // Python interop (tests/nn/safetensors_roundtrip.py) uses the two "safetensors interop" cases at the
 // end, which doctest skips unless run with --no-skip. The script drives the hand-off itself, so one
@@ -12,9 +13,12 @@
 // MT_SAFETENSORS_INTEROP_DIR set, checks from_cpp.safetensors, writes from_python.safetensors, then
 // runs the "read from python" case, which leaves from_python.ok behind when its checks pass.
 #include <doctest/doctest.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -378,17 +382,56 @@ TEST_CASE("safetensors: saves are atomic and clean up after themselves") {
     CHECK_THROWS_AS(mt::save_safetensors(path, {{"x", mt::ones({1})}, {"x", mt::ones({1})}}), mt::Error);
     CHECK(read_bytes(path) == good);
   }
-  SUBCASE("a failed rename removes the temporary file") {
-    // The target is a non-empty directory: the data is written, the rename over it fails.
+  SUBCASE("a folder in the way is refused before anything is written") {
     const std::string target = dir.file("is_a_dir");
     fs::create_directories(fs::path(target) / "keep");
     CHECK_THROWS_WITH_AS(mt::save_safetensors(target, {{"x", mt::ones({1})}}),
-                         doctest::Contains("cannot rename"), mt::Error);
+                         doctest::Contains("is_a_dir: not a regular file (a directory); give a file path"), mt::Error);
     CHECK(fs::is_directory(fs::path(target) / "keep"));
   }
   SUBCASE("a successful save replaces the old file") {
     mt::save_safetensors(path, {{"y", mt::zeros({2})}});
     CHECK(mt::load_safetensors(path).tensors.at(0).first == "y");
+  }
+  CHECK(dir.temp_files() == 0);
+}
+
+// Note [Output files] through save_safetensors: the path decides, before any byte is written.
+TEST_CASE("safetensors: a save writes through a symlink and refuses devices, FIFOs and folders") {
+  TempDir dir;
+  const mt::NamedTensors weights = {{"w", mt::full({3}, 2.0)}};
+  SUBCASE("a symlink: its file gets the model, the link stays a link") {
+    fs::create_directories(dir.path / "store");
+    const std::string real = dir.file("store/model.safetensors");
+    fs::create_symlink("store/model.safetensors", dir.path / "latest.safetensors");  // relative, dangling
+    mt::save_safetensors(dir.file("latest.safetensors"), weights);
+    CHECK(fs::is_symlink(dir.path / "latest.safetensors"));
+    CHECK(mt::load_safetensors(real).tensors.at(0).first == "w");
+    mt::save_safetensors(dir.file("latest.safetensors"), {{"v", mt::ones({1})}});  // and again, over the file
+    CHECK(fs::is_symlink(dir.path / "latest.safetensors"));
+    CHECK(mt::load_safetensors(real).tensors.at(0).first == "v");
+    CHECK(dir.temp_files() == 0);
+  }
+  SUBCASE("a FIFO is refused, not opened (which would wait for a reader)") {
+    REQUIRE(::mkfifo(dir.file("pipe").c_str(), 0600) == 0);
+    CHECK_THROWS_WITH_AS(mt::save_safetensors(dir.file("pipe"), weights),
+                         doctest::Contains("pipe: not a regular file (a FIFO); give a file path"), mt::Error);
+    CHECK(fs::is_fifo(dir.path / "pipe"));
+  }
+  SUBCASE("a character device (our own copy of /dev/null, made in the temp folder) is left alone") {
+    const std::string null = dir.file("null");
+    if (::mknod(null.c_str(), S_IFCHR | 0666, makedev(1, 3)) != 0) {
+      MESSAGE("skipped: cannot mknod a device node here (", std::strerror(errno), "): needs root");
+      return;
+    }
+    CHECK_THROWS_WITH_AS(mt::save_safetensors(null, weights),
+                         doctest::Contains("null: not a regular file (a character device); give a file path"),
+                         mt::Error);
+    CHECK(fs::is_character_file(null));
+    // Through a symlink, the device is refused the same way.
+    fs::create_symlink(null, dir.path / "to-null");
+    CHECK_THROWS_WITH_AS(mt::save_safetensors(dir.file("to-null"), weights),
+                         doctest::Contains("not a regular file (a character device)"), mt::Error);
   }
   CHECK(dir.temp_files() == 0);
 }
