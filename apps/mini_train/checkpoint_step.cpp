@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "tensor/check.h"
+#include "tensor/output_file.h"
 
 namespace mt::app {
 
@@ -70,9 +71,7 @@ void trim_json_log(const std::string& path, int64_t completed_epochs) {
   }
   in.close();
   if (!dropped) return;
-  std::ofstream out(path, std::ios::trunc);
-  out << kept.str();
-  MT_CHECK(out.good(), "--log-json ", path, ": cannot rewrite it after the resume");
+  write_file_atomically(path, kept.str(), "--log-json");  // a crash here keeps the old log whole
 }
 
 }  // namespace mt::app

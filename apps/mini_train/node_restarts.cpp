@@ -15,6 +15,7 @@
 #include "distributed/store/tcp_store.h"
 #include "nn/checkpoint.h"
 #include "tensor/check.h"
+#include "tensor/output_file.h"
 
 namespace mt::app {
 
@@ -72,9 +73,7 @@ void start(Node& n) {
   if (o.node_rank == 0 && !o.checkpoint_dir.empty()) {
     const std::string nonce = random_token();
     const std::string path = (std::filesystem::path(o.checkpoint_dir) / kSharedCheckFile).string();
-    std::ofstream out(path);
-    out << nonce << '\n';
-    MT_CHECK(out.good(), "--checkpoint-dir: cannot write ", path, " (node 0's check that every node sees the folder)");
+    write_file_atomically(path, nonce + '\n', "--checkpoint-dir (node 0's check that every node sees the folder)");
     mine += "\n" + nonce + "\n" + o.checkpoint_dir;
   }
   const std::vector<std::string> node0 = lines_of(n.job->meet("start", mine)[0]);

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "tensor/check.h"
+#include "tensor/output_file.h"
 
 namespace mt::app {
 
@@ -42,10 +43,12 @@ void room(const char* flag, const std::string& path, const std::string& dir, int
 
 void check_output_file(const char* flag, const std::string& path, int64_t bytes) {
   if (path.empty()) return;
-  const fs::path parent = fs::path(path).parent_path();
+  // A symlink is checked where it leads; a device, FIFO, socket or folder is refused here, before
+  // any training (Note [Output files] in tensor/output_file.cpp).
+  const std::string target = resolve_output_path(path, flag);
+  const fs::path parent = fs::path(target).parent_path();
   const std::string dir = parent.empty() ? "." : parent.string();
   std::error_code ec;
-  MT_CHECK(!fs::is_directory(path, ec), flag, " ", path, ": is a folder; give a file name");
   MT_CHECK(fs::is_directory(dir, ec), flag, " ", path, ": the folder ", dir, " does not exist");
   probe(flag, path, dir);
   room(flag, path, dir, bytes);
@@ -54,8 +57,12 @@ void check_output_file(const char* flag, const std::string& path, int64_t bytes)
 void check_outputs(const Options& o, const OutputSizes& sizes) {
   check_output_file("--save", o.save, sizes.model_bytes);
   check_output_file("--log-json", o.log_json, 0);
+  check_output_file("--trace", o.trace, 0);
   if (!o.checkpoint_dir.empty()) {
     std::error_code ec;
+    // A folder, or a symlink to one; a file, FIFO or device there is refused (Note [Output files]).
+    MT_CHECK(!fs::exists(o.checkpoint_dir, ec) || fs::is_directory(o.checkpoint_dir, ec), "--checkpoint-dir ",
+             o.checkpoint_dir, ": not a folder; give a folder path");
     fs::create_directories(o.checkpoint_dir, ec);
     MT_CHECK(!ec, "--checkpoint-dir ", o.checkpoint_dir, ": cannot create the folder: ", ec.message());
     MT_CHECK(fs::is_directory(o.checkpoint_dir, ec), "--checkpoint-dir ", o.checkpoint_dir, ": not a folder");

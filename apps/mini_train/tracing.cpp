@@ -1,14 +1,8 @@
 // --trace and --trace-steps (see tracing.h).
 #include "apps/mini_train/tracing.h"
 
-#include <unistd.h>
-
-#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
 
 #include "autograd/node_trace.h"
 #include "distributed/trace/trace_job.h"
@@ -33,16 +27,7 @@ trace::TracerOptions parse_trace_steps(const std::string& spec) {
   return {.first_step = a, .last_step = b};
 }
 
-std::unique_ptr<trace::Tracer> start_trace(const std::string& path, const std::string& steps, dist::ProcessGroup* pg,
-                                           const nn::Module& model) {
-  // The file is written at the end; a path that cannot be written fails now, not after the training.
-  if (pg == nullptr || pg->rank() == 0) {
-    const std::string probe = path + ".tmp.probe." + std::to_string(::getpid());
-    const bool writable = std::ofstream(probe).good();
-    const int err = errno;
-    std::filesystem::remove(probe);
-    MT_CHECK(writable, "--trace ", path, ": cannot write there (", std::strerror(err), ")");
-  }
+std::unique_ptr<trace::Tracer> start_trace(const std::string& steps, dist::ProcessGroup* pg, const nn::Module& model) {
   std::unique_ptr<trace::Tracer> tracer = dist::start_job_trace(pg, parse_trace_steps(steps));
   trace_parameter_names(*tracer, model.named_parameters());
   return tracer;

@@ -18,10 +18,10 @@ namespace mt::app {
 trace::TracerOptions parse_trace_steps(const std::string& spec);
 inline constexpr int64_t kMaxTracedSteps = 1000;
 
-// Every rank, after the process group and the model exist (a collective: clock alignment). Rank 0
-// first checks that `path` can be written, so that a bad path fails before training, not after.
-std::unique_ptr<trace::Tracer> start_trace(const std::string& path, const std::string& steps, dist::ProcessGroup* pg,
-                                           const nn::Module& model);
+// Every rank, after the process group and the model exist (a collective: clock alignment). The
+// --trace path was checked with the other outputs before (outputs.h), so a bad one fails before
+// training, not after.
+std::unique_ptr<trace::Tracer> start_trace(const std::string& steps, dist::ProcessGroup* pg, const nn::Module& model);
 
 // Every rank, when training ends: rank 0 writes `path` and, when `talk`, says so.
 void finish_trace(trace::Tracer& tracer, dist::ProcessGroup* pg, const std::string& path, bool talk);

@@ -51,6 +51,7 @@
 #include "distributed/process_group/init_process_group.h"
 #include "nn/checkpoint.h"
 #include "tensor/backend.h"
+#include "tensor/output_file.h"
 #include "tensor/generator.h"
 #include "tensor/parallel.h"
 
@@ -425,13 +426,16 @@ void prepare(Run& r, bool watched) {
   resume(r);
   // After --init/--resume (every rank loaded the same state; DDP checks and broadcasts rank 0's).
   set_up_data_parallel(r);  // data_parallel.h: DDP, --sync-bn, --zero 1
-  if (!r.o.trace.empty()) r.tracer = start_trace(r.o.trace, r.o.trace_steps, r.pg.get(), *r.model);  // tracing.h
+  if (!r.o.trace.empty()) r.tracer = start_trace(r.o.trace_steps, r.pg.get(), *r.model);  // tracing.h
   MT_CHECK(!r.o.zero || r.ddp, "--zero 1 shards the optimizer state over the ranks of a distributed run, and this "
            "run is one process: add --nproc N (CPU) or --gpus (or leave --zero 0)");
   if (r.talk) print_config(r);
   if (r.lead && !r.o.log_json.empty()) {
     if (!r.resumed_from.empty()) trim_json_log(r.o.log_json, r.first_epoch - 1);  // Note [Mid-epoch resume]
-    r.json_log.open(r.o.log_json, r.resumed_from.empty() ? std::ios::trunc : std::ios::app);
+    // A log grows line by line, so it is not replaced atomically like the other outputs; it is
+    // opened where a symlink leads, and a device was refused up front (Note [Output files]).
+    r.json_log.open(resolve_output_path(r.o.log_json, "--log-json"),
+                    r.resumed_from.empty() ? std::ios::trunc : std::ios::app);
     MT_CHECK(r.json_log.good(), "--log-json ", r.o.log_json, ": cannot open for writing");
   }
 }

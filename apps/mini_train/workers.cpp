@@ -300,7 +300,7 @@ int run_workers(const Options& o, const std::vector<std::string>& worker_argv, i
                     .on_interrupt = hooks.on_interrupt});
 }
 
-// Note [Stale temporaries]: a save writes "<file>.tmp.<pid>" and renames it (nn/safetensors.cpp);
+// Note [Stale temporaries]: a save writes "<file>.tmp.<pid>" and renames it (Note [Output files]);
 // a worker killed mid-save leaves that file behind for good. Before workers start (the first time
 // and at every restart), the ones in --checkpoint-dir whose writer is no longer running on this
 // machine are removed. A file of a live process (another job's save in progress) stays. On several

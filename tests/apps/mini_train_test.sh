@@ -252,7 +252,7 @@ outputs_checked)
   check_refused "--save nodir/m.safetensors: the folder nodir does not exist" --save nodir/m.safetensors
   check_refused "--save /proc/m.safetensors: cannot write in /proc" --save /proc/m.safetensors
   mkdir adir
-  check_refused "--save adir: is a folder" --save adir
+  check_refused "--save adir: not a regular file (a directory)" --save adir
   check_refused "--checkpoint-dir /proc/ck: cannot create the folder" --checkpoint-dir /proc/ck
   check_refused "--log-json nodir/log.jsonl: the folder nodir does not exist" --log-json nodir/log.jsonl
   # The same for a data-parallel job: the launcher refuses before any worker starts.
@@ -261,6 +261,52 @@ outputs_checked)
     ! grep -q '^Epoch' out.txt || { cat out.txt err.txt; fail "--nproc 2: bad --save"; }
   [[ ! -e nodir ]] || fail "a probe left a folder behind"
   [[ -z $(ls -A adir) ]] || fail "a probe left a file behind"
+  ;;
+output_rule)
+  # Note [Output files], for every file mini_train writes: a symlink's file gets the output and the
+  # link stays a link; a FIFO, a folder or a device node is refused before any training, in one line
+  # naming the flag and the path. The device is our own copy of /dev/null made in this temp folder
+  # (mknod, root only); /dev itself is never touched.
+  mkdir real
+  for f in m.safetensors log.jsonl t.json p.npy; do ln -s "real/$f" "link-$f"; done
+  "$bin" --epochs 2 -q --save link-m.safetensors --log-json link-log.jsonl --trace link-t.json --trace-steps 1:2 \
+    >/dev/null 2>err.txt || { cat err.txt; fail "training through symlinks failed"; }
+  # predict --output, on two rows of the model's 10 inputs (an NPY file written without numpy).
+  python3 -c '
+import struct
+h = "{\"descr\": \"<f4\", \"fortran_order\": False, \"shape\": (2, 10), }"
+h += " " * (117 - len(h)) + "\n"
+open("x.npy", "wb").write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(h)) + h.encode() + struct.pack("<20f", *range(20)))
+' || fail "could not write x.npy"
+  "$bin" predict --init link-m.safetensors --inputs x.npy --output link-p.npy >/dev/null 2>err.txt ||
+    { cat err.txt; fail "predict through a symlink failed"; }
+  for f in m.safetensors log.jsonl t.json p.npy; do
+    [[ -L link-$f && -f real/$f && -s real/$f ]] || { ls -l . real; fail "link-$f: the link was replaced or real/$f not written"; }
+  done
+  [[ $(wc -l <real/log.jsonl) -eq 2 ]] || fail "--log-json through a symlink: expected 2 lines"
+  [[ -z $(find . -name '*.tmp.*') ]] || fail "a temporary was left behind"
+  # Refused paths: a FIFO, a folder, and a character device where root may make one.
+  mkfifo pipe
+  mkdir adir
+  refused=("pipe:a FIFO" "adir:a directory")
+  if mknod null c 1 3 2>/dev/null; then
+    refused+=("null:a character device")
+  else
+    echo "output_rule: SKIP the device-node checks: mknod is not permitted here (needs root)"
+  fi
+  for entry in "${refused[@]}"; do
+    path=${entry%%:*} kind=${entry#*:}
+    for flag in --save --log-json --trace; do
+      expect_error "$flag $path: not a regular file ($kind); give a file path" --epochs 1 "$flag" "$path"
+      ! grep -q '^Epoch' out.txt || fail "$flag $path: trained before refusing"
+    done
+    expect_error "--output $path: not a regular file ($kind); give a file path" \
+      predict --init real/m.safetensors --inputs x.npy --output "$path"
+    # --checkpoint-dir names a folder: anything else there is refused too.
+    [[ $path == adir ]] || expect_error "--checkpoint-dir $path: not a folder" --epochs 1 --checkpoint-dir "$path"
+  done
+  [[ -p pipe && -d adir && -z $(ls -A adir) ]] || fail "a refused path was changed"
+  [[ ! -e null || -c null ]] || fail "the device node was replaced"
   ;;
 full_disk)
   # Writes that fail mid-file, without root: a file-size limit (bash's ulimit -f counts KiB) of

@@ -47,7 +47,7 @@ grep -q '"step":1\b' one.json && fail "step 1 was recorded outside --trace-steps
 [[ ! -e x.json ]] || fail "a refused run wrote a trace"
 # A --trace that cannot be written fails before training, naming the flag.
 "$bin" --trace no/such/dir/t.json >out3.txt 2>err3.txt && fail "--trace into a missing folder was accepted"
-[[ $(wc -l <err3.txt) -eq 1 ]] && grep -q -- "--trace no/such/dir/t.json: cannot write there" err3.txt ||
+[[ $(wc -l <err3.txt) -eq 1 ]] && grep -q -- "--trace no/such/dir/t.json: the folder no/such/dir does not exist" err3.txt ||
   { cat err3.txt; fail "--trace error"; }
 grep -q '^Epoch' out3.txt && fail "the run trained before refusing its --trace path"
 echo "trace_test: ok"
