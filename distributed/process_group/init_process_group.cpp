@@ -2,6 +2,11 @@
 // looked up by name (backends.h): this file knows none of them, so it links neither Gloo nor MPI.
 #include "distributed/process_group/init_process_group.h"
 
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <vector>
+
 #include "distributed/process_group/backends.h"
 #include "distributed/store/tcp_store.h"
 #include "distributed/store/torch_store.h"
@@ -17,9 +22,21 @@ std::string resolve_backend(const InitOptions& opts) {
   if (opts.cuda_device >= 0) return "nccl";
   // RANK is what torchrun and mini_train's launcher set: their ranks meet through a store, even
   // inside a Slurm allocation whose variables would also name a rank.
-  const bool under_mpi = !process_env("RANK") && rendezvous_from_mpi_launcher().has_value();
-  if (under_mpi && process_group_backend_available("mpi")) return "mpi";
+  const std::optional<RendezvousInfo> launched = process_env("RANK") ? std::nullopt : rendezvous_from_mpi_launcher();
+  if (launched && process_group_backend_available("mpi")) return "mpi";
   if (opts.rendezvous.world_size == 1 && !opts.store) return "local";
+  // Ranks started by mpirun (or srun) without MASTER_PORT have no store to meet at, so Gloo cannot
+  // run either: the missing piece is the MPI backend, and the error names its component rather
+  // than Gloo's, or the port.
+  if (launched && launched->master_port == 0 && !opts.store) {
+    const std::vector<std::string> linked = registered_process_group_backends();
+    const bool mpi_linked = std::find(linked.begin(), linked.end(), "mpi") != linked.end();
+    const char* launcher = process_env("SLURM_PROCID") && !process_env("OMPI_COMM_WORLD_RANK") &&
+                                   !process_env("PMI_RANK") ? "srun" : "mpirun";
+    MT_CHECK(mpi_linked, "init_process_group: this program was started by ", launcher,
+             ", but the MPI backend is not linked: link minitrain::mpi (find_package(minitrain COMPONENTS mpi))");
+    return "mpi";  // linked from a build without MPI: its stub says what is missing
+  }
   return "gloo";
 }
 

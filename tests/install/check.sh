@@ -5,7 +5,9 @@
 # when minitrain was built with CUDA, and no Gloo or MPI unless it asks for minitrain::gloo /
 # minitrain::mpi; an error from a check inlined from an installed header names it
 # as "tensor/tensor.h", not by the prefix; and COMPONENTS cuda gives minitrain::cuda with the CUDA
-# backend where the build has one, and fails where it has not. Registered with CTest.
+# backend where the build has one, and fails where it has not. The consumer uses the README's CMake
+# lines alone (no CMAKE_CXX_STANDARD: the targets require C++20), and, run as an mpirun rank without
+# minitrain::mpi, is told to link it. Registered with CTest.
 # $2 (optional): linker flags a sanitizer build of the library needs in its consumers.
 set -euo pipefail
 build_dir=$1
@@ -52,6 +54,12 @@ fi
 grep -q "^consumer: backends local nccl$" "$work/cpu.txt" || fail "minitrain::minitrain registered more than local and nccl"
 grep -q "^consumer: gloo: .*link the minitrain::gloo component" "$work/cpu.txt" ||
   { cat "$work/cpu.txt"; fail "init_process_group(\"gloo\") without minitrain::gloo does not name the component"; }
+# Under mpirun without minitrain::mpi (OpenMPI's variables, set here), the error names that
+# component, not Gloo or a missing port.
+OMPI_COMM_WORLD_RANK=0 OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_LOCAL_RANK=0 OMPI_COMM_WORLD_LOCAL_SIZE=2 \
+  "$work/cpu/consumer" >"$work/mpirun.txt" || fail "the consumer as an mpirun rank failed"
+grep -qF "consumer: mpirun: init_process_group: this program was started by mpirun, but the MPI backend is not linked: link minitrain::mpi (find_package(minitrain COMPONENTS mpi))" \
+  "$work/mpirun.txt" || { cat "$work/mpirun.txt"; fail "under mpirun without minitrain::mpi, no line naming it"; }
 # With the components (where the build has them): their backends registered, Gloo working.
 components=()
 [[ -n $(find "$work/prefix" -name minitrain_glooTargets.cmake) ]] && components+=(gloo)

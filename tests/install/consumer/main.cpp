@@ -1,7 +1,9 @@
 // Uses the installed headers and library: one gradient, checked against its known value; a
 // data-parallel step in a world of one (init_process_group's default backend); whether the CUDA
 // backend came with the library it linked; the process-group backends it has (gloo and mpi only
-// from their components) and what init_process_group("gloo") says; and an error raised
+// from their components) and what init_process_group("gloo") says; started as if by mpirun
+// (check.sh sets OpenMPI's variables), what init_process_group says without minitrain::mpi; and an
+// error raised
 // by a check inlined from an installed header, whose location must read as in the repository
 // ("tensor/tensor.h"), not as the install prefix (tests/install/check.sh reads this output).
 #include <cstdio>
@@ -12,6 +14,16 @@
 #include "tensor/cuda_info.h"
 
 int main() {
+  // Started as a rank of an MPI job (OpenMPI's variables, no MASTER_PORT): the backend "auto" picks.
+  if (const auto job = mt::dist::rendezvous_from_env(); job && job->world_size > 1) {
+    try {
+      auto pg = mt::dist::init_process_group({.rendezvous = *job});
+      std::printf("consumer: mpirun: %s backend, %d ranks\n", pg->backend().c_str(), pg->size());
+    } catch (const mt::Error& e) {
+      std::printf("consumer: mpirun: %s\n", e.what());
+    }
+    return 0;
+  }
   mt::Tensor w = mt::full({3}, 2.0, {.requires_grad = true});
   (w * w).sum().backward();  // d/dw Σw² = 2w = 4
   const double g = w.grad().sum().item();
