@@ -99,4 +99,12 @@ void print_env_report() {
                                : std::string("missing: install Debian's dataset-fashion-mnist (scripts/install-deps.sh)"));
 }
 
+void print_version() {
+  const auto yes_no = [](bool b) { return b ? "yes" : "no"; };
+  // MT_VERSION and MT_GIT_DESCRIBE: set for this file alone by CMakeLists.txt (project version,
+  // `git describe --always --dirty` at configure time, or "unknown" outside a git checkout).
+  std::printf("mini_train %s (%s), CUDA %s, MPI %s, Gloo %s\n", MT_VERSION, MT_GIT_DESCRIBE, yes_no(cuda_is_built()),
+              yes_no(dist::ProcessGroupMPI::is_available()), yes_no(dist::ProcessGroupGloo::is_available()));
+}
+
 }  // namespace mt::app

@@ -57,6 +57,10 @@ int main(int argc, char** argv) {
     // is an error here. Workers of --nproc parse the same flag; without it each takes its share of
     // the cores (LOCAL_WORLD_SIZE, set by the launcher).
     if (opts.threads > 0) mt::set_num_threads(opts.threads);
+    if (opts.version) {
+      mt::app::print_version();
+      return 0;
+    }
     if (opts.env) {
       mt::app::print_env_report();
       return 0;

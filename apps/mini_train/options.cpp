@@ -196,6 +196,8 @@ void add_output_options(CLI::App& app, Options& o) {
       ->group(kGroup);
   app.add_flag("--quiet,-q", o.quiet, "print only errors and the final summary")->group(kGroup);
   app.add_flag("--env", o.env, "describe this machine (CPU, GPUs, CUDA, NCCL, Gloo) and exit")->group(kGroup);
+  app.add_flag("--version", o.version, "print the version, the commit and the backends built in, and exit")
+      ->group(kGroup);
   app.add_option("--trace", o.trace, "write a Chrome-trace / Perfetto JSON of every rank's --trace-steps to this "
                  "file (data, forward, each backward node, each DDP bucket's all-reduce, optimizer; open it in "
                  "ui.perfetto.dev, draw it with scripts/trace_to_svg.py)")->group(kGroup);

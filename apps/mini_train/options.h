@@ -68,6 +68,7 @@ struct Options {
   bool eval = false;                  // test score after training, and a validation line per epoch
   bool quiet = false;
   bool env = false;
+  bool version = false;  // --version: print what this build is and exit
   // ---- added with issue 15: a user's surprises (grouped so that other option changes merge) ----
   std::string init_prefix;            // --init key mapping "OLD=NEW" (model_file.h)
   bool allow_nonfinite = false;       // train on after a NaN/inf loss instead of stopping

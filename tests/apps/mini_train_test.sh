@@ -308,6 +308,13 @@ open("x.npy", "wb").write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(h)) + h.e
   [[ -p pipe && -d adir && -z $(ls -A adir) ]] || fail "a refused path was changed"
   [[ ! -e null || -c null ]] || fail "the device node was replaced"
   ;;
+version)
+  # One line: the project's version, the commit, and the backends this build has.
+  "$bin" --version >out.txt 2>err.txt || { cat err.txt; fail "--version failed"; }
+  [[ $(wc -l <out.txt) -eq 1 && ! -s err.txt ]] || { cat out.txt err.txt; fail "--version: expected one line"; }
+  grep -qE '^mini_train [0-9]+\.[0-9]+\.[0-9]+ \([^)]+\), CUDA (yes|no), MPI (yes|no), Gloo (yes|no)$' out.txt ||
+    { cat out.txt; fail "--version's line"; }
+  ;;
 full_disk)
   # Writes that fail mid-file, without root: a file-size limit (bash's ulimit -f counts KiB) of
   # 256 KiB, below the 1 MB model, with SIGXFSZ ignored so that write() fails with EFBIG instead of
