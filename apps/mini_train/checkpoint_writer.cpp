@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "apps/mini_train/interrupt.h"
 #include "apps/mini_train/tracing.h"
 #include "distributed/fault/heartbeat.h"
 #include "nn/checkpoint.h"
@@ -40,7 +41,9 @@ void write_checkpoint(Run& r, int64_t epoch, double loss) {
   const trace::Span span("checkpoint");
   const Checkpoint c = checkpoint_of(r, epoch, loss);  // --zero 1: a collective
   if (!r.lead) return;
-  save_checkpoint(checkpoint_path(r.o.checkpoint_dir, epoch), c);
+  const std::string path = checkpoint_path(r.o.checkpoint_dir, epoch);
+  save_checkpoint(path, c);
+  note_checkpoint(path);  // the newest, for the line on Ctrl-C (interrupt.h)
   prune_checkpoints(r.o.checkpoint_dir, r.o.keep);
 }
 
@@ -54,7 +57,9 @@ void write_step_checkpoint(Run& r, int64_t epoch, const EpochProgress& progress)
     Checkpoint c = checkpoint_of(r, epoch - 1, t[0] / std::max(t[1], 1.0));
     if (r.lead) {
       add_progress(c, progress.batches, sums);
-      save_checkpoint(step_checkpoint_path(r.o.checkpoint_dir, epoch, r.step), c);
+      const std::string path = step_checkpoint_path(r.o.checkpoint_dir, epoch, r.step);
+      save_checkpoint(path, c);
+      note_checkpoint(path);
       prune_checkpoints(r.o.checkpoint_dir, r.o.keep);
     }
   }

@@ -34,6 +34,7 @@
 #include "apps/mini_train/data_parallel.h"
 #include "apps/mini_train/evaluate.h"
 #include "apps/mini_train/gpus.h"
+#include "apps/mini_train/interrupt.h"
 #include "apps/mini_train/job.h"
 #include "apps/mini_train/model_file.h"
 #include "apps/mini_train/model_gpt.h"
@@ -323,6 +324,7 @@ EpochResult train_epoch(Run& r, int64_t epoch) {
     const double l = train_step(r, net, batch, epoch, done + 1);
     ++r.step, ++done;
     dist::set_step(r.step);
+    note_progress(epoch, r.step);  // for the line on Ctrl-C (interrupt.h)
     dist::set_phase(dist::Phase::Data);  // the loader builds the next batch
     if (r.ddp && r.o.check_replicas > 0 && r.step % r.o.check_replicas == 0)  // replica_guard.h
       r.ddp->check_replicas("after step " + std::to_string(r.step) + " (--check-replicas)");
@@ -420,10 +422,13 @@ void report_end(Run& r, const std::optional<Score>& last_score) {
 // Between set-up and the first epoch: the ranks' watch on each other, resume, DDP, trace, log.
 // `watched`: a launcher reads this process's heartbeat.
 void prepare(Run& r, bool watched) {
+  // Ctrl-C or SIGTERM: one line saying what is saved (interrupt.h). Under --nproc the launcher speaks.
+  if (r.lead && !watched) install_interrupt_line(r.o.checkpoint_dir);
   // Without that launcher (torchrun, srun, by hand), the ranks watch each other (Note [Store
   // heartbeat]).
   if (!watched) r.peers = peer_heartbeat(r.o, r.rdv, r.pg.get());
   resume(r);
+  if (!r.o.checkpoint_dir.empty()) note_checkpoint(latest_checkpoint(r.o.checkpoint_dir));
   // After --init/--resume (every rank loaded the same state; DDP checks and broadcasts rank 0's).
   set_up_data_parallel(r);  // data_parallel.h: DDP, --sync-bn, --zero 1
   if (!r.o.trace.empty()) r.tracer = start_trace(r.o.trace_steps, r.pg.get(), *r.model);  // tracing.h

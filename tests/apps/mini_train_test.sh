@@ -315,6 +315,34 @@ version)
   grep -qE '^mini_train [0-9]+\.[0-9]+\.[0-9]+ \([^)]+\), CUDA (yes|no), MPI (yes|no), Gloo (yes|no)$' out.txt ||
     { cat out.txt; fail "--version's line"; }
   ;;
+interrupt_line)
+  # Ctrl-C of a training process: one line naming where it stopped and the newest checkpoint, and
+  # the exit status of a process killed by SIGINT (130). env --default-signal=INT: a background job
+  # of a non-interactive shell starts with SIGINT ignored, which mini_train respects.
+  env --default-signal=INT "$bin" --epochs 100000 --checkpoint-dir ck --save m.safetensors >out.txt 2>err.txt &
+  pid=$!
+  for _ in $(seq 300); do [[ -n $(ls ck 2>/dev/null | grep -v tmp) ]] && break; sleep 0.1; done
+  kill -INT "$pid"
+  wait "$pid"
+  rc=$?
+  [[ $rc -eq 130 ]] || { cat err.txt; fail "SIGINT: exit code $rc, expected 130"; }
+  [[ $(wc -l <err.txt) -eq 1 ]] || { cat err.txt; fail "SIGINT: expected one line on stderr"; }
+  grep -qE '^mini_train: interrupted \(SIGINT\) in epoch [0-9]+ after step [0-9]+: checkpoint ck/checkpoint-epoch-[0-9]{6}\.safetensors is the newest; resume with --resume auto$' err.txt ||
+    { cat err.txt; fail "SIGINT: the line"; }
+  newest=$(sed -n 's/.*: checkpoint \(ck\/[^ ]*\) is the newest.*/\1/p' err.txt)
+  [[ -f $newest ]] || { ls ck; fail "the line names $newest, which is not there"; }
+  # SIGTERM, without --checkpoint-dir: the line says nothing was saved; no model file.
+  "$bin" --epochs 100000 --save m.safetensors >out.txt 2>err.txt &
+  pid=$!
+  for _ in $(seq 300); do grep -q '^Epoch' out.txt && break; sleep 0.1; done
+  kill -TERM "$pid"
+  wait "$pid"
+  rc=$?
+  [[ $rc -eq 143 ]] || { cat err.txt; fail "SIGTERM: exit code $rc, expected 143"; }
+  grep -qxE 'mini_train: interrupted \(SIGTERM\) in epoch [0-9]+ after step [0-9]+: nothing saved \(no --checkpoint-dir\)' err.txt ||
+    { cat err.txt; fail "SIGTERM: the line"; }
+  [[ ! -e m.safetensors ]] || fail "an interrupted run saved a model"
+  ;;
 full_disk)
   # Writes that fail mid-file, without root: a file-size limit (bash's ulimit -f counts KiB) of
   # 256 KiB, below the 1 MB model, with SIGXFSZ ignored so that write() fails with EFBIG instead of
