@@ -19,6 +19,8 @@
 #include <csignal>
 #include <cstring>
 
+#include "nn/checkpoint.h"
+
 namespace mt::app {
 namespace {
 
@@ -44,6 +46,21 @@ struct Line {
   }
 };
 
+// What a resume would start from: the newest checkpoint, or why there is none.
+void fill_saved(Line& l, const char* dir, const char* newest) {
+  if (*dir == '\0') {
+    l.add("nothing saved (no --checkpoint-dir)");
+  } else if (*newest == '\0') {
+    l.add("nothing saved yet (no checkpoint in ");
+    l.add(dir);
+    l.add(")");
+  } else {
+    l.add("checkpoint ");
+    l.add(newest);
+    l.add(" is the newest; resume with --resume auto");
+  }
+}
+
 // epoch > 0: where training is; 0: before the first step.
 void fill(Line& l, int sig, const char* dir, const char* newest, int64_t epoch, int64_t step) {
   l.add("mini_train: interrupted (");
@@ -58,18 +75,9 @@ void fill(Line& l, int sig, const char* dir, const char* newest, int64_t epoch, 
     l.add(" before the first step");
   }
   l.add(": ");
-  if (*dir == '\0') {
-    l.add("nothing saved (no --checkpoint-dir)");
-  } else if (*newest == '\0') {
-    l.add("nothing saved yet (no checkpoint in ");
-    l.add(dir);
-    l.add(")");
-  } else {
-    l.add("checkpoint ");
-    l.add(newest);
-    l.add(" is the newest; resume with --resume auto");
-  }
+  fill_saved(l, dir, newest);
 }
+
 
 // What the handler reads (Note [Interrupt line]).
 char g_dir[kPathMax];
@@ -119,6 +127,12 @@ void note_checkpoint(const std::string& path) {
   const int next = 1 - g_current.load();
   copy_bounded(g_newest[next], path);
   g_current.store(next);
+}
+
+std::string what_is_saved(const std::string& checkpoint_dir) {
+  Line l;
+  fill_saved(l, checkpoint_dir.c_str(), checkpoint_dir.empty() ? "" : latest_checkpoint(checkpoint_dir).c_str());
+  return std::string(l.text, l.n);
 }
 
 }  // namespace mt::app

@@ -22,4 +22,8 @@ void note_progress(int64_t epoch, int64_t step);
 // The newest checkpoint on disk ("" for none), after each one written and after a resume.
 void note_checkpoint(const std::string& path);
 
+// The same words for the launcher, which stops its workers and then looks in `checkpoint_dir`:
+// "checkpoint ck/... is the newest; resume with --resume auto", or "nothing saved ...".
+std::string what_is_saved(const std::string& checkpoint_dir);
+
 }  // namespace mt::app

@@ -95,7 +95,7 @@ int launch_mpirun(const Options& o, int nproc, const std::vector<std::string>& a
     return "the MPI job failed: mpirun " + (WIFSIGNALED(status) ? "was killed by signal " + std::to_string(WTERMSIG(status))
                                                                  : "exited with code " + std::to_string(WEXITSTATUS(status))) +
            " (the failing rank's own line is above)";
-  }});
+  }, .checkpoint_dir = o.checkpoint_dir});
 }
 
 // The arguments after the program name.

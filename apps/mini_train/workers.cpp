@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "apps/mini_train/interrupt.h"
 #include "distributed/fault/heartbeat.h"
 #include "distributed/store/tcp_store.h"
 #include "nn/checkpoint.h"
@@ -190,7 +191,8 @@ int supervise(std::vector<Worker>& workers, const sigset_t& watched, const Super
     if (sig == SIGINT || sig == SIGTERM) {
       if (how.on_interrupt) how.on_interrupt(sig);
       stop_all(workers);
-      std::fprintf(stderr, "mini_train: interrupted (signal %d), stopped the workers\n", sig);
+      std::fprintf(stderr, "mini_train: interrupted (%s), stopped the workers: %s\n", sig == SIGINT ? "SIGINT" : "SIGTERM",
+                   what_is_saved(how.checkpoint_dir).c_str());
       return 128 + sig;
     }
     reap(workers);
@@ -297,7 +299,8 @@ int run_workers(const Options& o, const std::vector<std::string>& worker_argv, i
                     .failure_report = [&](int index) { return heartbeats.failure(first_rank + index); },
                     .watchdog = watchdog,
                     .on_failure = hooks.on_failure,
-                    .on_interrupt = hooks.on_interrupt});
+                    .on_interrupt = hooks.on_interrupt,
+                    .checkpoint_dir = o.checkpoint_dir});
 }
 
 // Note [Stale temporaries]: a save writes "<file>.tmp.<pid>" and renames it (Note [Output files]);

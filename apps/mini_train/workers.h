@@ -61,6 +61,8 @@ struct Supervision {
   std::function<std::string(const std::string& line)> on_failure{};
   // Called on SIGINT/SIGTERM before the children are stopped (the multi-node launcher ends the job).
   std::function<void(int sig)> on_interrupt{};
+  // Named in the line on SIGINT/SIGTERM: what a resume would start from (interrupt.h).
+  std::string checkpoint_dir{};
 };
 
 // Waits for the children; a failure, a watchdog line, or SIGINT/SIGTERM stops them all. After a

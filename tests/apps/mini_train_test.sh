@@ -744,7 +744,7 @@ nproc_failure)
   sleep 0.2
   ! pgrep -f -- "$work/f.safetensors" >/dev/null || fail "processes left running after a failure"
   [[ ! -e f.safetensors ]] || fail "a failed job saved a model"
-  # Ctrl-C (SIGINT to the launcher) stops every worker.
+  # Ctrl-C (SIGINT to the launcher) stops every worker, and the launcher says what is saved.
   "$bin" --nproc 2 --epochs 100000 --save "$work/i.safetensors" >out.txt 2>err.txt &
   pid=$!
   for _ in $(seq 100); do grep -q '^Epoch' out.txt && break; sleep 0.1; done
@@ -752,6 +752,8 @@ nproc_failure)
   wait "$pid"
   rc=$?
   [[ $rc -eq 130 ]] || { cat err.txt; fail "SIGINT: launcher exit code $rc, expected 130"; }
+  grep -qx "mini_train: interrupted (SIGINT), stopped the workers: nothing saved (no --checkpoint-dir)" err.txt ||
+    { cat err.txt; fail "SIGINT: the launcher's line does not say what is saved"; }
   sleep 0.2
   ! pgrep -f -- "$work/i.safetensors" >/dev/null || fail "processes left running after SIGINT"
   ;;
