@@ -191,8 +191,8 @@ int supervise(std::vector<Worker>& workers, const sigset_t& watched, const Super
     if (sig == SIGINT || sig == SIGTERM) {
       if (how.on_interrupt) how.on_interrupt(sig);
       stop_all(workers);
-      std::fprintf(stderr, "mini_train: interrupted (%s), stopped the workers: %s\n", sig == SIGINT ? "SIGINT" : "SIGTERM",
-                   what_is_saved(how.checkpoint_dir).c_str());
+      std::fprintf(stderr, "mini_train: interrupted (%s), stopped the workers: %s\n",
+                   sig == SIGINT ? "SIGINT" : "SIGTERM", what_is_saved(how.checkpoint_dir).c_str());
       return 128 + sig;
     }
     reap(workers);
