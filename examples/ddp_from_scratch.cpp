@@ -6,10 +6,16 @@
 //   v2  one flat buffer                                    one collective, plus two copies
 //   v3  hooks launch each all-reduce during backward       communication overlaps computation
 //   v4  buckets, launched in order as they fill            few collectives, and overlap
+//   v5  gradients are views of the buckets, and each       no copies: what the library does
+//       bucket is divided by the world size, then summed
+//   v6  reduce-scatter, update a shard, all-gather          the idea of ZeRO: each rank updates 1/R
 //
-// Every version trains the same model from the same weights on the same data; the program prints
-// each one's step time and how much of its communication it hid, checks that all four (and the
-// library's DDP) end with the same weights on every rank, and exits non-zero if they do not.
+// Every version trains the same model from the same weights on the same data; the program prints,
+// per version, its step time, the communication it did not hide, its collectives per step and
+// their size, and the share of its bytes whose collective had completed when backward ended (Note
+// [Overlap from the timeline]); the library's DDP, with v4's and v5's buckets, is the last row.
+// It checks that every version ends with the same weights on every rank, and exits non-zero if
+// not.
 // Overlap needs the collective to advance while backward computes. Gloo runs it on its own thread
 // (which needs a free core). MPI moves it only inside MPI calls: ProcessGroupMPI's progress thread,
 // woken by a collective of 64 KiB or more (each of v4's buckets), makes them every 20 µs until
@@ -21,8 +27,8 @@
 //   build/example_ddp_from_scratch [ranks]   forks `ranks` (default 2) processes that meet over Gloo
 //   mpirun -np 2 build/example_ddp_from_scratch   each process is one rank, over MPI
 //
-// Not here: what the library adds on top (gradients that *are* bucket views, so no copy; unused
-// parameters; no_sync; fp16 compression; checks that the ranks agree): see docs/ddp.md.
+// Not here: what the library adds on top of v5 (unused parameters, no_sync, comm hooks, the bucket
+// rebuild, checks that the ranks agree): see docs/ddp.md.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -35,9 +41,12 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "autograd/accumulate_grad.h"  // set_grad_destination
 #include "minitrain.h"
+#include "trace/tracer.h"  // trace::now_ns: the clock of Work::finished_ns
 
 using namespace mt;
 using Clock = std::chrono::steady_clock;
@@ -46,6 +55,7 @@ namespace {
 
 constexpr int64_t kBatchPerRank = 32, kIn = 64, kHidden = 256, kOut = 16, kLayers = 6;
 constexpr int kWarmupSteps = 2, kTimedSteps = 20;
+constexpr float kLr = 0.05f;  // SGD without momentum, every version (v6 writes its update out)
 constexpr int64_t kBucketBytes = 512 * 1024;  // v4: at most 512 KiB a bucket, 5 buckets for this model
 
 // x: (B, 64) -> 6 × [Linear(256), ReLU] -> Linear(16) -> (B, 16). Made alike on every rank
@@ -79,9 +89,40 @@ void batch_of_rank(int step, int rank, int world, Tensor& x, Tensor& y) {
 // whole batch would compute. So the optimizer step, and the weights after it, are the same on every
 // rank: nothing else is ever sent. ReduceOp::Avg is the sum over ranks divided by R.
 
+//
+// Note [Overlap from the timeline]: a version's overlap is measured, not inferred: every collective
+// it launches is recorded with its bytes, and after the step the bytes whose collective had
+// finished (Work::finished_ns, when the backend completed it) by the end of loss.backward() count
+// as hidden. A collective launched after backward (v1, v2) cannot be hidden; one launched from a
+// hook is hidden only if the backend moved it while backward computed (Gloo's own thread needs a
+// free core; MPI's progress thread wakes for 64 KiB and more). The library's figure is its
+// DDPStats, which counts the same way (Note [Overlap] in distributed/ddp/ddp_stats.h).
 struct Sync {
   virtual ~Sync() = default;
   virtual void finish() = 0;  // after loss.backward(), before opt.step()
+  virtual bool updates_parameters() const { return false; }  // v6 steps the parameters itself
+
+  struct Launched {
+    std::shared_ptr<dist::Work> work;
+    int64_t bytes = 0;
+  };
+  std::vector<Launched> launched;  // this step's collectives, in launch order
+  int64_t collectives = 0, bytes = 0, hidden_bytes = 0, steps = 0;  // summed over the timed steps
+
+  std::shared_ptr<dist::Work> record(std::shared_ptr<dist::Work> work, const Tensor& t) {
+    launched.push_back({work, t.numel() * static_cast<int64_t>(sizeof(float))});
+    return work;
+  }
+  // After finish(): what this step's collectives did, against the end of its backward.
+  void account(int64_t backward_end_ns, bool timed) {
+    for (const Launched& l : launched) {
+      if (!timed) continue;
+      ++collectives, bytes += l.bytes;
+      if (l.work->finished_ns() > 0 && l.work->finished_ns() <= backward_end_ns) hidden_bytes += l.bytes;
+    }
+    steps += timed;
+    launched.clear();
+  }
 };
 
 // v1: after backward, all-reduce each gradient on its own, one after the other.
@@ -96,7 +137,7 @@ struct PerParameter : Sync {
   void finish() override {
     for (Tensor& p : params) {
       Tensor g = p.grad();
-      pg->allreduce(g, dist::ReduceOp::Avg)->wait();
+      record(pg->allreduce(g, dist::ReduceOp::Avg), g)->wait();
     }
   }
 };
@@ -119,7 +160,7 @@ struct FlatBuffer : Sync {
     NoGradGuard no_grad;
     int64_t at = 0;
     for (const Tensor& p : params) flat.narrow(0, at, p.numel()).copy_(p.grad().flatten()), at += p.numel();
-    pg->allreduce(flat, dist::ReduceOp::Avg)->wait();
+    record(pg->allreduce(flat, dist::ReduceOp::Avg), flat)->wait();
     at = 0;
     for (const Tensor& p : params) p.grad().copy_(flat.narrow(0, at, p.numel()).view(p.sizes())), at += p.numel();
   }
@@ -130,25 +171,19 @@ struct FlatBuffer : Sync {
 // Autograd runs backward last layer first, so the last layer's gradients travel while the first
 // layers' are still being computed. finish() only waits. allreduce() returns at once (work.h);
 // until wait() the gradient belongs to the collective, and nothing else touches it.
-// With `wait_at_launch` it waits for each one at once instead: the same collectives without overlap,
-// to measure the overlap against.
 struct OverlapPerParameter : Sync {
   std::shared_ptr<dist::ProcessGroup> pg;
-  bool wait_at_launch = false;
-  std::vector<std::shared_ptr<dist::Work>> in_flight;
-  OverlapPerParameter(std::shared_ptr<dist::ProcessGroup> group, const std::vector<Tensor>& params, bool wait)
-      : pg(std::move(group)), wait_at_launch(wait) {
+  OverlapPerParameter(std::shared_ptr<dist::ProcessGroup> group, const std::vector<Tensor>& params)
+      : pg(std::move(group)) {
     for (const Tensor& p : params) {
       p.register_post_accumulate_grad_hook([this](const Tensor& param) {
         Tensor g = param.grad();
-        in_flight.push_back(pg->allreduce(g, dist::ReduceOp::Avg));
-        if (wait_at_launch) in_flight.back()->wait();
+        record(pg->allreduce(g, dist::ReduceOp::Avg), g);
       });
     }
   }
   void finish() override {
-    for (auto& work : in_flight) work->wait();
-    in_flight.clear();
+    for (Launched& l : launched) l.work->wait();
   }
 };
 
@@ -158,23 +193,20 @@ struct OverlapPerParameter : Sync {
 // all-reduced. This keeps both wins: few, large messages (v2) that travel during backward (v3).
 // One rule makes it safe: buckets are launched strictly in bucket order on every rank, even if a
 // later one fills first, because collectives pair up across ranks by issue order (Note [Bucket
-// launch order] in distributed/ddp/reducer.cpp). finish() waits, then copies the means back into .grad (the
-// library avoids that copy by making each .grad a view into its bucket).
+// launch order] in distributed/ddp/reducer.cpp). finish() waits, then copies the means back into
+// .grad.
 struct Buckets : Sync {
   struct Bucket {
     std::vector<Tensor> params;
     std::vector<int64_t> offsets;  // where each parameter's gradient starts in `flat`
     Tensor flat;
     size_t pending = 0;  // gradients still to arrive in this backward
-    std::shared_ptr<dist::Work> work;
   };
   std::shared_ptr<dist::ProcessGroup> pg;
-  bool wait_at_launch = false;  // as in v3
   std::vector<Bucket> buckets;
   size_t next_to_launch = 0;
 
-  Buckets(std::shared_ptr<dist::ProcessGroup> group, const std::vector<Tensor>& params, bool wait)
-      : pg(std::move(group)), wait_at_launch(wait) {
+  Buckets(std::shared_ptr<dist::ProcessGroup> group, const std::vector<Tensor>& params) : pg(std::move(group)) {
     // Fill buckets in reverse parameter order (the order backward makes the gradients), starting a
     // new one when the next gradient would overflow the current one.
     int64_t filled = 0;  // elements in the last bucket
@@ -193,32 +225,126 @@ struct Buckets : Sync {
     }
   }
 
-  void ready(size_t index, size_t slot, const Tensor& param) {
+  // The hook: this parameter's gradient is final.
+  virtual void ready(size_t index, size_t slot, const Tensor& param) {
     Bucket& b = buckets[index];
     {
       NoGradGuard no_grad;
       b.flat.narrow(0, b.offsets[slot], param.numel()).copy_(param.grad().flatten());
     }
     --b.pending;
-    // Launch every full bucket from the next one in order; stop at the first that is not full.
-    while (next_to_launch < buckets.size() && buckets[next_to_launch].pending == 0) {
-      Bucket& full = buckets[next_to_launch++];
-      full.work = pg->allreduce(full.flat, dist::ReduceOp::Avg);
-      if (wait_at_launch) full.work->wait();
-    }
+    launch_full();
   }
+  // Launches every full bucket from the next one in order; stops at the first that is not full.
+  void launch_full() {
+    while (next_to_launch < buckets.size() && buckets[next_to_launch].pending == 0) launch(buckets[next_to_launch++]);
+  }
+  virtual void launch(Bucket& b) { record(pg->allreduce(b.flat, dist::ReduceOp::Avg), b.flat); }
 
   void finish() override {
     NoGradGuard no_grad;
+    for (Launched& l : launched) l.work->wait();
     for (Bucket& b : buckets) {
-      b.work->wait();
-      for (size_t i = 0; i < b.params.size(); ++i) {
-        const Tensor& p = b.params[i];
-        p.grad().copy_(b.flat.narrow(0, b.offsets[i], p.numel()).view(p.sizes()));
-      }
+      copy_back(b);
       b.pending = b.params.size();
     }
     next_to_launch = 0;
+  }
+  virtual void copy_back(Bucket& b) {
+    for (size_t i = 0; i < b.params.size(); ++i) {
+      const Tensor& p = b.params[i];
+      p.grad().copy_(b.flat.narrow(0, b.offsets[i], p.numel()).view(p.sizes()));
+    }
+  }
+};
+
+// v5: v4 without its two copies, as the library does it. Each parameter's .grad IS its slice of
+// its bucket (a view), and it is the gradient's destination, so backward writes there directly
+// (Note [Gradients are bucket views] in distributed/ddp/detail/reducer.h) and the hook only counts.
+// And the mean is a division of each bucket by the world size, then a Sum: the same one pass over
+// the bucket as Avg's division after the sum, but every rank then adds g/R, which keeps a float16
+// sum of many ranks in range and rounds the same way on every backend (Note [Averaging] in
+// distributed/ddp/reducer.cpp).
+struct BucketViews : Buckets {
+  BucketViews(std::shared_ptr<dist::ProcessGroup> group, const std::vector<Tensor>& params)
+      : Buckets(std::move(group), params) {
+    for (Bucket& b : buckets) {
+      for (size_t i = 0; i < b.params.size(); ++i) {
+        Tensor& p = b.params[i];
+        const Tensor view = b.flat.narrow(0, b.offsets[i], p.numel()).view(p.sizes());
+        p.set_grad(view);
+        set_grad_destination(p, view);
+      }
+    }
+  }
+  void ready(size_t index, size_t, const Tensor&) override {
+    --buckets[index].pending;
+    launch_full();
+  }
+  void launch(Bucket& b) override {
+    {
+      NoGradGuard no_grad;
+      b.flat.mul_(1.0 / pg->size());  // exact for a power-of-two world
+    }
+    record(pg->allreduce(b.flat, dist::ReduceOp::Sum), b.flat);
+  }
+  void copy_back(Bucket&) override {}  // the gradients are the buckets
+};
+
+// v6: sharding, the idea of ZeRO (distributed/zero/zero.h). After v5 every rank holds the whole
+// mean gradient and updates every parameter, each rank exactly as the others: R copies of one piece
+// of work, and of the optimizer's state. Instead each bucket is REDUCE-SCATTERED: rank r receives
+// the mean of its own 1/R of the bucket only, updates those elements alone (SGD's update, written
+// out as optim::SGD computes it; an optimizer with state would keep it for this 1/R only), and an
+// ALL-GATHER hands every rank the updated parameters. The two together move the bytes of one
+// all-reduce (it is how a ring all-reduce works inside: Note [Flat shards] in
+// distributed/process_group/process_group.h), and the update and its state shrink by R. A bucket
+// is padded to a multiple of R elements, so that every rank's shard has one size.
+struct Sharded : BucketViews {
+  float lr;
+  std::vector<Tensor> params_flat;  // per bucket: its parameters, flat and padded like `flat`
+  Sharded(std::shared_ptr<dist::ProcessGroup> group, const std::vector<Tensor>& params, float learning_rate)
+      : BucketViews(std::move(group), params), lr(learning_rate) {
+    for (Bucket& b : buckets) {
+      const int64_t n = b.flat.numel(), world = pg->size(), padded = (n + world - 1) / world * world;
+      if (padded != n) regrow(b, padded);
+      params_flat.push_back(zeros({padded}));
+    }
+  }
+  bool updates_parameters() const override { return true; }
+  // Reduce-scatter instead of all-reduce: only this rank's shard of the mean comes back.
+  void launch(Bucket& b) override {
+    const int64_t shard = b.flat.numel() / pg->size();
+    Tensor mine = b.flat.narrow(0, pg->rank() * shard, shard);
+    record(pg->reduce_scatter(mine, b.flat, dist::ReduceOp::Avg), b.flat);
+  }
+  // After the waits: update this rank's shard, all-gather the parameters, put them back.
+  void copy_back(Bucket& b) override {
+    const size_t index = static_cast<size_t>(&b - buckets.data());
+    Tensor& pf = params_flat[index];
+    for (size_t i = 0; i < b.params.size(); ++i) pf.narrow(0, b.offsets[i], b.params[i].numel()).copy_(b.params[i].flatten());
+    const int64_t shard = pf.numel() / pg->size(), from = pg->rank() * shard;
+    auto* p = static_cast<float*>(pf.raw_data()) + from;
+    const auto* g = static_cast<const float*>(b.flat.raw_data()) + from;
+    for (int64_t j = 0; j < shard; ++j) p[j] = p[j] - lr * g[j];  // p = p − lr·g, as optim::SGD
+    Tensor mine = pf.narrow(0, from, shard);
+    pg->allgather_into(pf, mine)->wait();
+    for (size_t i = 0; i < b.params.size(); ++i)
+      b.params[i].copy_(pf.narrow(0, b.offsets[i], b.params[i].numel()).view(b.params[i].sizes()));
+  }
+
+ private:
+  // A flat buffer of `padded` elements whose first numel() are the old one, the gradients' views
+  // moved onto it.
+  void regrow(Bucket& b, int64_t padded) {
+    Tensor grown = zeros({padded});
+    b.flat = grown;
+    for (size_t i = 0; i < b.params.size(); ++i) {
+      Tensor& p = b.params[i];
+      const Tensor view = grown.narrow(0, b.offsets[i], p.numel()).view(p.sizes());
+      p.set_grad(view);
+      set_grad_destination(p, view);
+    }
   }
 };
 
@@ -239,18 +365,20 @@ struct Version {
   std::shared_ptr<nn::Module> model = make_model();
   std::unique_ptr<Sync> sync;
   std::shared_ptr<nn::Module> net;
-  optim::SGD opt{model->parameters(), {.lr = 0.05}};
+  optim::SGD opt{model->parameters(), {.lr = kLr}};
   std::vector<double> times_ms;
 
   Version(std::string n, const MakeSync& make_sync, const Wrap& wrap = nullptr)
       : name(std::move(n)), sync(make_sync(model->parameters())), net(wrap ? wrap(model) : model) {}
 
-  void step(const Tensor& x, const Tensor& y) {
+  void step(const Tensor& x, const Tensor& y, bool timed) {
     static nn::MSELoss loss_fn;
     model->zero_grad(/*set_to_none=*/false);
     loss_fn(net->forward(x), y).backward();
+    const int64_t backward_end = trace::now_ns();
     sync->finish();
-    opt.step();
+    sync->account(backward_end, timed);
+    if (!sync->updates_parameters()) opt.step();
   }
   double step_ms() const {
     std::vector<double> t = times_ms;
@@ -276,7 +404,7 @@ void train(dist::ProcessGroup& pg, const std::vector<Version*>& versions) {
     for (Version* v : versions) {
       pg.barrier()->wait();
       const auto start = Clock::now();
-      v->step(x, y);
+      v->step(x, y, step >= kWarmupSteps);
       const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
       if (step >= kWarmupSteps) v->times_ms.push_back(ms);
     }
@@ -297,55 +425,62 @@ double max_difference(const std::vector<float>& a, const std::vector<float>& b) 
   return worst;
 }
 
+// Rank 0's table: per version its median step, the part of it communication added (over "alone"),
+// its collectives per step with their mean size, and its overlap (Note [Overlap from the timeline]).
+void report(const dist::ProcessGroup& pg, const Version& alone, const std::vector<const Version*>& versions,
+            const Version& library) {
+  const unsigned cores = std::thread::hardware_concurrency();
+  std::printf("%d ranks over %s, %zu parameters, batch %lld per rank, median step of %d:\n", pg.size(),
+              pg.backend().c_str(), alone.weights().size(), static_cast<long long>(kBatchPerRank), kTimedSteps);
+  if (cores < static_cast<unsigned>(pg.size()) + 1)
+    std::printf("  (this machine has %u cores for %d ranks: a collective moves while backward computes only "
+                "on a core of its own, so expect little overlap here)\n", cores, pg.size());
+  std::printf("  %-18s %8.2f ms   (computation only)\n", alone.name.c_str(), alone.step_ms());
+  const auto row = [&](const Version& v, double collectives, double bytes, double hidden) {
+    std::printf("  %-18s %8.2f ms   exposed %6.2f ms   %5.1f collectives/step of %7.1f KiB   %3.0f%% of "
+                "bytes reduced before backward ended\n", v.name.c_str(), v.step_ms(), v.step_ms() - alone.step_ms(),
+                collectives, bytes / 1024.0, 100.0 * hidden);
+  };
+  for (const Version* v : versions) {
+    const Sync& s = *v->sync;
+    const double steps = std::max<double>(static_cast<double>(s.steps), 1.0);
+    row(*v, static_cast<double>(s.collectives) / steps, static_cast<double>(s.bytes) / std::max<double>(s.collectives, 1.0),
+        s.bytes > 0 ? static_cast<double>(s.hidden_bytes) / static_cast<double>(s.bytes) : 0.0);
+  }
+  const auto& ddp = static_cast<const dist::DistributedDataParallel&>(*library.net);
+  const dist::DDPStats& st = ddp.stats();
+  int64_t bucket_bytes = 0;
+  for (int64_t b : st.bucket_bytes) bucket_bytes += b;
+  const double buckets = static_cast<double>(st.bucket_bytes.size());
+  row(library, buckets, static_cast<double>(bucket_bytes) / std::max(buckets, 1.0), st.overlap_fraction());
+}
+
 // One rank's whole program. Returns the exit code.
 int run_rank(const std::shared_ptr<dist::ProcessGroup>& pg) {
   using Params = const std::vector<Tensor>&;
   Version alone("alone", [](Params) { return std::make_unique<Alone>(); });
   Version v1("v1 per parameter", [&](Params ps) { return std::make_unique<PerParameter>(pg, ps); });
   Version v2("v2 flat buffer", [&](Params ps) { return std::make_unique<FlatBuffer>(pg, ps); });
-  Version v3_serial("v3, waiting at launch",
-                    [&](Params ps) { return std::make_unique<OverlapPerParameter>(pg, ps, true); });
-  Version v3("v3 hooks", [&](Params ps) { return std::make_unique<OverlapPerParameter>(pg, ps, false); });
-  Version v4_serial("v4, waiting at launch", [&](Params ps) { return std::make_unique<Buckets>(pg, ps, true); });
-  Version v4("v4 buckets", [&](Params ps) { return std::make_unique<Buckets>(pg, ps, false); });
-  // The library's DDP averages during backward by itself: no Sync around it.
-  const dist::DDPOptions ddp_options{.bucket_cap_mb = kBucketBytes / double(1 << 20)};
+  Version v3("v3 hooks", [&](Params ps) { return std::make_unique<OverlapPerParameter>(pg, ps); });
+  Version v4("v4 buckets", [&](Params ps) { return std::make_unique<Buckets>(pg, ps); });
+  Version v5("v5 bucket views", [&](Params ps) { return std::make_unique<BucketViews>(pg, ps); });
+  Version v6("v6 sharded", [&](Params ps) { return std::make_unique<Sharded>(pg, ps, kLr); });
+  // The library's DDP averages during backward by itself: no Sync around it. Its buckets are v4's:
+  // the same cap for every bucket, the first included (its default first bucket is smaller).
+  const double cap_mb = kBucketBytes / double(1 << 20);
+  const dist::DDPOptions ddp_options{.bucket_cap_mb = cap_mb, .first_bucket_cap_mb = cap_mb};
   const Wrap ddp = [&](std::shared_ptr<nn::Module> m) {
     return std::make_shared<dist::DistributedDataParallel>(m, pg, ddp_options);
   };
   Version library("library DDP", [](Params) { return std::make_unique<Alone>(); }, ddp);
-  train(*pg, {&alone, &v1, &v2, &v3_serial, &v3, &v4_serial, &v4, &library});
-
-  // Overlap: of what communication costs a version when every collective blocks (its serial step
-  // minus the step alone), the part its overlapped step no longer pays. A difference of medians: on
-  // a machine busy with other work it wobbles, and can even come out below zero.
-  const auto hidden = [&](const Version& serial, const Version& overlapped) {
-    const double comm = serial.step_ms() - alone.step_ms();
-    return comm > 0 ? (serial.step_ms() - overlapped.step_ms()) / comm : 0.0;
-  };
-  if (pg->rank() == 0) {
-    const auto row = [&](const Version& v, const std::string& note) {
-      std::printf("  %-22s %8.2f ms   communication exposed %6.2f ms   %s\n", v.name.c_str(), v.step_ms(),
-                  v.step_ms() - alone.step_ms(), note.c_str());
-    };
-    const auto percent = [](double f) { return std::to_string(static_cast<int>(std::lround(100 * f))) + "%"; };
-    std::printf("%d ranks over %s, %zu parameters, batch %lld per rank, median step of %d:\n", pg->size(),
-                pg->backend().c_str(), v1.weights().size(), static_cast<long long>(kBatchPerRank), kTimedSteps);
-    std::printf("  %-22s %8.2f ms   (computation only)\n", alone.name.c_str(), alone.step_ms());
-    row(v1, "nothing overlaps");
-    row(v2, "nothing overlaps");
-    row(v3_serial, "");
-    row(v3, percent(hidden(v3_serial, v3)) + " of it hidden");
-    row(v4_serial, "");
-    row(v4, percent(hidden(v4_serial, v4)) + " of it hidden");
-    row(library, "");
-  }
+  train(*pg, {&alone, &v1, &v2, &v3, &v4, &v5, &v6, &library});
+  if (pg->rank() == 0) report(*pg, alone, {&v1, &v2, &v3, &v4, &v5, &v6}, library);
 
   // Every version against v1, and every rank against rank 0 (Note [Equal weights]).
   const double tolerance = pg->size() <= 2 ? 0.0 : 1e-5;
   bool ok = true;
   const std::vector<float> reference = v1.weights();
-  for (const Version* v : {&v2, &v3_serial, &v3, &v4_serial, &v4, &library}) {
+  for (const Version* v : {&v2, &v3, &v4, &v5, &v6, &library}) {
     const double d = max_difference(reference, v->weights());
     if (d > tolerance) {
       std::fprintf(stderr, "rank %d: %s ends with other weights than v1 (max difference %g)\n", pg->rank(),
