@@ -48,6 +48,17 @@ void set_grad_destination(const Tensor& leaf, const Tensor& destination) {
   detail::autograd_meta(leaf).grad_destination = destination;
 }
 
+void set_grad_destination_scale(const Tensor& leaf, double scale) {
+  detail::autograd_meta(leaf).destination_scale = scale;
+}
+
+bool take_destination_scaled(const Tensor& leaf) {
+  AutogradMeta& m = detail::autograd_meta(leaf);
+  const bool scaled = m.destination_scaled;
+  m.destination_scaled = false;
+  return scaled;
+}
+
 TensorList AccumulateGrad::apply(TensorList&& grads) {
   Tensor& g = grads[0];
   if (!g.defined()) return {};
@@ -59,8 +70,14 @@ TensorList AccumulateGrad::apply(TensorList&& grads) {
            " after this graph was recorded; run the forward again after Module::to");
   AutogradMeta& m = detail::autograd_meta(leaf_);
   if (!m.grad.defined() && m.grad_destination.defined()) {
-    // Written straight where its owner wants it; no zeroing pass (Note [Gradient destination]).
-    raw::copy_(m.grad_destination, g);
+    // Written straight where its owner wants it; no zeroing pass (Note [Gradient destination]),
+    // scaled on the way when asked (Note [Dividing while writing]).
+    if (m.destination_scale == 1.0) {
+      raw::copy_(m.grad_destination, g);
+    } else {
+      raw::unary_into(UnaryOp::MulScalar, m.grad_destination, g, m.destination_scale);
+      m.destination_scaled = true;
+    }
     m.grad = m.grad_destination;
   } else if (!m.grad.defined()) {
     // The incoming tensor may alias another gradient (add's backward hands one tensor to both

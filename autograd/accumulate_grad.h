@@ -29,5 +29,10 @@ Edge gradient_edge(const Tensor& t);
 // undefined .grad is written into `destination` (same shape, dtype and device as leaf), which then
 // is .grad. An undefined destination gives .grad back to the engine. DDP registers its bucket views.
 void set_grad_destination(const Tensor& leaf, const Tensor& destination);
+// Note [Dividing while writing] (autograd_meta.h): the scale the next gradient written into the
+// destination is multiplied by (1: a plain copy); and whether the last one was scaled, which this
+// call clears.
+void set_grad_destination_scale(const Tensor& leaf, double scale);
+bool take_destination_scaled(const Tensor& leaf);
 
 }  // namespace mt

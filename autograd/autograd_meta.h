@@ -28,6 +28,12 @@ struct AutogradMeta {
   // (DDP's bucket view). The first accumulation into an undefined .grad writes the gradient into it
   // and makes it .grad; zero_grad(set_to_none) just forgets .grad. Undefined: .grad is the engine's.
   Tensor grad_destination;
+  // Note [Dividing while writing]: the first gradient written into the destination is multiplied
+  // by this on the way (one pass instead of a copy and a scaling), and `destination_scaled` says it
+  // was, until its owner takes the flag (take_destination_scaled). DDP sets 1/world before a
+  // synced backward: each gradient then arrives in its bucket already divided (Note [Averaging]).
+  double destination_scale = 1.0;
+  bool destination_scaled = false;
 };
 
 namespace detail {

@@ -33,7 +33,7 @@
 #include "autograd/accumulate_grad.h"
 #include "autograd/autograd_meta.h"
 #include "autograd/grad_mode.h"
-#include "autograd/node_trace.h"
+#include "autograd/detail/node_trace.h"
 #include "tensor/raw_ops.h"
 
 namespace mt {

@@ -1,5 +1,5 @@
 // Names of backward nodes in a trace (see node_trace.h).
-#include "autograd/node_trace.h"
+#include "autograd/detail/node_trace.h"
 
 #include "autograd/accumulate_grad.h"
 

@@ -131,14 +131,14 @@ inline Tensor operator/(const Tensor& a, double s) { return mul(a, 1.0 / s); }
 }  // namespace mt
 
 // ---- transformer ops (autograd/functions/transformer.cpp) -------------------------------------
-// The fused ones keep their compositions beside them in autograd/reference_ops.h.
+// The fused ones keep their compositions beside them in autograd/detail/reference_ops.h.
 namespace mt {
 
 // Layer norm over the last dim, one fused node: y = (x - mean)/√(var + eps)·weight + bias, with the
 // biased variance (÷n), like torch.nn.functional.layer_norm. x: (..., n)  weight, bias: (n), or
 // undefined for no scale (1) or no shift (0), as F.layer_norm(x, shape).
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
-// GELU, one fused node; formulas in tensor/gelu_math.h.
+// GELU, one fused node; formulas in tensor/detail/gelu_math.h.
 Tensor gelu(const Tensor& x, GeluApproximate approximate = GeluApproximate::None);
 // softmax(scale·q·kᵀ, masked to j <= i when causal)·v, one fused node; no (Tq, Tk) matrix is kept
 // for the backward. q: (B, H, Tq, d)  k, v: (B, H, Tk, d)  ->  (B, H, Tq, d)

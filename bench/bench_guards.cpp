@@ -12,7 +12,7 @@
 // Not measured here: more buckets (the cost is per bucket), GPU buckets (a copy each way).
 #include <cstdio>
 
-#include "distributed/fault/desync_guard.h"
+#include "distributed/fault/detail/desync_guard.h"
 #include "minitrain.h"
 #include "timing.h"
 

@@ -12,7 +12,7 @@
 #include <exception>
 #include <vector>
 
-#include "autograd/node_trace.h"
+#include "autograd/detail/node_trace.h"
 #include "bench/timing.h"
 #include "minitrain.h"
 #include "trace/tracer.h"

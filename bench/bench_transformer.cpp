@@ -1,5 +1,5 @@
 // bench_transformer: the fused transformer ops against their reference compositions
-// (autograd/reference_ops.h), forward + backward, float32, one thread, at the GPT preset's sizes
+// (autograd/detail/reference_ops.h), forward + backward, float32, one thread, at the GPT preset's sizes
 // (batch 32, context 64, dim 128, 4 heads of 32):
 //   layer_norm_{fused,composed}_us   x: (32, 64, 128) -> sum(y·w).backward(), grads for x, weight, bias
 //   attention_{fused,composed}_us    q, k, v: (32, 4, 64, 32), causal -> sum(y·w).backward()
@@ -12,7 +12,7 @@
 #include <exception>
 #include <functional>
 
-#include "autograd/reference_ops.h"
+#include "autograd/detail/reference_ops.h"
 #include "bench/timing.h"
 #include "minitrain.h"
 

@@ -34,7 +34,12 @@ endforeach()
 
 # Public headers keep their layer folders: #include "tensor/tensor.h" works the same installed.
 install(FILES minitrain.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/minitrain)
+# Only public headers: not the detail/ folders (no layer lists them), nor the backends' own folders,
+# which only the library's sources include (docs/design.md, "Public headers"; scripts/check_layers.py).
 foreach(layer IN LISTS MT_LAYERS)
+  if(layer STREQUAL "tensor/cpu" OR layer STREQUAL "tensor/cuda")
+    continue()
+  endif()
   file(GLOB layer_headers ${CMAKE_CURRENT_SOURCE_DIR}/${layer}/*.h)
   install(FILES ${layer_headers} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/minitrain/${layer})
 endforeach()

@@ -1,7 +1,7 @@
-// BatchTransfer (data/batch_transfer.h): Tensor::to for pageable batches, and in CUDA builds the
+// BatchTransfer (data/detail/batch_transfer.h): Tensor::to for pageable batches, and in CUDA builds the
 // pinned upload pool for pin_memory. A build without the CUDA backend has no CUDA device to copy to
 // (Tensor::to then says so), and pin_memory has nothing to do there.
-#include "data/batch_transfer.h"
+#include "data/detail/batch_transfer.h"
 
 #if defined(MT_HAVE_CUDA) && MT_HAVE_CUDA
 #include "tensor/cuda/cuda_upload.h"

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <limits>
 
-#include "data/file_io.h"
+#include "data/detail/file_io.h"
 
 namespace mt::data {
 namespace {

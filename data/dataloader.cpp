@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "data/batch_transfer.h"
+#include "data/detail/batch_transfer.h"
 
 namespace mt::data {
 namespace detail {

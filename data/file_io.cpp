@@ -10,7 +10,7 @@
 //     100-byte file claiming 2^40 elements is an error, not an out-of-memory crash,
 //   - quotes untrusted text in its messages only through printable().
 // fuzz/ runs libFuzzer over the NPY and IDX decoders to hold them to this.
-#include "data/file_io.h"
+#include "data/detail/file_io.h"
 
 #include <zlib.h>
 

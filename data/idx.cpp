@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <string_view>
 
-#include "data/file_io.h"
+#include "data/detail/file_io.h"
 
 namespace mt::data {
 namespace {

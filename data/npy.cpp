@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "data/file_io.h"
+#include "data/detail/file_io.h"
 #include "tensor/output_file.h"
 #include "tensor/raw_ops.h"
 

@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "tensor/check.h"
-#include "tensor/philox.h"
+#include "tensor/detail/philox.h"
 
 namespace mt::data {
 namespace {

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "data/file_io.h"
+#include "data/detail/file_io.h"
 
 namespace mt::data {
 

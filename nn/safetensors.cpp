@@ -16,7 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "nn/crc32c.h"
-#include "nn/safetensors_format.h"
+#include "nn/detail/safetensors_format.h"
 #include "tensor/output_file.h"
 
 namespace mt {

@@ -19,7 +19,7 @@
 
 #include "nn/crc32c.h"
 #include "nn/safetensors.h"
-#include "nn/safetensors_format.h"
+#include "nn/detail/safetensors_format.h"
 #include "tensor/half.h"
 
 namespace mt {

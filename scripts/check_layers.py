@@ -51,10 +51,15 @@ INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 SOURCE_EXTENSIONS = (".h", ".cpp", ".cu", ".cuh")
 
 
+# The backends' own folders: only the library's sources include their headers (tensor/cpu/'s use
+# Eigen, tensor/cuda/'s the CUDA runtime), so, like detail/, they are not installed.
+BACKEND_FOLDERS = ("tensor/cpu/", "tensor/cuda/")
+
+
 def is_private(path):
-    """A header in a detail/ folder is the code beside it's own: not installed, so no public header
-    may include it (docs/design.md, "Public headers")."""
-    return "/detail/" in "/" + path
+    """A header in a detail/ folder (or a backend's folder) is the code beside it's own: not
+    installed, so no public header may include it (docs/design.md, "Public headers")."""
+    return "/detail/" in "/" + path or path.startswith(BACKEND_FOLDERS)
 
 
 def room_of(path):

@@ -12,7 +12,7 @@ bucket (its AccumulateGrad) to the all-reduce's start. Times are rank 0's clock,
 rank's step start.
 
 Python 3 standard library only. The file format is Chrome's trace-event JSON ("traceEvents"); the
-events this reads are the ones trace/tracer.h, distributed/ddp/ddp_trace.h and mini_train write.
+events this reads are the ones trace/tracer.h, distributed/ddp/detail/ddp_trace.h and mini_train write.
 """
 
 import argparse

@@ -1,10 +1,10 @@
 // Generator: the host side of minitrain's random numbers. The numbers themselves come from the
-// Philox block function (tensor/philox.h); this file maps (seed, counter) onto its key and
+// Philox block function (tensor/detail/philox.h); this file maps (seed, counter) onto its key and
 // counter words and provides the default generator. Tensor fills (uniform, normal) live in the
 // backends (tensor/cpu/cpu_random.cpp), which reserve blocks with Generator::advance.
 #include "tensor/generator.h"
 
-#include "tensor/philox.h"
+#include "tensor/detail/philox.h"
 
 namespace mt {
 

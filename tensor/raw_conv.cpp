@@ -16,9 +16,9 @@
 // The backward recomputes cols instead of saving it from the forward: saved for the whole batch,
 // cols would be kh·kw times the size of x, and im2col costs a fraction of the GEMMs (about 8 of
 // 46 ms in bench/conv.sh's forward before Winograd took that layer).
-#include "tensor/raw_conv_batched.h"
+#include "tensor/detail/raw_conv_batched.h"
 #include "tensor/raw_ops.h"
-#include "tensor/raw_split.h"
+#include "tensor/detail/raw_split.h"
 
 namespace mt::raw {
 
@@ -123,7 +123,7 @@ bool is_pointwise(const Window2d& w) {
 // that reads it, where a whole-batch buffer (N times larger) would go out to memory and back; and
 // per sample, y[n, g] and dy[n, g] are dense (Og, L) blocks, so groups need no layout copies. The
 // GEMMs keep their full size (M = Og, N = L, K = Cg·kh·kw), which OpenBLAS runs at its peak rate.
-// On CUDA the whole batch goes at once instead (tensor/raw_conv_batched.h): one launch per op, not N.
+// On CUDA the whole batch goes at once instead (tensor/detail/raw_conv_batched.h): one launch per op, not N.
 Tensor conv2d_im2col(const Tensor& x_in, const Tensor& wt, const Tensor& b, const Conv2dOptions& o) {
   const ConvDims d = conv_dims(x_in, wt, o);
   if (b.defined())
@@ -136,7 +136,7 @@ Tensor conv2d_im2col(const Tensor& x_in, const Tensor& wt, const Tensor& b, cons
   Tensor y = empty(Shape{d.n, d.o, d.w.out_h(), d.w.out_w()}, like);
   if (y.numel() == 0) return y;
   // One sample's columns (groups·K, L): a buffer im2col fills, or x itself for a pointwise conv.
-  // Samples run on the threads (Note [Samples on the threads], tensor/raw_split.h), each with its
+  // Samples run on the threads (Note [Samples on the threads], tensor/detail/raw_split.h), each with its
   // own buffer.
   const bool pointwise = is_pointwise(d.w);
   const Tensor bias = b.defined() ? expand(view(b, Shape{d.o, 1}), Shape{d.o, d.l}) : Tensor();
@@ -171,7 +171,7 @@ Conv2dGrads conv2d_backward_im2col(const Tensor& dy_in, const Tensor& x_in, cons
   if (needs.dw && d.n == 0) r.dw = zeros(wt.sizes(), like);
   if (d.n == 0) return r;
   // dw: (O, Cg, kh, kw) = (groups, Og, K), summed over the samples in strands (Note [Samples on the
-  // threads], tensor/raw_split.h): strand k's first sample writes partial[k], the rest add to it.
+  // threads], tensor/detail/raw_split.h): strand k's first sample writes partial[k], the rest add to it.
   const Strands strands(d.n, needs.dw ? wt.numel() * static_cast<int64_t>(element_size(wt.dtype())) : 0);
   const Tensor partial = needs.dw ? empty(Shape{strands.count, wt.numel()}, like) : Tensor();
   // im2col(x[n]) for dw, then dcols[n] for dx, in one buffer per strand; pointwise: x[n] and dx[n].

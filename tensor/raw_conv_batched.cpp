@@ -1,4 +1,4 @@
-// Convolution over the whole batch (tensor/raw_conv_batched.h): the formulas of raw_conv.cpp, with
+// Convolution over the whole batch (tensor/detail/raw_conv_batched.h): the formulas of raw_conv.cpp, with
 // the batch and the groups folded into one GEMM batch index b = n·groups + g (B = N·groups):
 //   cols        = im2col(x)                       (N, groups·K, L) = (B, K, L), one launch
 //   y[b]        = w[g] · cols[b]                  (Og, K)·(K, L) -> (Og, L);  y (N, O, L) = (B, Og, L)
@@ -12,7 +12,7 @@
 // (kh·kw times the size of x: 58 MB for a batch of 64 at 32 channels, 3x3, 28x28, in float32),
 // where the per-sample loop needs one sample's. That is GPU memory bought for N times fewer
 // launches. The backward recomputes it from x rather than keeping the forward's, as the loop does.
-#include "tensor/raw_conv_batched.h"
+#include "tensor/detail/raw_conv_batched.h"
 
 namespace mt::raw::detail {
 namespace {

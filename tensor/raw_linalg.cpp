@@ -1,7 +1,7 @@
 // Raw ops, part 2: matmul and the fused linear, softmax, the indexing ops and random fills.
 #include <algorithm>
 
-#include "tensor/borrowed_view.h"
+#include "tensor/detail/borrowed_view.h"
 #include "tensor/generator.h"
 #include "tensor/raw_ops.h"
 

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <limits>
 
-#include "tensor/borrowed_view.h"
+#include "tensor/detail/borrowed_view.h"
 
 namespace mt::raw {
 
@@ -81,6 +81,14 @@ void unary_(UnaryOp op, const Tensor& a, double scalar) {
   a.storage()->bump_version();
 }
 
+void unary_into(UnaryOp op, const Tensor& dst, const Tensor& src, double scalar) {
+  check_same_device(dst, src, "unary_into");
+  MT_CHECK(dst.sizes() == src.sizes() && dst.dtype() == src.dtype(), "unary_into: destination ", dst.sizes(), " ",
+           dst.dtype(), ", source ", src.sizes(), " ", src.dtype(), "; they must match");
+  backend(dst.device()).unary(op, dst, src, scalar);
+  dst.storage()->bump_version();
+}
+
 Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
   check_same_device(a, b, op_name(op));
   // The common case (same shape and dtype) skips broadcasting and promotion entirely.
@@ -130,22 +138,22 @@ uint32_t dim_mask(const Tensor& x, const std::vector<int64_t>& dims, const char*
 }
 }  // namespace
 
-Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim, const char* name) {
+Tensor reduce(Reduction op, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim, const char* name) {
   const uint32_t mask = dim_mask(x, dims, name);
   Shape kept, dropped;  // result shape with and without the reduced dims
   for (int i = 0; i < x.dim(); ++i) {
     const bool reduced = mask & (1u << i);
-    if (reduced && op != ReduceOp::Sum)
+    if (reduced && op != Reduction::Sum)
       MT_CHECK(x.sizes()[i] > 0, name, ": cannot reduce over the empty dim ", i, " of shape ", x.sizes());
     kept.push_back(reduced ? 1 : x.sizes()[i]);
     if (!reduced) dropped.push_back(x.sizes()[i]);
   }
-  if (x.dim() == 0 && op != ReduceOp::Sum) MT_CHECK(x.numel() == 1, name, ": empty input");
-  const DType out_dtype = op == ReduceOp::ArgMax ? kInt64 : x.dtype();
+  if (x.dim() == 0 && op != Reduction::Sum) MT_CHECK(x.numel() == 1, name, ": empty input");
+  const DType out_dtype = op == Reduction::ArgMax ? kInt64 : x.dtype();
   Tensor out = empty(keepdim ? kept : dropped, {.dtype = out_dtype, .device = x.device()});
   if (x.dim() == 0) {
     // Nothing to reduce: sum/max of a scalar is the scalar; its argmax is 0.
-    if (op == ReduceOp::ArgMax) backend(x.device()).fill(out, 0);
+    if (op == Reduction::ArgMax) backend(x.device()).fill(out, 0);
     else backend(x.device()).copy(out, x);
     return out;
   }
@@ -157,7 +165,7 @@ Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, bo
 }
 
 Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
-  return reduce(ReduceOp::Sum, x, dims, keepdim, "sum");
+  return reduce(Reduction::Sum, x, dims, keepdim, "sum");
 }
 
 Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
@@ -169,15 +177,15 @@ Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
 }
 
 Tensor max(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
-  return reduce(ReduceOp::Max, x, dims, keepdim, "max");
+  return reduce(Reduction::Max, x, dims, keepdim, "max");
 }
 
 Tensor min(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
-  return reduce(ReduceOp::Min, x, dims, keepdim, "min");
+  return reduce(Reduction::Min, x, dims, keepdim, "min");
 }
 
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) {
-  return reduce(ReduceOp::ArgMax, x, {dim}, keepdim, "argmax");
+  return reduce(Reduction::ArgMax, x, {dim}, keepdim, "argmax");
 }
 
 Tensor sum_to(const Tensor& x, const Shape& shape) {

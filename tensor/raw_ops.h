@@ -42,11 +42,14 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b);
 // a = op(a, b) in place; b broadcasts to a's shape. Bumps a's version.
 void binary_(BinaryOp op, const Tensor& a, const Tensor& b);
 void unary_(UnaryOp op, const Tensor& a, double scalar);
+// dst = op(src, scalar) into an existing tensor of src's shape and dtype: one pass, e.g. a copy that
+// scales on the way (MulScalar). Bumps dst's version.
+void unary_into(UnaryOp op, const Tensor& dst, const Tensor& src, double scalar);
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 
 // ---- reductions -------------------------------------------------------------------------------
 // dims empty = all dims.
-Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim, const char* name);
+Tensor reduce(Reduction op, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim, const char* name);
 Tensor sum(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
 Tensor mean(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
 Tensor max(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);

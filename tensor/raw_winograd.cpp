@@ -23,13 +23,13 @@
 //   dw[o, c] = Gᵀ·du[:, o, c]·G                 (transform_weight_backward)
 // Accuracy: the transforms add and subtract a few inputs (the ½ in G is exact), so the result differs
 // from im2col's by rounding only (about 1e-6 relative in float32; tests/tensor/test_winograd.cpp).
-// Threads: the sample groups are the items of Note [Samples on the threads] (tensor/raw_split.h):
+// Threads: the sample groups are the items of Note [Samples on the threads] (tensor/detail/raw_split.h):
 // with enough of them, whole groups run on the threads, each group's three steps one after the
 // other on one core; the weight gradient sums its groups' products in strands.
 #include <algorithm>
 
 #include "tensor/raw_ops.h"
-#include "tensor/raw_split.h"
+#include "tensor/detail/raw_split.h"
 
 namespace mt {
 

@@ -1,7 +1,7 @@
 // Tracer: records what one process did during a few training steps, as timed spans on tracks, for a
 // Chrome-trace / Perfetto JSON file (ui.perfetto.dev, chrome://tracing). The layers above mark what
-// they do where it happens: the engine each backward node (autograd/node_trace.h), DDP each bucket's
-// ready -> launch -> done (distributed/ddp/ddp_trace.h), mini_train the data, forward, optimizer and
+// they do where it happens: the engine each backward node (autograd/detail/node_trace.h), DDP each bucket's
+// ready -> launch -> done (distributed/ddp/detail/ddp_trace.h), mini_train the data, forward, optimizer and
 // checkpoint phases. distributed/trace/trace_job.h aligns the ranks' clocks and merges their events into
 // one file.
 //

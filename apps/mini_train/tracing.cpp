@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "autograd/node_trace.h"
+#include "autograd/detail/node_trace.h"
 #include "distributed/trace/trace_job.h"
 #include "tensor/check.h"
 

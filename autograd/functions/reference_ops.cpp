@@ -1,6 +1,6 @@
-// The reference compositions of autograd/reference_ops.h: differentiable through the ops they use,
+// The reference compositions of autograd/detail/reference_ops.h: differentiable through the ops they use,
 // so their gradients come from those ops' backwards, independently of the fused kernels.
-#include "autograd/reference_ops.h"
+#include "autograd/detail/reference_ops.h"
 
 #include <cmath>
 #include <limits>

@@ -1,9 +1,9 @@
 // BucketTimeline: the reducer's observers in one place (bucket_timeline.h).
-#include "distributed/ddp/bucket_timeline.h"
+#include "distributed/ddp/detail/bucket_timeline.h"
 
 #include <algorithm>
 
-#include "distributed/ddp/ddp_trace.h"
+#include "distributed/ddp/detail/ddp_trace.h"
 #include "distributed/fault/heartbeat.h"
 
 namespace mt::dist::detail {

@@ -1,5 +1,5 @@
 // DDP's buffer broadcast (see buffer_sync.h): rank 0's buffers copied to every rank, in place.
-#include "distributed/ddp/buffer_sync.h"
+#include "distributed/ddp/detail/buffer_sync.h"
 
 #include <memory>
 #include <vector>

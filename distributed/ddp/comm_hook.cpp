@@ -3,8 +3,16 @@
 
 namespace mt::dist {
 
+namespace {
+// Divides what is not divided yet (GradBucket::divided; Note [Dividing while writing]).
+void divide_rest(ProcessGroup& pg, GradBucket& bucket) {
+  const int64_t n = bucket.buffer.numel();
+  if (pg.size() > 1 && bucket.divided < n) bucket.buffer.narrow(0, bucket.divided, n - bucket.divided).mul_(1.0 / pg.size());
+}
+}  // namespace
+
 std::shared_ptr<Work> AllreduceHook::launch(ProcessGroup& pg, GradBucket& bucket) {
-  if (pg.size() > 1) bucket.buffer.mul_(1.0 / pg.size());
+  divide_rest(pg, bucket);
   return pg.allreduce(bucket.buffer, ReduceOp::Sum);
 }
 
@@ -14,7 +22,7 @@ std::shared_ptr<Work> Fp16CompressHook::launch(ProcessGroup& pg, GradBucket& buc
   Tensor& half = compressed_[bucket.index];
   if (!half.defined() || half.numel() != bucket.buffer.numel())  // first use, or a rebuilt bucket
     half = empty({bucket.buffer.numel()}, {.dtype = DType::Float16, .device = bucket.buffer.device()});
-  if (pg.size() > 1) bucket.buffer.mul_(1.0 / pg.size());  // before the cast: Note [fp16 compression]
+  divide_rest(pg, bucket);  // before the cast: Note [fp16 compression]
   half.copy_(bucket.buffer);
   return pg.allreduce(half, ReduceOp::Sum);
 }

@@ -31,6 +31,9 @@ struct GradBucket {
   // elements like the gradients.
   Tensor buffer;
   const std::vector<std::string>* parameter_names = nullptr;  // the parameters whose .grad are views of it
+  // Its first `divided` elements are divided by the world size already: the gradients arrived so
+  // (Note [Dividing while writing]), for a hook that divides_first(). The hook divides the rest.
+  int64_t divided = 0;
 };
 
 class CommHook {
@@ -45,6 +48,10 @@ class CommHook {
   // True when the hook (or what registered it) was built on bucket_layout() as it was, so the
   // buckets must keep it: DDP then skips its bucket rebuild (Note [Bucket rebuild] in bucket_rebuild.cpp).
   virtual bool fixed_layout() const { return false; }
+  // Whether the hook begins by dividing the bucket by the world size (mul_ by 1/world, Note
+  // [Averaging]). Then the reducer has gradients divided as they are written into the bucket, and
+  // the hook divides only what GradBucket::divided says is left: one pass less over every bucket.
+  virtual bool divides_first() const { return false; }
 };
 
 // The default: divide by the world size, then all-reduce (Sum) in place (Note [Averaging] in reducer.cpp).
@@ -52,6 +59,7 @@ class AllreduceHook : public CommHook {
  public:
   std::string name() const override { return "allreduce"; }
   std::shared_ptr<Work> launch(ProcessGroup& pg, GradBucket& bucket) override;
+  bool divides_first() const override { return true; }
 };
 
 // Note [fp16 compression]: halves the bytes on the wire. The bucket is divided by the world size
@@ -65,6 +73,7 @@ class Fp16CompressHook : public CommHook {
  public:
   std::string name() const override { return "fp16"; }
   std::shared_ptr<Work> launch(ProcessGroup& pg, GradBucket& bucket) override;
+  bool divides_first() const override { return true; }
   void finish(ProcessGroup& pg, GradBucket& bucket) override;
   DType wire_dtype(DType) const override { return DType::Float16; }
 

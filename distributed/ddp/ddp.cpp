@@ -4,8 +4,8 @@
 #include "distributed/ddp/ddp.h"
 
 #include "autograd/grad_mode.h"
-#include "distributed/ddp/buffer_sync.h"
-#include "distributed/ddp/ddp_fingerprint.h"
+#include "distributed/ddp/detail/buffer_sync.h"
+#include "distributed/ddp/detail/ddp_fingerprint.h"
 #include "distributed/ddp/detail/reducer.h"
 #include "distributed/fault/heartbeat.h"
 #include "distributed/fault/replica_guard.h"
@@ -54,6 +54,7 @@ DistributedDataParallel::~DistributedDataParallel() { reducer_->forget_destinati
 Tensor DistributedDataParallel::forward(const Tensor& input) {
   set_phase(Phase::Forward);  // Note [Heartbeat]
   if (module_->is_training() && GradMode::is_enabled()) reducer_->rebuild_buckets_once();
+  reducer_->prepare_backward();  // Note [Dividing while writing]
   sync_buffers();
   Tensor output = module_->forward(input);
   reducer_->find_unused(output);  // Note [Unused parameters found after forward]

@@ -1,5 +1,5 @@
 // The parameter fingerprint DDP compares across ranks at construction (see ddp_fingerprint.h).
-#include "distributed/ddp/ddp_fingerprint.h"
+#include "distributed/ddp/detail/ddp_fingerprint.h"
 
 #include <algorithm>
 #include <sstream>

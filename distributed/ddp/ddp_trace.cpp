@@ -1,7 +1,7 @@
 // DDP's marks in a trace (see ddp_trace.h): a bucket's ready and launch times are remembered until
 // its launch and done turn them into spans, so nothing half-made is ever recorded (a flow whose
 // end is missing, a span still open when recording stops).
-#include "distributed/ddp/ddp_trace.h"
+#include "distributed/ddp/detail/ddp_trace.h"
 
 #include <map>
 #include <mutex>

@@ -6,7 +6,7 @@
 #include "autograd/accumulate_grad.h"
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
-#include "distributed/ddp/unused_parameters.h"
+#include "distributed/ddp/detail/unused_parameters.h"
 #include "tensor/raw_ops.h"
 
 namespace mt::dist::detail {
@@ -123,7 +123,11 @@ void Reducer::on_gradient(const std::weak_ptr<Reducer>& weak, size_t index) {
 
 void Reducer::mark_ready(size_t index, const std::weak_ptr<Reducer>& weak) {
   Slot& slot = slots_[index];
-  reattach_view(slot);
+  // Divided on its way into the bucket (Note [Dividing while writing]), unless it had to be put there.
+  const bool scaled = take_destination_scaled(slot.param);
+  slot.divided = reattach_view(slot) && scaled;
+  MT_CHECK(!(no_sync_ && scaled), "DDP: parameter '", slot.name, "' got its gradient under no_sync() from a forward "
+           "run outside it: wrap the forward in no_sync() as well as the backward, as PyTorch asks");
   if (no_sync_) return;  // gradients accumulate in the buckets; the next synced backward reduces them
   if (!backward_started_) {
     backward_started_ = true;
@@ -202,14 +206,29 @@ void Reducer::observe_completions() {
 // Keeps Note [Gradients are bucket views]: put the gradient into the bucket if .grad is elsewhere
 // (set_grad to another tensor), or zero the slot if .grad is undefined (a parameter that got no
 // gradient).
-void Reducer::reattach_view(Slot& slot) {
+bool Reducer::reattach_view(Slot& slot) {
   const Tensor grad = slot.param.grad();
   if (grad.defined() && grad.storage() == slot.view.storage() &&
       grad.storage_offset() == slot.view.storage_offset())
-    return;
+    return true;
   if (grad.defined()) slot.view.copy_(grad);
   else slot.view.zero_();
   slot.param.set_grad(slot.view);
+  return false;
+}
+
+// Note [Dividing while writing] (autograd/autograd_meta.h): the default hook's first step is a pass
+// over the bucket that divides it by the world size (Note [Averaging]), right after backward wrote
+// each gradient into it, one more pass. So before a synced backward (DDP's forward calls this), a
+// hook that divides_first() has every slot's gradient divided as AccumulateGrad writes it into the
+// bucket: a copy that scales. What arrives otherwise (a .grad that was defined, as after
+// zero_grad(set_to_none = false) or no_sync's accumulation, or one set elsewhere) is divided at
+// launch, slot by slot, so the bucket goes out divided whatever happened; the hook then divides
+// only the guard's elements. The multiplication is the hook's own (by 1/world), so no bit changes.
+void Reducer::prepare_backward() {
+  prescale_ = !no_sync_ && pg_->size() > 1 && hook_->divides_first();
+  const double scale = prescale_ ? 1.0 / pg_->size() : 1.0;
+  for (const Slot& s : slots_) set_grad_destination_scale(s.param, scale);
 }
 
 // Note [Bucket launch order]: buckets are all-reduced strictly in index order on every rank, even
@@ -235,6 +254,9 @@ void Reducer::launch_ready_buckets() {
 void Reducer::launch(size_t b) {
   Bucket& bucket = buckets_[b];
   timeline_.launched(b, bucket.numel);
+  if (prescale_)  // Note [Dividing while writing]: what did not arrive divided is divided here
+    for (size_t s : bucket.slots)
+      if (!slots_[s].divided) slots_[s].view.mul_(1.0 / pg_->size());
   if (pg_->size() > 1) bucket.guard.write(point(b));  // Note [Desync guard]; one rank cannot disagree
   GradBucket view = grad_bucket(b);
   bucket.work = hook_->launch(*pg_, view);
@@ -254,7 +276,8 @@ BucketPoint Reducer::point(size_t b) const {
 }
 
 GradBucket Reducer::grad_bucket(size_t b) {
-  return GradBucket{.index = b, .buffer = buckets_[b].buffer, .parameter_names = &stats_.bucket_parameters[b]};
+  return GradBucket{.index = b, .buffer = buckets_[b].buffer, .parameter_names = &stats_.bucket_parameters[b],
+                    .divided = prescale_ ? buckets_[b].numel : 0};
 }
 
 void Reducer::set_comm_hook(std::shared_ptr<CommHook> hook) {

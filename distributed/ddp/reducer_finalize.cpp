@@ -105,7 +105,7 @@ void Reducer::shadow_backward() {
 }
 
 void Reducer::reset() {
-  for (Slot& s : slots_) s.ready = s.unused = false;
+  for (Slot& s : slots_) s.ready = s.unused = s.divided = false;
   unused_after_forward_.clear();
   for (Bucket& b : buckets_) {
     b.pending = b.slots.size();

@@ -1,5 +1,5 @@
 // The graph walk behind find_unused_parameters (see unused_parameters.h).
-#include "distributed/ddp/unused_parameters.h"
+#include "distributed/ddp/detail/unused_parameters.h"
 
 #include <unordered_set>
 

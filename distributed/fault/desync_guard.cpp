@@ -1,6 +1,6 @@
 // DesyncGuard (see desync_guard.h): hashing where a rank is into small integers that survive the
 // comm hook's averaging exactly, and reading the sums back.
-#include "distributed/fault/desync_guard.h"
+#include "distributed/fault/detail/desync_guard.h"
 
 #include <algorithm>
 #include <array>

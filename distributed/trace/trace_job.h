@@ -1,7 +1,7 @@
 // One trace for a whole data-parallel job: every rank's Tracer (trace/tracer.h) on one time axis,
 // gathered by rank 0 into one Chrome-trace / Perfetto JSON file ("traceEvents" array format; load it
 // in ui.perfetto.dev or chrome://tracing). Rank r is process r ("rank r"), with a compute track and a
-// track per DDP bucket (distributed/ddp/ddp_trace.h).
+// track per DDP bucket (distributed/ddp/detail/ddp_trace.h).
 //
 //   std::unique_ptr<trace::Tracer> tracer = dist::start_job_trace(pg.get(), {.first_step = 1, .last_step = 3});
 //   ... train, calling tracer->begin_step(step) ...

@@ -1,5 +1,5 @@
 // ZeroHook: a DDP bucket reduce-scattered instead of all-reduced (see zero.h, Note [ZeRO shards]).
-#include "distributed/fault/desync_guard.h"
+#include "distributed/fault/detail/desync_guard.h"
 #include "distributed/zero/zero.h"
 #include "tensor/raw_ops.h"
 

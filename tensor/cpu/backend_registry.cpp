@@ -88,12 +88,12 @@ const char* op_name(BinaryOp op) {
   return "unknown binary op";
 }
 
-const char* op_name(ReduceOp op) {
+const char* op_name(Reduction op) {
   switch (op) {
-    case ReduceOp::Sum: return "sum";
-    case ReduceOp::Max: return "max";
-    case ReduceOp::Min: return "min";
-    case ReduceOp::ArgMax: return "argmax";
+    case Reduction::Sum: return "sum";
+    case Reduction::Max: return "max";
+    case Reduction::Min: return "min";
+    case Reduction::ArgMax: return "argmax";
   }
   return "unknown reduce op";
 }

@@ -9,7 +9,7 @@
 // to compile (74 s of CPU in CI's sanitizer build on the 2-core AMD host, 20 s in Release). Nothing
 // of size (Tq, Tk) is kept after the call: the forward saves only
 // lse_i = m_i + log Σ_j e^{s_ij - m_i}, and the backward rebuilds p_ij = e^{s_ij - lse_i} from it.
-// The composition (autograd/reference_ops.h) instead keeps the whole (B, H, Tq, Tk) probability
+// The composition (autograd/detail/reference_ops.h) instead keeps the whole (B, H, Tq, Tk) probability
 // tensor for its backward, and makes a temporary of that size for each of its ops.
 //
 // The causal mask also skips work: Note [Causal row blocks].

@@ -19,7 +19,7 @@
 #include <type_traits>
 
 #include "tensor/backend.h"
-#include "tensor/layout.h"
+#include "tensor/detail/layout.h"
 #include "tensor/parallel.h"
 #include "tensor/cpu/strided_loop.h"
 
@@ -35,7 +35,7 @@ class CpuBackend final : public Backend {
   void unary(UnaryOp op, const Tensor& out, const Tensor& in, double scalar) override;
   void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) override;
   void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) override;
-  void reduce(ReduceOp op, const Tensor& out, const Tensor& in, uint32_t dim_mask) override;
+  void reduce(Reduction op, const Tensor& out, const Tensor& in, uint32_t dim_mask) override;
   void gemm(const Tensor& out, const Tensor& a, const Tensor& b, bool accumulate) override;
   void softmax(const Tensor& out, const Tensor& in, bool log) override;
   void index_select(const Tensor& out, const Tensor& in, const Tensor& index) override;
@@ -78,7 +78,7 @@ constexpr int64_t kGrainTranscendental = 4096;  // exp, log, tanh, erf, pow, sof
 constexpr int64_t kGrainWork = 32768;           // rows of reductions, layer norm, im2col and Winograd planes,
                                                 // heads, index_add / scatter_add column blocks
 
-// Row-major dense (tensor/layout.h): the elements are data[0 .. numel) in order.
+// Row-major dense (tensor/detail/layout.h): the elements are data[0 .. numel) in order.
 inline bool is_contiguous(const Tensor& t) { return is_dense(t); }
 
 // Every element is the same memory location: a scalar broadcast by expand (all strides 0).

@@ -1,5 +1,5 @@
 // CpuBackend::gelu and gelu_backward: GELU in one pass instead of the five or six elementwise ops of
-// its composition (mt::reference::gelu in autograd/reference_ops.h; tests compare the two).
+// its composition (mt::reference::gelu in autograd/detail/reference_ops.h; tests compare the two).
 //   exact: y = x·Φ(x) = 0.5·x·(1 + erf(x/√2))          y' = Φ(x) + x·φ(x),  φ(x) = e^{-x²/2}/√(2π)
 //   tanh:  y = 0.5·x·(1 + t),  t = tanh(u),  u = √(2/π)·(x + 0.044715·x³)
 //          y' = 0.5·(1 + t) + 0.5·x·(1 - t²)·√(2/π)·(1 + 3·0.044715·x²)
@@ -7,12 +7,12 @@
 // Eigen's rational approximation, accurate to a couple of ulp), where the C library's erff is one
 // value at a time and would cost more than the whole composition. float64 calls std::erf per value.
 // Below x = -3 the exact form is redone one value at a time with erfc, which keeps the digits that
-// 1 + erf cancels there (Note [GELU's negative tail], tensor/gelu_math.h).
+// 1 + erf cancels there (Note [GELU's negative tail], tensor/detail/gelu_math.h).
 // Both run on the intra-op threads in fixed chunks (Note [Fixed chunks], tensor/parallel.h).
-// The CUDA kernel (tensor/cuda/cuda_gelu.cu) evaluates the same formulas through tensor/gelu_math.h.
+// The CUDA kernel (tensor/cuda/cuda_gelu.cu) evaluates the same formulas through tensor/detail/gelu_math.h.
 #include "tensor/cpu/cpu_backend.h"
 #include "tensor/cpu/eigen_core.h"
-#include "tensor/gelu_math.h"
+#include "tensor/detail/gelu_math.h"
 
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push

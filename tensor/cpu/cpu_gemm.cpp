@@ -18,7 +18,7 @@
 #include <type_traits>
 
 #include "tensor/cpu/cpu_backend.h"
-#include "tensor/layout.h"
+#include "tensor/detail/layout.h"
 #include "tensor/parallel.h"
 
 #ifdef MT_HAVE_BLAS

@@ -1,6 +1,6 @@
 // CpuBackend::layer_norm and layer_norm_backward: the fused kernels, one row at a time. The
 // composition they replace (mean, sub, mul, mean, add, sqrt, div, mul, add: nine ops and as many
-// temporaries) is mt::reference::layer_norm (autograd/reference_ops.h); tests compare the two.
+// temporaries) is mt::reference::layer_norm (autograd/detail/reference_ops.h); tests compare the two.
 //
 // Forward, per row x of n values (two passes: the mean first, then the variance around it, which
 // keeps the digits that the one-pass Σx² - (Σx)²/n loses when the mean is large; and the centred

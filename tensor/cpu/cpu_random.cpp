@@ -1,6 +1,6 @@
 // CpuBackend::uniform and ::normal: fill a contiguous floating tensor from a Generator's Philox
 // stream (tensor/generator.h). Only the mapping from random words to numbers lives here; the
-// block function is tensor/philox.h.
+// block function is tensor/detail/philox.h.
 //
 // Note [Random stream layout]
 // The numbers are a pure function of (seed, offset), so the CUDA backend must reproduce them
@@ -29,7 +29,7 @@
 #include <type_traits>
 
 #include "tensor/cpu/cpu_backend.h"
-#include "tensor/philox.h"
+#include "tensor/detail/philox.h"
 #include "tensor/generator.h"
 
 namespace mt {

@@ -1,9 +1,9 @@
 // CudaBackend::gelu and gelu_backward: one grid-stride elementwise kernel each, with the formulas of
-// tensor/gelu_math.h (shared with the CPU backend, tensor/cpu/cpu_gelu.cpp). raw_ops hands over
+// tensor/detail/gelu_math.h (shared with the CPU backend, tensor/cpu/cpu_gelu.cpp). raw_ops hands over
 // contiguous tensors of one shape.
 #include "tensor/cuda/cuda_device.h"
 #include "tensor/cuda/cuda_loops.cuh"
-#include "tensor/gelu_math.h"
+#include "tensor/detail/gelu_math.h"
 
 namespace mt::cuda {
 namespace {

@@ -1,7 +1,7 @@
 // CudaBackend::uniform and ::normal: the same numbers as the CPU backend for the same generator
 // state, element by element. The mapping from Philox words to numbers is Note [Random stream layout]
 // in tensor/cpu/cpu_random.cpp; this file follows it exactly, with the same block function
-// (tensor/philox.h) and word-to-float helpers (tensor/generator.h), compiled for the device.
+// (tensor/detail/philox.h) and word-to-float helpers (tensor/generator.h), compiled for the device.
 // One thread per Philox block writes that block's 4 (float32) or 2 (float64) elements. The generator
 // is advanced on the host by whole blocks, as on the CPU, so CPU and GPU fills can be interleaved and
 // the stream stays the same.
@@ -13,7 +13,7 @@
 #include "tensor/cuda/cuda_device.h"
 #include "tensor/cuda/cuda_loops.cuh"
 #include "tensor/generator.h"
-#include "tensor/philox.h"
+#include "tensor/detail/philox.h"
 
 namespace mt::cuda {
 namespace {

@@ -1,6 +1,7 @@
 // Note [Gradient destination]: a leaf whose gradient lives in memory someone else owns (DDP's
 // bucket). The first gradient into an undefined .grad is written there, later ones add in place,
-// set_to_none forgets .grad, and a destination that does not match the leaf is a clear error.
+// set_to_none forgets .grad, a destination that does not match the leaf is a clear error, and a
+// destination scale divides the first gradient as it is written (Note [Dividing while writing]).
 #include <doctest/doctest.h>
 
 #include <string>
@@ -42,4 +43,24 @@ TEST_CASE("a gradient destination that does not match the leaf is an error namin
   }
   CHECK(message.find("expected [2, 3] float32") != std::string::npos);
   CHECK(message.find("got [6] float32") != std::string::npos);
+}
+
+TEST_CASE("a destination scale divides the first gradient on its way in, once, and says so") {
+  // Note [Dividing while writing]: DDP's buckets receive g / world in the pass that writes g.
+  Tensor w = from_vector(std::vector<double>{1, 2, 3}, {3}, {.dtype = kFloat64, .requires_grad = true});
+  Tensor buffer = zeros({3}, {.dtype = kFloat64});
+  set_grad_destination(w, buffer);
+  set_grad_destination_scale(w, 0.25);
+  (w * w).sum().backward();  // 2w / 4
+  CHECK(buffer.to_vector<double>() == std::vector<double>{0.5, 1.0, 1.5});
+  CHECK(take_destination_scaled(w));
+  CHECK_FALSE(take_destination_scaled(w));  // taken: cleared
+  (w * 4.0).sum().backward();                // .grad is defined now: it accumulates, unscaled
+  CHECK(buffer.to_vector<double>() == std::vector<double>{4.5, 5.0, 5.5});
+  CHECK_FALSE(take_destination_scaled(w));
+  set_grad_destination_scale(w, 1.0);        // a plain copy again
+  w.set_grad(Tensor());
+  (w * 2.0).sum().backward();
+  CHECK(buffer.to_vector<double>() == std::vector<double>{2, 2, 2});
+  CHECK_FALSE(take_destination_scaled(w));
 }

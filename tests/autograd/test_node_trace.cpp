@@ -1,4 +1,4 @@
-// The engine's marks in a trace (autograd/node_trace.h, trace/tracer.h): one span per node run,
+// The engine's marks in a trace (autograd/detail/node_trace.h, trace/tracer.h): one span per node run,
 // named by op and AccumulateGrad by parameter, nested inside the caller's span; nothing outside
 // the step range; memory bounded by max_events.
 #include <doctest/doctest.h>
@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "autograd/node_trace.h"
+#include "autograd/detail/node_trace.h"
 #include "minitrain.h"
 #include "trace/tracer.h"
 

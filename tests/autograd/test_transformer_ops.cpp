@@ -7,7 +7,7 @@
 #include <cmath>
 #include <limits>
 
-#include "autograd/reference_ops.h"
+#include "autograd/detail/reference_ops.h"
 #include "minitrain.h"
 #include "tensor/caching_allocator.h"
 

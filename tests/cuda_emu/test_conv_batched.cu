@@ -1,4 +1,4 @@
-// The CUDA convolution runs over the whole batch (tensor/raw_conv_batched.h): counted by the
+// The CUDA convolution runs over the whole batch (tensor/detail/raw_conv_batched.h): counted by the
 // emulator, a forward is one im2col launch and one cuBLAS GEMM whatever the batch size, a backward
 // one im2col, one col2im and two GEMMs; and the gradients asked for one at a time equal the CPU's
 // per-sample loop. Launch counts are the emulator's, so this case exists only in the emulated build.

@@ -5,7 +5,7 @@
 #include <cmath>
 
 #include "data/csv.h"
-#include "data/file_io.h"
+#include "data/detail/file_io.h"
 #include "test_util.h"
 
 using namespace mt;

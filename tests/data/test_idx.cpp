@@ -5,7 +5,7 @@
 #include <filesystem>
 
 #include "data/fashion_mnist.h"
-#include "data/file_io.h"
+#include "data/detail/file_io.h"
 #include "data/idx.h"
 #include "tensor/raw_ops.h"
 #include "test_util.h"

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "data/file_io.h"
+#include "data/detail/file_io.h"
 #include "data/npy.h"
 #include "test_util.h"
 

@@ -7,7 +7,7 @@
 #include <set>
 
 #include "data/dataloader.h"
-#include "data/file_io.h"
+#include "data/detail/file_io.h"
 #include "data/text.h"
 #include "test_util.h"
 

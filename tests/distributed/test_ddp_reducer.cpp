@@ -189,3 +189,40 @@ TEST_CASE("DDP: buckets rebuilt in the first step's gradient order launch the fi
     check_close(*model, *single_process<HeadFirst>(batch, steps), 1e-5, "rank " + std::to_string(rank));
   });
 }
+
+// Note [Dividing while writing]: gradients arrive in the buckets divided by the world size, whether
+// .grad was forgotten (set_to_none: the copy that divides) or zeroed in place (accumulated, then
+// divided at launch), and both train exactly like one process; a backward under no_sync() whose
+// forward ran outside it would leave divided gradients unreduced, so it is an error naming one.
+TEST_CASE("DDP: gradients divided as they are written equal one process, with set_to_none or not, and "
+          "no_sync must wrap the forward" * doctest::skip(kNoBackend)) {
+  const int port = find_free_port();
+  test::run_ranks(2, [&](int rank) {
+    const Batch batch = make_batch(4);
+    const Tensor x = batch.x.narrow(0, rank * 4, 4), y = batch.y.narrow(0, rank * 4, 4);
+    const auto pg = test::join_group(rank, 2, port);
+    for (const bool set_to_none : {true, false}) {
+      auto model = std::make_shared<HeadFirst>();
+      DistributedDataParallel ddp(model, pg);
+      optim::SGD opt(ddp.parameters(), {.lr = 0.1});
+      for (int step = 0; step < 3; ++step) {
+        opt.zero_grad(set_to_none);
+        nn::F::mse_loss(ddp.forward(x), y).backward();
+        opt.step();
+      }
+      check_close(*model, *single_process<HeadFirst>(batch, 3), 1e-6,
+                  "rank " + std::to_string(rank) + (set_to_none ? ", set_to_none" : ", zeroed in place"));
+      if (!set_to_none) continue;
+      opt.zero_grad();
+      const Tensor out = ddp.forward(x);  // a synced forward...
+      std::string message;
+      try {
+        auto guard = ddp.no_sync();       // ...then a backward under no_sync
+        nn::F::mse_loss(out, y).backward();
+      } catch (const Error& e) {
+        message = e.what();
+      }
+      MT_CHECK(message.find("wrap the forward in no_sync()") != std::string::npos, "got: ", message);
+    }
+  });
+}

@@ -11,7 +11,7 @@
 #include "autograd/ops.h"
 #include "distributed/ddp/comm_hook.h"
 #include "distributed/ddp/ddp.h"
-#include "distributed/fault/desync_guard.h"
+#include "distributed/fault/detail/desync_guard.h"
 #include "distributed/process_group/process_group_local.h"
 #include "distributed/store/tcp_store.h"
 #include "multiprocess.h"

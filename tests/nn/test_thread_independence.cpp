@@ -149,7 +149,7 @@ TEST_CASE("matrix products of 40 shapes, 36 of them random, give the same bits a
 }
 
 // Batches of 8 and 5 samples: at 2 threads both run whole samples on the threads (Note [Samples on
-// the threads], tensor/raw_split.h); at 3 threads the batch of 5 runs its samples in order and
+// the threads], tensor/detail/raw_split.h); at 3 threads the batch of 5 runs its samples in order and
 // splits each sample's kernels instead. Either way the bits must not change.
 TEST_CASE("convolution and max pooling, forward and backward, give the same bits at 1, 2 and 3 threads") {
   check_independent([] {

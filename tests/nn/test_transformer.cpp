@@ -94,7 +94,7 @@ TEST_CASE("float32 GELU and LayerNorm: no less accurate than PyTorch's float32, 
   // Each error is the largest |float32 result - float64 reference| over the fixture's inputs.
   const auto f32_leaf = [](const std::string& name) { return fx(name).to(kFloat32).requires_grad_(); };
   {
-    INFO("GELU, x in [-6, -3]");  // Note [GELU's negative tail] in tensor/gelu_math.h
+    INFO("GELU, x in [-6, -3]");  // Note [GELU's negative tail] in tensor/detail/gelu_math.h
     const Tensor x = f32_leaf("f32.gelu.x");
     const Tensor y = gelu(x);
     y.sum().backward();

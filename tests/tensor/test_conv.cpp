@@ -93,7 +93,7 @@ TEST_CASE("fold is the adjoint of unfold: <unfold(x), c> = <x, fold(c)>") {
   CHECK(raw::fold(raw::unfold(y, blocks), {4, 6}, blocks).to_vector<float>() == y.to_vector<float>());
 }
 
-// Note [Samples on the threads] (tensor/raw_split.h): samples run on the threads with a columns
+// Note [Samples on the threads] (tensor/detail/raw_split.h): samples run on the threads with a columns
 // buffer each only while the threads' buffers together stay small; here one sample's columns are
 // 52 MB (8 channels · 25 taps · 256² positions), so 2 threads must still run the samples in order,
 // and the conv's memory must not grow with the thread count.

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <numbers>
 
-#include "tensor/philox.h"
+#include "tensor/detail/philox.h"
 #include "tensor/generator.h"
 #include "tensor/raw_ops.h"
 

@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "distributed/ddp/bucket_timeline.h"
+#include "distributed/ddp/detail/bucket_timeline.h"
 #include "distributed/ddp/comm_hook.h"
 #include "distributed/ddp/ddp.h"
-#include "distributed/fault/desync_guard.h"
+#include "distributed/fault/detail/desync_guard.h"
 
 namespace mt::dist::detail {
 
@@ -32,6 +32,7 @@ class Reducer {
     bool ready = false;   // its gradient for this backward has arrived
     bool unused = false;  // ready from the start of this backward: forward's output does not reach it
                           // (Note [Unused parameters found after forward])
+    bool divided = false; // its gradient arrived divided by the world size (Note [Dividing while writing])
   };
   struct Bucket {
     Tensor buffer;              // flat, contiguous, one dtype: numel gradients, then the guard
@@ -69,7 +70,8 @@ class Reducer {
   void find_unused(const Tensor& output);
   void mark_unused_ready();
   void observe_completions();
-  static void reattach_view(Slot& slot);
+  static bool reattach_view(Slot& slot);  // true: .grad already was the slot's view
+  void prepare_backward();                // Note [Dividing while writing]
 
   // ---- launch (reducer.cpp)
   void launch_ready_buckets();
@@ -103,6 +105,7 @@ class Reducer {
   size_t next_launch_ = 0;        // the lowest-index bucket not yet launched in this backward
   size_t next_seen_ = 0;          // the lowest-index bucket not yet seen complete in this backward
   bool backward_started_ = false;
+  bool prescale_ = false;         // this backward's gradients are divided as they are written
   // Times, stats, trace and heartbeat (Note [The reducer tells, the timeline watches]).
   BucketTimeline timeline_{stats_, this};
 };

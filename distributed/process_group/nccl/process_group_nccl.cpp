@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "distributed/process_group/nccl/nccl_check.h"
+#include "distributed/process_group/nccl/detail/nccl_check.h"
 #include "tensor/cuda/cuda_check.h"
 #include "tensor/cuda/cuda_device.h"
 #include "tensor/cuda/cuda_event.h"

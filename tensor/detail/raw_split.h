@@ -19,7 +19,7 @@
 // sum, and the partials are then added in strand order, so the bits are the same at any thread
 // count (they differ from one running sum over all items by rounding only).
 // Only the CPU backend runs these loops (the CUDA one takes the batched path,
-// tensor/raw_conv_batched.h, and has no Winograd kernels), so the CPU pool is the right one here.
+// tensor/detail/raw_conv_batched.h, and has no Winograd kernels), so the CPU pool is the right one here.
 #pragma once
 
 #include <algorithm>
