@@ -34,6 +34,9 @@ Tensor abs(const Tensor& x);
 Tensor erf(const Tensor& x);
 Tensor pow(const Tensor& x, double exponent);
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);  // differentiable in a and b
+// A number on either side, as torch.where(cond, x, 0.0): it takes the tensor's dtype.
+Tensor where(const Tensor& cond, const Tensor& a, double b);
+Tensor where(const Tensor& cond, double a, const Tensor& b);
 
 // Comparisons: 1/0 in the promoted dtype; no gradient.
 Tensor eq(const Tensor& a, const Tensor& b);
@@ -48,6 +51,10 @@ Tensor sum(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim 
 Tensor mean(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
 Tensor max(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);
+// log Σ_dims exp(x), with each slice's max taken out first so nothing overflows (Note [Logsumexp shift]).
+Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim = false);
+// Running sums along dim: y[..., i, ...] = Σ_{j <= i} x[..., j, ...] (autograd/functions/scan.cpp).
+Tensor cumsum(const Tensor& x, int64_t dim);
 
 // ---- linear algebra, softmax, indexing --------------------------------------------------------
 Tensor matmul(const Tensor& a, const Tensor& b);
@@ -73,6 +80,13 @@ Tensor flatten(const Tensor& x, int64_t start_dim = 0, int64_t end_dim = -1);
 Tensor contiguous(const Tensor& x);
 Tensor clone(const Tensor& x);
 Tensor cast(const Tensor& x, DType dtype);
+// Copies composed from index_select, narrow and cat (autograd/functions/reorder.cpp):
+Tensor flip(const Tensor& x, const std::vector<int64_t>& dims);  // reverse the order along each of dims
+// Shift along each dims[k] by shifts[k], wrapping around; no dims: roll the flattened x, keep its shape.
+Tensor roll(const Tensor& x, const std::vector<int64_t>& shifts, const std::vector<int64_t>& dims = {});
+// (...) int64 class indices -> (..., num_classes) int64 with a 1 at each index; num_classes -1:
+// max(indices) + 1. No gradient (autograd/functions/indexing.cpp).
+Tensor one_hot(const Tensor& indices, int64_t num_classes = -1);
 
 // ---- joining, statistics, clamp: for convolutional networks (autograd/functions/join.cpp) -----
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);

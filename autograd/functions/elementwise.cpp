@@ -260,6 +260,19 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   return y;
 }
 
+// The scalar becomes a 0-dim tensor of the other side's dtype (PyTorch's promotion: a Python
+// number does not widen a floating tensor), or float32 beside an integer tensor when it is not whole.
+namespace {
+Tensor scalar_like(double s, const Tensor& t) {
+  const bool whole = std::nearbyint(s) == s;
+  const DType dtype = is_floating(t.dtype()) || whole ? t.dtype() : kFloat32;
+  return full(Shape{}, s, {.dtype = dtype, .device = t.device()});
+}
+}  // namespace
+
+Tensor where(const Tensor& cond, const Tensor& a, double b) { return where(cond, a, scalar_like(b, a)); }
+Tensor where(const Tensor& cond, double a, const Tensor& b) { return where(cond, scalar_like(a, b), b); }
+
 Tensor add(const Tensor& a, double s) { return unary_op(UnaryOp::AddScalar, a, s); }
 Tensor mul(const Tensor& a, double s) { return unary_op(UnaryOp::MulScalar, a, s); }
 Tensor neg(const Tensor& x) { return unary_op(UnaryOp::Neg, x); }

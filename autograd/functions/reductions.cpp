@@ -1,7 +1,8 @@
-// Differentiable reductions: sum, mean, max, min, var composed from them, and std = √var with a
-// node of its own (its gradient at 0). Their backward spreads the output gradient back over the
+// Differentiable reductions: sum, mean, max, min, var composed from them, std = √var with a
+// node of its own (its gradient at 0), and logsumexp with its own (its max shift). Their backward spreads the output gradient back over the
 // reduced dims (a broadcast), scaled for mean, masked to the extrema for max and min.
 #include <algorithm>
+#include <limits>
 
 #include "autograd/ops.h"
 #include "autograd/record.h"
@@ -28,6 +29,15 @@ Tensor unsqueeze_reduced(const Tensor& g, const Shape& in_shape, const std::vect
   Tensor r = g;
   for (int d : sorted) r = raw::unsqueeze(r, d);
   return r;
+}
+
+// `shape` without the reduced dims (all of them when dims is empty).
+Shape dropped_dims(const Shape& shape, const std::vector<int64_t>& dims, const char* op) {
+  Shape dropped;
+  for (int i = 0; i < shape.size(); ++i)
+    if (!(dims.empty() || std::count_if(dims.begin(), dims.end(), [&](int64_t d) { return wrap_dim(d, shape.size(), op) == i; })))
+      dropped.push_back(shape[i]);
+  return dropped;
 }
 
 struct SumBackward final : Node {
@@ -69,14 +79,7 @@ struct ExtremumBackward final : Node {
 Tensor extremum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim, bool is_max) {
   const char* op = is_max ? "max" : "min";
   Tensor y_keep = is_max ? raw::max(x, dims, /*keepdim=*/true) : raw::min(x, dims, /*keepdim=*/true);
-  Tensor y = y_keep;
-  if (!keepdim) {
-    Shape dropped;  // y_keep's shape without the reduced dims
-    for (int i = 0; i < x.dim(); ++i)
-      if (!(dims.empty() || std::count_if(dims.begin(), dims.end(), [&](int64_t d) { return wrap_dim(d, x.dim(), op) == i; })))
-        dropped.push_back(x.sizes()[i]);
-    y = raw::view(y_keep, dropped);
-  }
+  const Tensor y = keepdim ? y_keep : raw::view(y_keep, dropped_dims(x.sizes(), dims, op));
   if (auto node = record<ExtremumBackward>({&x})) {
     node->x = SavedTensor(x), node->y = SavedTensor(y_keep), node->dims = dims, node->keepdim = keepdim;
     node->is_max = is_max;
@@ -104,7 +107,46 @@ struct StdBackward final : Node {
   std::string name() const override { return "StdBackward"; }
 };
 
+// Note [Logsumexp shift]: log Σ exp(x) overflows once any x passes ~709 (float64; ~88 in float32),
+// and underflows to log 0 = -inf when every x is below ~-745. With m = max x of the slice,
+// log Σ exp(x) = m + log Σ exp(x - m), and every exp(x - m) is in (0, 1] with one of them 1, so the sum
+// is in [1, n]. A slice whose max is ±inf takes m = 0 instead (as PyTorch does): x - m would be
+// inf - inf = NaN there, while exp(±inf) already gives the right sum.
+// y = log Σ exp(x)   =>   dx = dy·exp(x - y), the softmax of the slice. The composition m + log(sum(exp(x - m)))
+// would give the same value, but the gradient would reach m through max's backward and cancel there
+// only to rounding; this node writes the softmax directly.
+struct LogsumexpBackward final : Node {
+  SavedTensor x, y;  // y with keepdim
+  std::vector<int64_t> dims;
+  bool keepdim = false;
+  TensorList apply(TensorList&& g) override {
+    check_not_released();
+    const Tensor xv = x.unpack(*this), yv = y.unpack(*this);
+    const Tensor p = raw::unary(UnaryOp::Exp, raw::binary(BinaryOp::Sub, xv, yv));
+    return {raw::binary(BinaryOp::Mul, unsqueeze_reduced(g[0], xv.sizes(), dims, keepdim), p)};
+  }
+  void release_saved() override { x.reset(), y.reset(), Node::release_saved(); }
+  std::string name() const override { return "LogsumexpBackward"; }
+};
+
 }  // namespace
+
+Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  MT_CHECK(is_floating(x.dtype()), "logsumexp: needs a floating dtype, got ", x.dtype());
+  // m: (x with dims kept as 1), 0 where the slice's max is infinite (Note [Logsumexp shift]).
+  const Tensor m_raw = raw::max(x, dims, /*keepdim=*/true);
+  const Tensor inf = full(Shape{}, std::numeric_limits<double>::infinity(), {.dtype = x.dtype(), .device = x.device()});
+  const Tensor zero = zeros(Shape{}, {.dtype = x.dtype(), .device = x.device()});
+  const Tensor m = raw::where(raw::binary(BinaryOp::Eq, raw::unary(UnaryOp::Abs, m_raw), inf), zero, m_raw);
+  const Tensor s = raw::sum(raw::unary(UnaryOp::Exp, raw::binary(BinaryOp::Sub, x, m)), dims, /*keepdim=*/true);
+  const Tensor y_keep = raw::binary(BinaryOp::Add, raw::unary(UnaryOp::Log, s), m);
+  const Tensor y = keepdim ? y_keep : raw::view(y_keep, dropped_dims(x.sizes(), dims, "logsumexp"));
+  if (auto node = record<LogsumexpBackward>({&x})) {
+    node->x = SavedTensor(x), node->y = SavedTensor(y_keep), node->dims = dims, node->keepdim = keepdim;
+    set_history(y, node);
+  }
+  return y;
+}
 
 Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
   Tensor y = raw::sum(x, dims, keepdim);

@@ -26,15 +26,16 @@ import numpy as np
 import torch
 from torch import nn
 
-DTYPES = {np.dtype("float32"): "F32", np.dtype("int64"): "I64"}
+DTYPES = {np.dtype("float32"): "F32", np.dtype("float64"): "F64", np.dtype("int64"): "I64"}
 
 
-def save(path, tensors):
-    """safetensors: u64 header length, JSON header padded to 8 bytes, then the raw little-endian data."""
+def save(path, tensors, keep_float64=False):
+    """safetensors: u64 header length, JSON header padded to 8 bytes, then the raw little-endian data.
+    float64 is written as float32 unless keep_float64 (tests/nn/make_ops_fixtures.py keeps it)."""
     header, blobs, offset = {}, [], 0
     for name, t in tensors.items():
         a = t.detach().cpu().numpy().copy(order="C")  # (ascontiguousarray would make a 0-dim array 1-D)
-        if a.dtype == np.float64:
+        if a.dtype == np.float64 and not keep_float64:
             a = a.astype(np.float32)
         data = a.astype(a.dtype.newbyteorder("<")).tobytes()
         header[name] = {"dtype": DTYPES[a.dtype], "shape": list(a.shape), "data_offsets": [offset, offset + len(data)]}

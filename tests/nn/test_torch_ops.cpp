@@ -1,0 +1,77 @@
+// The tensor ops of issue 40 against PyTorch 1.13 in float64: each value and
+// its input gradient (of sum(y * gy) for a random gy) agree to 1e-9 relative. The reference values
+// are in tests/nn/fixtures/ops.safetensors, written by tests/nn/make_ops_fixtures.py; a case named
+// "..._t" runs on the transpose of its input, a non-contiguous view, on both sides.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <functional>
+#include <map>
+
+#include "minitrain.h"
+#include "nn/nn.h"
+
+using namespace mt;
+
+namespace {
+
+const std::map<std::string, Tensor>& fixture() {
+  static const std::map<std::string, Tensor> tensors = [] {
+    std::map<std::string, Tensor> m;
+    for (auto& [name, t] : load_safetensors(std::string(MT_TEST_FIXTURES) + "/ops.safetensors").tensors) m[name] = t;
+    return m;
+  }();
+  return tensors;
+}
+
+Tensor fx(const std::string& name) {
+  const auto it = fixture().find(name);
+  REQUIRE_MESSAGE(it != fixture().end(), "ops.safetensors has no tensor ", name);
+  return it->second;
+}
+
+// |got - want| <= 1e-9·|want| elementwise, plus 1e-15 of the largest |want| for values that are 0
+// up to rounding (a cumsum that cancels, a loss term of 0).
+void check_close(const Tensor& got, const Tensor& want, const std::string& what) {
+  INFO(what);
+  REQUIRE(got.sizes() == want.sizes());
+  CHECK(got.dtype() == want.dtype());
+  const std::vector<double> g = got.to_vector<double>(), w = want.to_vector<double>();
+  double scale = 0;
+  for (double v : w) scale = std::max(scale, std::abs(v));
+  for (size_t i = 0; i < g.size(); ++i) {
+    CAPTURE(i);
+    CAPTURE(g[i]);
+    CAPTURE(w[i]);
+    CHECK(std::abs(g[i] - w[i]) <= 1e-9 * std::abs(w[i]) + 1e-15 * scale);
+  }
+}
+
+// Runs f on the case's x (transposed for "_t"), and checks y and grad_x against PyTorch's.
+void check_case(const std::string& name, const std::function<Tensor(const Tensor&)>& f) {
+  const Tensor x = fx(name + ".x").clone().requires_grad_();
+  const bool transposed = name.size() > 2 && name.substr(name.size() - 2) == "_t";
+  const Tensor y = f(transposed ? x.t() : x);
+  check_close(y, fx(name + ".y"), name + ": value");
+  (y * fx(name + ".gy")).sum().backward();
+  check_close(x.grad(), fx(name + ".grad_x"), name + ": gradient");
+}
+
+}  // namespace
+
+TEST_CASE("logsumexp, cumsum, flip, roll, where with a scalar and one_hot equal PyTorch's") {
+  check_case("logsumexp_dim1", [](const Tensor& x) { return logsumexp(x, {1}); });
+  check_case("logsumexp_dims02_keepdim", [](const Tensor& x) { return logsumexp(x, {0, 2}, true); });  // values ~1000
+  check_case("logsumexp_t", [](const Tensor& x) { return logsumexp(x, {-1}); });
+  check_case("cumsum_dim1", [](const Tensor& x) { return cumsum(x, 1); });
+  check_case("cumsum_t", [](const Tensor& x) { return cumsum(x, 1); });
+  check_case("flip_dims02", [](const Tensor& x) { return flip(x, {0, 2}); });
+  check_case("flip_t", [](const Tensor& x) { return flip(x, {1}); });
+  check_case("roll_dims", [](const Tensor& x) { return roll(x, {2, -1}, {0, 2}); });
+  check_case("roll_flat", [](const Tensor& x) { return roll(x, {7}); });
+  check_case("roll_t", [](const Tensor& x) { return roll(x, {-4}, {0}); });
+  check_case("where_scalar_right", [](const Tensor& x) { return where(fx("where_scalar_right.cond"), x, 0.5); });
+  check_case("where_scalar_left", [](const Tensor& x) { return where(fx("where_scalar_left.cond"), -2.0, x); });
+  check_close(one_hot(fx("one_hot.indices")), fx("one_hot.y"), "one_hot");
+  check_close(one_hot(fx("one_hot.indices"), 6), fx("one_hot6.y"), "one_hot, 6 classes");
+}
