@@ -32,6 +32,8 @@ Tensor sigmoid(const Tensor& x);
 Tensor relu(const Tensor& x);
 Tensor abs(const Tensor& x);
 Tensor erf(const Tensor& x);
+Tensor expm1(const Tensor& x);  // eˣ - 1, accurate near 0
+Tensor log1p(const Tensor& x);  // ln(1 + x), accurate near 0
 Tensor pow(const Tensor& x, double exponent);
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);  // differentiable in a and b
 // A number on either side, as torch.where(cond, x, 0.0): it takes the tensor's dtype.

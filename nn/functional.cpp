@@ -1,4 +1,4 @@
-// nn::functional: dropout and the losses, composed from differentiable ops (autograd/ops.h).
+// nn::functional: the activations, dropout and the losses, composed from differentiable ops (autograd/ops.h).
 // Masks and checks use raw ops (tensor/raw_ops.h): they need no gradient.
 #include "nn/functional.h"
 
@@ -69,6 +69,47 @@ namespace mt::nn::functional {
 
 // One fused node (autograd/functions/transformer.cpp); the composition is mt::reference::gelu.
 Tensor gelu(const Tensor& x, GeluApproximate approximate) { return mt::gelu(x, approximate); }
+
+// Note [Guarded branches]: an activation written as where(cond, f(x), g(x)) computes both branches
+// everywhere. Where the branch not taken overflows (exp(x) for large x), where's backward sends it a
+// zero gradient, and the chain rule through exp multiplies that 0 by exp(x) = inf: NaN. So the
+// argument of such a branch is first clamped into the region where the branch is taken; clamp passes
+// no gradient outside its bounds (Note [Masked gradients] in autograd/functions/elementwise.cpp), and
+// inside them it is the identity, so the taken branch is unchanged.
+
+namespace {
+// v as a 0-dim tensor of like's dtype and device, to compare against (it broadcasts).
+Tensor number(double v, const Tensor& like) { return scalar_tensor(v, {.dtype = like.dtype(), .device = like.device()}); }
+}  // namespace
+
+// y = x·σ(x)   =>   dx = dy·(σ(x) + x·σ(x)·(1 - σ(x))), by the product rule through mul and sigmoid.
+Tensor silu(const Tensor& x) { return x * mt::sigmoid(x); }
+
+// y = x > 0 ? x : slope·x   =>   dx = dy or slope·dy (slope at 0 too, as PyTorch).
+Tensor leaky_relu(const Tensor& x, double negative_slope) {
+  return mt::where(mt::gt(x, number(0.0, x)), x, x * negative_slope);
+}
+
+// y = x > 0 ? x : α·(eˣ - 1)   =>   dx = dy or dy·α·eˣ. The exp branch sees min(x, 0) (Note [Guarded branches]).
+Tensor elu(const Tensor& x, double alpha) {
+  return mt::where(mt::gt(x, number(0.0, x)), x, mt::expm1(mt::clamp(x, std::nullopt, 0.0)) * alpha);
+}
+
+// y = β·x > threshold ? x : log(1 + e^(β·x))/β   =>   dx = dy or dy·σ(β·x). The log branch sees
+// min(β·x, threshold) (Note [Guarded branches]).
+Tensor softplus(const Tensor& x, double beta, double threshold) {
+  const Tensor bx = x * beta;
+  const Tensor smooth = mt::log1p(mt::exp(mt::clamp(bx, std::nullopt, threshold))) * (1.0 / beta);
+  return mt::where(mt::gt(bx, number(threshold, bx)), x, smooth);
+}
+
+// y = x·tanh(softplus(x)). PyTorch's kernel has no threshold; with 20 the two agree in float64 (tanh of
+// anything past 19.1 rounds to 1) and exp cannot overflow.
+Tensor mish(const Tensor& x) { return x * mt::tanh(softplus(x, 1.0, 20.0)); }
+
+// y = x·clamp(x + 3, 0, 6)/6   =>   dx = 0 below -3, (2x + 3)/6 between, 1 above 3 (clamp's
+// gradient is 1 on its bounds, so at ±3 the middle formula applies: PyTorch's choice too).
+Tensor hardswish(const Tensor& x) { return x * mt::clamp(x + 3.0, 0.0, 6.0) * (1.0 / 6.0); }
 
 Tensor dropout(const Tensor& x, DropoutFuncOptions o) {
   MT_CHECK(o.p >= 0.0 && o.p <= 1.0, "dropout: p must be in [0, 1], got ", o.p);

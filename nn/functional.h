@@ -66,6 +66,19 @@ inline Tensor log_softmax(const Tensor& x, int64_t dim) { return mt::log_softmax
 // Tanh: GELU(x) ≈ 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))         (Hendrycks & Gimpel's approximation)
 Tensor gelu(const Tensor& x, GeluApproximate approximate = GeluApproximate::None);
 
+// SiLU (swish): x·σ(x)
+Tensor silu(const Tensor& x);
+// x for x > 0, negative_slope·x otherwise
+Tensor leaky_relu(const Tensor& x, double negative_slope = 0.01);
+// x for x > 0, α·(eˣ - 1) otherwise
+Tensor elu(const Tensor& x, double alpha = 1.0);
+// log(1 + e^(β·x))/β, and x itself where β·x > threshold (PyTorch's linear region)
+Tensor softplus(const Tensor& x, double beta = 1.0, double threshold = 20.0);
+// x·tanh(softplus(x))
+Tensor mish(const Tensor& x);
+// x·relu6(x + 3)/6: 0 below -3, x above 3
+Tensor hardswish(const Tensor& x);
+
 // Inverted dropout: while training, each element is zeroed with probability p and the survivors
 // are scaled by 1/(1-p), so the expected value is unchanged and evaluation needs no rescaling.
 // Identity when !training or p = 0 (the input itself is returned); zeros when p = 1.

@@ -6,6 +6,8 @@
 
 #include <cstdlib>
 #include <functional>
+#include <iomanip>
+#include <limits>
 #include <ostream>
 #include <sstream>
 #include <typeinfo>
@@ -308,6 +310,14 @@ void print(std::ostream& os, const Module& m, int indent) {
 }
 
 }  // namespace
+
+std::string repr_number(double v) {
+  std::ostringstream os;
+  os << std::setprecision(std::numeric_limits<double>::max_digits10) << v;
+  std::ostringstream shortest;
+  shortest << v;  // 6 significant digits: used when it reads back as the same double
+  return std::stod(shortest.str()) == v ? shortest.str() : os.str();
+}
 
 std::ostream& operator<<(std::ostream& os, const Module& module) {
   print(os, module, 0);

@@ -141,4 +141,7 @@ class Module {
 //   )
 std::ostream& operator<<(std::ostream& os, const Module& module);
 
+// A number as an extra_repr shows it: the shortest form that reads back, "0.2", "1", "1e-05".
+std::string repr_number(double v);
+
 }  // namespace mt::nn

@@ -19,6 +19,8 @@ class Generator;
 
 enum class UnaryOp : uint8_t {
   Neg, Exp, Log, Sqrt, Tanh, Sigmoid, Relu, Abs, Sign, Erf,
+  Expm1,      // eˣ - 1, exact near 0 where exp(x) - 1 cancels
+  Log1p,      // ln(1 + x), exact near 0 where log(1 + x) rounds 1 + x first
   Pow,        // x^scalar
   AddScalar,  // x + scalar
   MulScalar,  // x * scalar

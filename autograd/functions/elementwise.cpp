@@ -143,7 +143,7 @@ struct UnaryBackward final : Node {
 
   static bool saves_output(UnaryOp op) {
     return op == UnaryOp::Exp || op == UnaryOp::Tanh || op == UnaryOp::Sigmoid || op == UnaryOp::Sqrt ||
-           op == UnaryOp::Relu;
+           op == UnaryOp::Relu || op == UnaryOp::Expm1;
   }
 
   TensorList apply(TensorList&& g) override {
@@ -157,6 +157,9 @@ struct UnaryBackward final : Node {
       case U::MulScalar: return {scale(dy, scalar)};                    // y = s·x      => dx = s·dy
       case U::Exp: return {mul_raw(dy, v)};                             // y = eˣ       => dx = dy·y
       case U::Log: return {raw::binary(BinaryOp::Div, dy, v)};          // y = ln x     => dx = dy/x
+      case U::Expm1: return {mul_raw(dy, raw::unary(U::AddScalar, v, 1.0))};  // y = eˣ - 1 => dx = dy·(y + 1)
+      case U::Log1p:                                                    // y = ln(1 + x) => dx = dy/(1 + x)
+        return {raw::binary(BinaryOp::Div, dy, raw::unary(U::AddScalar, v, 1.0))};
       case U::Sqrt: return {raw::binary(BinaryOp::Div, scale(dy, 0.5), v)};  // y = √x => dx = dy/(2y)
       case U::Tanh: {                                                   // y = tanh x   => dx = dy·(1 - y²)
         const Tensor one_minus = raw::unary(U::AddScalar, raw::unary(U::Neg, mul_raw(v, v)), 1.0);
@@ -284,6 +287,8 @@ Tensor sigmoid(const Tensor& x) { return unary_op(UnaryOp::Sigmoid, x); }
 Tensor relu(const Tensor& x) { return unary_op(UnaryOp::Relu, x); }
 Tensor abs(const Tensor& x) { return unary_op(UnaryOp::Abs, x); }
 Tensor erf(const Tensor& x) { return unary_op(UnaryOp::Erf, x); }
+Tensor expm1(const Tensor& x) { return unary_op(UnaryOp::Expm1, x); }
+Tensor log1p(const Tensor& x) { return unary_op(UnaryOp::Log1p, x); }
 Tensor pow(const Tensor& x, double exponent) { return unary_op(UnaryOp::Pow, x, exponent); }
 
 Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max) {

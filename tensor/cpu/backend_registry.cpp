@@ -63,6 +63,8 @@ const char* op_name(UnaryOp op) {
     case UnaryOp::Abs: return "abs";
     case UnaryOp::Sign: return "sign";
     case UnaryOp::Erf: return "erf";
+    case UnaryOp::Expm1: return "expm1";
+    case UnaryOp::Log1p: return "log1p";
     case UnaryOp::Pow: return "pow";
     case UnaryOp::AddScalar: return "add_scalar";
     case UnaryOp::MulScalar: return "mul_scalar";

@@ -24,6 +24,8 @@ void CpuBackend::unary(UnaryOp op, const Tensor& out, const Tensor& in, double s
         case UnaryOp::Tanh: return map([](T x) { return std::tanh(x); }, costly);
         case UnaryOp::Sigmoid: return map([](T x) { return T(1) / (T(1) + std::exp(-x)); }, costly);
         case UnaryOp::Erf: return map([](T x) { return std::erf(x); }, costly);
+        case UnaryOp::Expm1: return map([](T x) { return std::expm1(x); }, costly);
+        case UnaryOp::Log1p: return map([](T x) { return std::log1p(x); }, costly);
         // The exponents training uses are special-cased: x*x is exact and an order of magnitude
         // faster than std::pow, and MSE and norms square on every step.
         case UnaryOp::Pow:
@@ -35,7 +37,7 @@ void CpuBackend::unary(UnaryOp op, const Tensor& out, const Tensor& in, double s
     } else {
       switch (op) {
         case UnaryOp::Exp: case UnaryOp::Log: case UnaryOp::Sqrt:
-        case UnaryOp::Tanh: case UnaryOp::Sigmoid: case UnaryOp::Erf:
+        case UnaryOp::Tanh: case UnaryOp::Sigmoid: case UnaryOp::Erf: case UnaryOp::Expm1: case UnaryOp::Log1p:
           MT_FAIL(op_name(op), ": needs a floating dtype, got ", out.dtype());
         // Integer powers are computed in double and truncated; raw_ops promotes to floating
         // first when the exponent is not a small whole number.

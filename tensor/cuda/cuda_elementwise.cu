@@ -28,6 +28,8 @@ MT_UNARY_FUNCTOR(Sqrt, sqrt(x))
 MT_UNARY_FUNCTOR(Tanh, tanh(x))
 MT_UNARY_FUNCTOR(Sigmoid, T(1) / (T(1) + exp(-x)))
 MT_UNARY_FUNCTOR(Erf, erf(x))
+MT_UNARY_FUNCTOR(Expm1, expm1(x))
+MT_UNARY_FUNCTOR(Log1p, log1p(x))
 MT_UNARY_FUNCTOR(Square, x * x)  // pow(x, 2): exact, and what MSE calls every step
 MT_UNARY_FUNCTOR(PowFloat, pow(x, s))
 MT_UNARY_FUNCTOR(Neg, T(-x))
@@ -108,6 +110,8 @@ void CudaBackend::unary(UnaryOp op, const Tensor& out, const Tensor& in, double 
         case UnaryOp::Tanh: return map(Tanh<T>{s});
         case UnaryOp::Sigmoid: return map(Sigmoid<T>{s});
         case UnaryOp::Erf: return map(Erf<T>{s});
+        case UnaryOp::Expm1: return map(Expm1<T>{s});
+        case UnaryOp::Log1p: return map(Log1p<T>{s});
         case UnaryOp::Pow:
           if (scalar == 2.0) return map(Square<T>{s});
           if (scalar == 0.5) return map(Sqrt<T>{s});
@@ -117,7 +121,7 @@ void CudaBackend::unary(UnaryOp op, const Tensor& out, const Tensor& in, double 
     } else {
       switch (op) {
         case UnaryOp::Exp: case UnaryOp::Log: case UnaryOp::Sqrt:
-        case UnaryOp::Tanh: case UnaryOp::Sigmoid: case UnaryOp::Erf:
+        case UnaryOp::Tanh: case UnaryOp::Sigmoid: case UnaryOp::Erf: case UnaryOp::Expm1: case UnaryOp::Log1p:
           MT_FAIL(op_name(op), ": needs a floating dtype, got ", out.dtype());
         case UnaryOp::Pow: return map(PowIntExact<T>{scalar});
         default: break;

@@ -1,4 +1,4 @@
-// logsumexp, cumsum, flip, roll, where with a scalar and one_hot (issue 40): gradcheck in
+// logsumexp, cumsum, flip, roll, where with a scalar, expm1/log1p and one_hot (issue 40): gradcheck in
 // float64 over a few shapes, a transposed input in each, and the properties their notes promise.
 // PyTorch's values for them: tests/nn/test_torch_ops.cpp.
 #include <doctest/doctest.h>
@@ -81,11 +81,15 @@ TEST_CASE("flip and roll: a copy, even when nothing moves; bad arguments are nam
   CHECK_THROWS_WITH(roll(x, {1, 2}, {0}), doctest::Contains("roll: shifts and dims must have the same length"));
 }
 
-TEST_CASE("gradcheck: where with a scalar on either side") {
+TEST_CASE("gradcheck: where with a scalar on either side; expm1 and log1p") {
   const Tensor cond = from_vector(std::vector<double>{1, 0, 0, 1, 1, 0}, {2, 3});
   check([&](V x) { return where(cond, x[0], 0.5); }, {input({2, 3})});
   check([&](V x) { return where(cond, -2.0, x[0].t()); }, {input({3, 2})});
+  check([](V x) { return expm1(x[0]); }, {input({3, 4})});
+  check([](V x) { return log1p(x[0].t()); }, {input({4, 3}, -0.5, 2.0)});
   CHECK(where(cond, from_vector(std::vector<float>{1, 2, 3, 4, 5, 6}, {2, 3}), 0.5).dtype() == kFloat32);
+  CHECK(expm1(from_vector(std::vector<double>{1e-12}, {1})).item() == doctest::Approx(1e-12).epsilon(1e-15));
+  CHECK(log1p(from_vector(std::vector<double>{1e-12}, {1})).item() == doctest::Approx(1e-12).epsilon(1e-15));
 }
 
 TEST_CASE("one_hot: classes from the data or given, and out-of-range indices named") {

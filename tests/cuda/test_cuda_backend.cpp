@@ -136,7 +136,7 @@ TEST_CASE("fill and factories on the device, including strided views") {
 TEST_CASE("unary ops match the CPU for every dtype and layout") {
   const std::vector<UnaryOp> any = {UnaryOp::Neg, UnaryOp::Relu, UnaryOp::Abs, UnaryOp::Sign,
                                     UnaryOp::AddScalar, UnaryOp::MulScalar, UnaryOp::Pow};
-  const std::vector<UnaryOp> floating = {UnaryOp::Exp, UnaryOp::Tanh, UnaryOp::Sigmoid, UnaryOp::Erf};
+  const std::vector<UnaryOp> floating = {UnaryOp::Exp, UnaryOp::Tanh, UnaryOp::Sigmoid, UnaryOp::Erf, UnaryOp::Expm1};
   for (DType dt : {kFloat32, kFloat64, kInt64}) {
     for (const auto& [name, x] : layouts(sample({67, 129}, dt))) {
       std::vector<UnaryOp> ops = any;
@@ -150,7 +150,7 @@ TEST_CASE("unary ops match the CPU for every dtype and layout") {
     }
     if (is_floating(dt)) {
       const Tensor p = positive({1000}, dt);
-      for (UnaryOp op : {UnaryOp::Log, UnaryOp::Sqrt})
+      for (UnaryOp op : {UnaryOp::Log, UnaryOp::Sqrt, UnaryOp::Log1p})
         check_close(raw::unary(op, p), raw::unary(op, gpu(p)), 4 * rtol_for(dt), 0, op_name(op));
     }
   }

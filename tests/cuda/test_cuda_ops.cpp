@@ -1,4 +1,4 @@
-// The tensor ops of issue 40 on CUDA against the CPU: values and input
+// The activations and tensor ops of issue 40 on CUDA against the CPU: values and input
 // gradients, float64 and float32, on a transposed (non-contiguous) input. They are compositions of ops
 // with CUDA kernels, so this checks that the compositions use only those and pick the same branches
 // on both devices. Needs a GPU (tests/cuda/main.cpp skips otherwise; the emulator runs it anywhere).
@@ -53,6 +53,15 @@ void compare(const std::string& what, const std::function<Tensor(const Tensor&)>
 }
 
 }  // namespace
+
+TEST_CASE("activations on CUDA match the CPU, values and gradients") {
+  compare("silu", [](const Tensor& x) { return nn::F::silu(x); }, {6, 33}, 3.0);
+  compare("leaky_relu", [](const Tensor& x) { return nn::F::leaky_relu(x, 0.2); }, {6, 33}, 3.0);
+  compare("elu", [](const Tensor& x) { return nn::F::elu(x, 1.5); }, {6, 33}, 3.0);
+  compare("softplus", [](const Tensor& x) { return nn::F::softplus(x, 2.0, 5.0); }, {6, 33}, 5.0);
+  compare("mish", [](const Tensor& x) { return nn::F::mish(x); }, {6, 33}, 15.0);
+  compare("hardswish", [](const Tensor& x) { return nn::F::hardswish(x); }, {6, 33}, 3.0);
+}
 
 TEST_CASE("logsumexp, cumsum, flip, roll, where with a scalar and one_hot on CUDA match the CPU") {
   compare("logsumexp", [](const Tensor& x) { return logsumexp(x, {1}); }, {40, 7}, 300.0);

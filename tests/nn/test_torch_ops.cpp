@@ -1,4 +1,4 @@
-// The tensor ops of issue 40 against PyTorch 1.13 in float64: each value and
+// The activations and tensor ops of issue 40 against PyTorch 1.13 in float64: each value and
 // its input gradient (of sum(y * gy) for a random gy) agree to 1e-9 relative. The reference values
 // are in tests/nn/fixtures/ops.safetensors, written by tests/nn/make_ops_fixtures.py; a case named
 // "..._t" runs on the transpose of its input, a non-contiguous view, on both sides.
@@ -58,6 +58,19 @@ void check_case(const std::string& name, const std::function<Tensor(const Tensor
 }
 
 }  // namespace
+
+TEST_CASE("activations equal PyTorch's in value and gradient") {
+  check_case("silu", [](const Tensor& x) { return nn::F::silu(x); });
+  check_case("silu_t", [](const Tensor& x) { return nn::SiLU()(x); });
+  check_case("leaky_relu", [](const Tensor& x) { return nn::LeakyReLU({.negative_slope = 0.2})(x); });
+  check_case("elu", [](const Tensor& x) { return nn::F::elu(x, 1.5); });
+  check_case("elu_t", [](const Tensor& x) { return nn::ELU({.alpha = 1.5})(x); });
+  check_case("softplus", [](const Tensor& x) { return nn::Softplus()(x); });
+  check_case("softplus_beta2_thr5", [](const Tensor& x) { return nn::F::softplus(x, 2.0, 5.0); });
+  check_case("mish", [](const Tensor& x) { return nn::Mish()(x); });
+  check_case("mish_t", [](const Tensor& x) { return nn::F::mish(x); });
+  check_case("hardswish", [](const Tensor& x) { return nn::Hardswish()(x); });
+}
 
 TEST_CASE("logsumexp, cumsum, flip, roll, where with a scalar and one_hot equal PyTorch's") {
   check_case("logsumexp_dim1", [](const Tensor& x) { return logsumexp(x, {1}); });

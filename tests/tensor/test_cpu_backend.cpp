@@ -104,6 +104,7 @@ TEST_CASE("unary ops on known values") {
   for (auto [op, f] : {std::pair<UnaryOp, double (*)(double)>{UnaryOp::Exp, std::exp},
                        {UnaryOp::Tanh, std::tanh},
                        {UnaryOp::Erf, std::erf},
+                       {UnaryOp::Expm1, std::expm1},
                        {UnaryOp::Sigmoid, [](double v) { return 1 / (1 + std::exp(-v)); }}}) {
     const std::vector<double> got = run(op, x);
     for (int i = 0; i < 4; ++i) CHECK(got[i] == doctest::Approx(f(vals(x)[i])).epsilon(1e-6));
@@ -112,6 +113,7 @@ TEST_CASE("unary ops on known values") {
   CHECK(run(UnaryOp::Sqrt, pos) == std::vector<double>{0.5, 2});
   CHECK(run(UnaryOp::Pow, pos, 0.5) == std::vector<double>{0.5, 2});
   CHECK(run(UnaryOp::Log, pos)[1] == doctest::Approx(std::log(4.0)));
+  CHECK(run(UnaryOp::Log1p, pos)[1] == doctest::Approx(std::log1p(4.0)));
   CHECK(std::isnan(run(UnaryOp::Relu, f32({kNaN}, {1}))[0]));  // NaN passes through, as in PyTorch
 
   Tensor ints = i64({-3, 0, 4}, {3});
