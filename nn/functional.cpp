@@ -1,67 +1,8 @@
-// nn::functional: the activations, dropout and the losses, composed from differentiable ops (autograd/ops.h).
-// Masks and checks use raw ops (tensor/raw_ops.h): they need no gradient.
+// nn::functional: the activations and dropout, composed from differentiable ops (autograd/ops.h);
+// the losses are in nn/loss.cpp. Masks use raw ops (tensor/raw_ops.h): they need no gradient.
 #include "nn/functional.h"
 
-#include <cmath>
-#include <numbers>
-
-#include "autograd/record.h"
 #include "tensor/raw_ops.h"
-
-namespace mt::nn {
-
-const char* reduction_name(Reduction reduction) {
-  switch (reduction) {
-    case Reduction::None: return "none";
-    case Reduction::Mean: return "mean";
-    case Reduction::Sum: return "sum";
-  }
-  return "?";
-}
-
-}  // namespace mt::nn
-
-namespace mt::nn::detail {
-
-namespace {
-
-// Mean (or sum) squared error as one node instead of three (sub, pow, mean): the seed job's loss is
-// a third of its step, and most of that is per-op overhead, not arithmetic.
-//   L = s·Σ (x − y)²  with s = 1/N (mean) or 1 (sum)   =>   dx = 2s·(x − y)·dL,  dy = −dx
-struct MseLossBackward final : Node {
-  SavedTensor diff;  // x − y, kept from the forward (in the promoted dtype)
-  double scale = 1.0;
-  mt::detail::InputInfo input_info, target_info;  // to cast each gradient back to its input's dtype
-  TensorList apply(TensorList&& g) override {
-    check_not_released();
-    // (x − y)·dL, then ·2s in place: one new tensor. dL is 0-dim (a borrowed broadcast); when it is 1
-    // (loss.backward()) this equals (x − y)·(2s·dL) bit for bit.
-    const Tensor dx = raw::binary(BinaryOp::Mul, diff.unpack(*this), g[0]);
-    raw::unary_(UnaryOp::MulScalar, dx, 2.0 * scale);
-    Tensor dy;
-    if (next_edges[1].valid()) dy = mt::detail::reduce_grad(raw::unary(UnaryOp::Neg, dx), target_info);
-    return {next_edges[0].valid() ? mt::detail::reduce_grad(dx, input_info) : Tensor(), dy};
-  }
-  void release_saved() override { diff.reset(), Node::release_saved(); }
-  std::string name() const override { return "MseLossBackward"; }
-};
-
-}  // namespace
-
-Tensor fused_mse(const Tensor& input, const Tensor& target, bool mean) {
-  const Tensor diff = raw::binary(BinaryOp::Sub, input, target);
-  Tensor loss = raw::sum(raw::binary(BinaryOp::Mul, diff, diff));
-  const double scale = mean ? 1.0 / static_cast<double>(std::max<int64_t>(diff.numel(), 1)) : 1.0;
-  if (mean) raw::unary_(UnaryOp::MulScalar, loss, diff.numel() == 0 ? std::nan("") : scale);
-  if (auto node = mt::detail::record<MseLossBackward>({&input, &target})) {
-    node->diff = SavedTensor::input(diff), node->scale = scale;
-    node->input_info = mt::detail::InputInfo(input), node->target_info = mt::detail::InputInfo(target);
-    mt::detail::set_history(loss, node);
-  }
-  return loss;
-}
-
-}  // namespace mt::nn::detail
 
 namespace mt::nn::functional {
 
@@ -121,64 +62,6 @@ Tensor dropout(const Tensor& x, DropoutFuncOptions o) {
   const Tensor u = rand(x.sizes(), gen, {.dtype = x.dtype(), .device = x.device()});
   const Tensor keep = raw::binary(BinaryOp::Ge, u, scalar_tensor(o.p, {.dtype = x.dtype(), .device = x.device()}));
   return x * raw::unary(UnaryOp::MulScalar, keep, 1.0 / (1.0 - o.p));
-}
-
-// ---- losses -----------------------------------------------------------------------------------------
-
-namespace {
-
-// Checks (N, C) scores against (N) int64 class indices in [0, C), naming the op and the first bad
-// sample. Indices are checked here on the CPU (one pass over N integers); device backends check
-// in their gather kernel.
-void check_class_targets(const char* op, const Tensor& input, const Tensor& target) {
-  MT_CHECK(input.dim() == 2, op, ": input must be (N, C) scores for N samples and C classes, got shape ",
-           input.sizes());
-  MT_CHECK(is_floating(input.dtype()), op, ": input must be floating-point, got ", input.dtype());
-  MT_CHECK(target.dtype() == kInt64, op, ": target must hold int64 class indices, got ", target.dtype(),
-           " (one-hot or probability targets are not supported; pass the class index of each sample)");
-  const int64_t n = input.size(0), c = input.size(1);
-  MT_CHECK(target.dim() == 1 && target.size(0) == n, op, ": target must be (N) = [", n,
-           "] class indices for input ", input.sizes(), ", got shape ", target.sizes());
-  if (!target.device().is_cpu()) return;
-  const Tensor t = raw::contiguous(target);
-  const int64_t* idx = t.data_ptr<int64_t>();
-  for (int64_t i = 0; i < n; ++i)
-    MT_CHECK(idx[i] >= 0 && idx[i] < c, op, ": target[", i, "] = ", idx[i], " is out of range for ", c,
-             " classes (valid class indices are 0..", c - 1, ")");
-}
-
-// ℓᵢ = -log_probs[i, target[i]], reduced. Arguments already checked.
-Tensor nll(const Tensor& log_probs, const Tensor& target, Reduction reduction) {
-  const int64_t n = log_probs.size(0);
-  const Tensor picked = mt::gather(log_probs, 1, raw::unsqueeze(target, 1));  // (N, 1)
-  switch (reduction) {
-    case Reduction::None: return -mt::view(picked, {n});
-    case Reduction::Sum: return mt::sum(picked) * -1.0;
-    case Reduction::Mean: return mt::sum(picked) * (-1.0 / static_cast<double>(n));
-  }
-  return picked;
-}
-
-}  // namespace
-
-Tensor mse_loss(const Tensor& input, const Tensor& target, LossOptions o) {
-  MT_CHECK(input.sizes() == target.sizes(), "mse_loss: input ", input.sizes(), " and target ", target.sizes(),
-           " must have the same shape (broadcasting them, as PyTorch does with a warning, is nearly always "
-           "a bug, e.g. predictions (N, 1) against targets (N): reshape one of them)");
-  MT_CHECK(is_floating(input.dtype()) && is_floating(target.dtype()), "mse_loss: input (", input.dtype(),
-           ") and target (", target.dtype(), ") must be floating-point");
-  if (o.reduction == Reduction::None) return mt::pow(input - target, 2.0);
-  return detail::fused_mse(input, target, o.reduction == Reduction::Mean);
-}
-
-Tensor nll_loss(const Tensor& log_probs, const Tensor& target, LossOptions o) {
-  check_class_targets("nll_loss", log_probs, target);
-  return nll(log_probs, target, o.reduction);
-}
-
-Tensor cross_entropy(const Tensor& logits, const Tensor& target, LossOptions o) {
-  check_class_targets("cross_entropy", logits, target);
-  return nll(mt::log_softmax(logits, 1), target, o.reduction);
 }
 
 }  // namespace mt::nn::functional

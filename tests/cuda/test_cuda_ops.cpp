@@ -1,4 +1,4 @@
-// The activations and tensor ops of issue 40 on CUDA against the CPU: values and input
+// The activations, losses and tensor ops of issue 40 on CUDA against the CPU: values and input
 // gradients, float64 and float32, on a transposed (non-contiguous) input. They are compositions of ops
 // with CUDA kernels, so this checks that the compositions use only those and pick the same branches
 // on both devices. Needs a GPU (tests/cuda/main.cpp skips otherwise; the emulator runs it anywhere).
@@ -61,6 +61,34 @@ TEST_CASE("activations on CUDA match the CPU, values and gradients") {
   compare("softplus", [](const Tensor& x) { return nn::F::softplus(x, 2.0, 5.0); }, {6, 33}, 5.0);
   compare("mish", [](const Tensor& x) { return nn::F::mish(x); }, {6, 33}, 15.0);
   compare("hardswish", [](const Tensor& x) { return nn::F::hardswish(x); }, {6, 33}, 3.0);
+}
+
+TEST_CASE("losses on CUDA match the CPU, values and gradients") {
+  // x.t() is (5, 4): five samples, four classes; sample 2 ignored, class weights, label smoothing
+  const Tensor t = from_vector(std::vector<int64_t>{3, 0, -100, 1, 2}, {5});
+  for (nn::Reduction r : {nn::kMean, nn::kNone}) {
+    compare(std::string("cross_entropy ") + nn::reduction_name(r), [&](const Tensor& x) {
+      const Tensor w = raw::cast(from_vector(std::vector<double>{0.5, 2.0, 1.0, 0.25}, {4}), x.dtype());
+      const bool cuda = !x.device().is_cpu();
+      return nn::F::cross_entropy(x, cuda ? gpu(t) : t, {.reduction = r, .weight = cuda ? gpu(w) : w,
+                                                          .label_smoothing = 0.1});
+    }, {4, 5}, 2.0);
+  }
+  compare("binary_cross_entropy_with_logits", [](const Tensor& x) {
+    const Tensor target = raw::unary(UnaryOp::Sigmoid, sample(x.sizes(), x.dtype(), 3));
+    const Tensor pos = raw::unary(UnaryOp::Exp, sample({x.size(1)}, x.dtype(), 4));
+    const bool cuda = !x.device().is_cpu();
+    return nn::F::binary_cross_entropy_with_logits(x, cuda ? gpu(target) : target,
+                                                   {.reduction = nn::kSum, .pos_weight = cuda ? gpu(pos) : pos});
+  }, {7, 5}, 6.0);
+  compare("kl_div batchmean", [](const Tensor& x) {
+    const Tensor target = raw::softmax(sample(x.sizes(), x.dtype(), 5), 1);
+    return nn::F::kl_div(x.log_softmax(1), x.device().is_cpu() ? target : gpu(target), {.reduction = nn::kBatchMean});
+  }, {6, 4});
+  compare("huber_loss", [](const Tensor& x) {
+    const Tensor target = sample(x.sizes(), x.dtype(), 6);
+    return nn::F::huber_loss(x, x.device().is_cpu() ? target : gpu(target), {.delta = 0.7});
+  }, {6, 4}, 2.0);
 }
 
 TEST_CASE("logsumexp, cumsum, flip, roll, where with a scalar and one_hot on CUDA match the CPU") {

@@ -12,6 +12,10 @@
 //   F.mse_loss(a, b), F.mse_loss(a, b, reduction='sum'), F.mse_loss(a, b, reduction='none')
 #include <doctest/doctest.h>
 
+#include <cmath>
+#include <functional>
+#include <sstream>
+
 #include "minitrain.h"
 #include "nn/nn.h"
 
@@ -83,6 +87,74 @@ TEST_CASE("losses: gradcheck in float64") {
     INFO(mse.message);
     CHECK(mse.ok);
   }
+}
+
+TEST_CASE("losses of issue 40: gradcheck in float64 in input and target, every reduction, a transposed input") {
+  Generator gen(40);
+  using V = const std::vector<Tensor>&;
+  auto check = [](const std::function<Tensor(V)>& f, const std::vector<Tensor>& inputs) {
+    const GradcheckResult r = gradcheck(f, inputs);
+    INFO(r.message);
+    CHECK(r.ok);
+  };
+  auto uniform = [&](const Shape& s, double lo, double hi) {
+    return (rand(s, gen, {.dtype = kFloat64}) * (hi - lo) + lo).requires_grad_();
+  };
+  const Tensor t = from_vector(std::vector<int64_t>{3, 0, -100, 1, 2}, {5});
+  const Tensor w = from_vector(std::vector<double>{0.5, 2.0, 1.0, 0.0}, {4});  // a zero weight too
+  for (nn::Reduction r : {nn::kMean, nn::kSum, nn::kNone}) {
+    CAPTURE(nn::reduction_name(r));
+    const Tensor logits = uniform({5, 4}, -2, 2), logits_t = uniform({4, 5}, -2, 2);
+    check([&](V v) { return nn::F::cross_entropy(v[0], t, {.reduction = r, .weight = w, .label_smoothing = 0.3}); },
+          {logits});
+    check([&](V v) { return nn::F::cross_entropy(v[0].t(), t, {.reduction = r, .label_smoothing = 0.1}); }, {logits_t});
+    check([&](V v) { return nn::F::nll_loss(v[0], t, {.reduction = r, .weight = w}); }, {logits});
+    // probabilities away from 0 and 1, where the clamp at log = -100 would flatten the loss
+    check([&](V v) { return nn::F::binary_cross_entropy(v[0], v[1], {.reduction = r}); },
+          {uniform({3, 4}, 0.05, 0.95), uniform({3, 4}, 0, 1)});
+    check([&](V v) { return nn::F::binary_cross_entropy(v[0].t(), v[1], {.reduction = r, .weight = v[2]}); },
+          {uniform({4, 3}, 0.05, 0.95), uniform({3, 4}, 0, 1), uniform({4}, 0.5, 2)});
+    check([&](V v) {
+      return nn::F::binary_cross_entropy_with_logits(v[0], v[1], {.reduction = r, .weight = v[2], .pos_weight = v[3]});
+    }, {uniform({3, 4}, -6, 6), uniform({3, 4}, 0, 1), uniform({4}, 0.5, 2), uniform({4}, 0.5, 3)});
+    check([&](V v) { return nn::F::binary_cross_entropy_with_logits(v[0].t(), v[1], {.reduction = r}); },
+          {uniform({4, 3}, -6, 6), uniform({3, 4}, 0, 1)});
+    check([&](V v) { return nn::F::kl_div(v[0], v[1], {.reduction = r}); }, {uniform({3, 4}, -3, 0), uniform({3, 4}, 0.1, 1)});
+    check([&](V v) { return nn::F::kl_div(v[0].t(), v[1], {.reduction = r, .log_target = true}); },
+          {uniform({4, 3}, -3, 0), uniform({3, 4}, -3, 0)});
+    check([&](V v) { return nn::F::smooth_l1_loss(v[0], v[1], {.reduction = r, .beta = 0.5}); },
+          {uniform({3, 4}, -2, 2), uniform({3, 4}, -2, 2)});
+    check([&](V v) { return nn::F::huber_loss(v[0].t(), v[1], {.reduction = r, .delta = 0.8}); },
+          {uniform({4, 3}, -2, 2), uniform({3, 4}, -2, 2)});
+  }
+  const Tensor logq = uniform({3, 4}, -3, 0);
+  check([&](V v) { return nn::F::kl_div(v[0], v[1], {.reduction = nn::kBatchMean}); }, {logq, uniform({3, 4}, 0.1, 1)});
+}
+
+TEST_CASE("losses of issue 40: edge cases") {
+  // every target ignored: 0/0, NaN, as PyTorch's mean
+  const Tensor logits = zeros({2, 3}, {.dtype = kFloat64});
+  const Tensor all_ignored = from_vector(std::vector<int64_t>{-100, -100}, {2});
+  CHECK(std::isnan(nn::F::cross_entropy(logits, all_ignored).item()));
+  CHECK(nn::F::cross_entropy(logits, all_ignored, {.reduction = nn::kSum}).item() == 0.0);
+  // kl_div: a target of exactly 0 contributes 0 and its gradient is finite
+  const Tensor q = from_vector(std::vector<double>{-1.0, -2.0}, {2}).requires_grad_();
+  const Tensor p = from_vector(std::vector<double>{0.0, 1.0}, {2}).requires_grad_();
+  const Tensor kl = nn::F::kl_div(q, p, {.reduction = nn::kSum});
+  CHECK(kl.item() == doctest::Approx(2.0));  // 0 + 1·(log 1 - (-2))
+  kl.backward();
+  for (double g : p.grad().to_vector<double>()) CHECK(std::isfinite(g));
+  // BCE at probabilities 0 and 1: the logs are clamped at -100, as PyTorch
+  const Tensor ends = from_vector(std::vector<double>{0.0, 1.0}, {2});
+  CHECK(nn::F::binary_cross_entropy(ends, from_vector(std::vector<double>{1.0, 0.0}, {2})).item() == 100.0);
+  // 'batchmean' is kl_div's only
+  CHECK(error_of([&] { nn::F::smooth_l1_loss(ends, ends, {.reduction = nn::kBatchMean}); })
+            .find("smooth_l1_loss: reduction 'batchmean' is kl_div's only") != std::string::npos);
+  std::ostringstream s;
+  s << nn::CrossEntropyLoss({.ignore_index = 0, .label_smoothing = 0.1}) << ' ' << nn::KLDivLoss({.reduction = nn::kBatchMean})
+    << ' ' << nn::HuberLoss({.delta = 0.5});
+  CHECK(s.str() == "CrossEntropyLoss(reduction=mean, ignore_index=0, label_smoothing=0.1) "
+                   "KLDivLoss(reduction=batchmean) HuberLoss(reduction=mean, delta=0.5)");
 }
 
 TEST_CASE("NLLLoss on log_softmax equals CrossEntropyLoss") {
