@@ -41,14 +41,14 @@ struct LossOptions {
 // nll_loss's: class weights, and a target value that contributes nothing (PyTorch's defaults).
 struct NLLLossOptions {
   Reduction reduction = kMean;
-  Tensor weight;               // (C) per-class weight, or undefined for all 1
+  Tensor weight{};             // (C) per-class weight, or undefined for all 1
   int64_t ignore_index = -100;  // samples with this target add 0 and are left out of the mean's count
 };
 
 // cross_entropy's: nll_loss's, and label smoothing.
 struct CrossEntropyOptions {
   Reduction reduction = kMean;
-  Tensor weight;
+  Tensor weight{};
   int64_t ignore_index = -100;
   double label_smoothing = 0.0;  // ε in [0, 1]: the target is (1 - ε)·onehot + ε/C uniform
 };
@@ -56,13 +56,13 @@ struct CrossEntropyOptions {
 // binary_cross_entropy's: a weight broadcast against the per-element losses.
 struct BCEOptions {
   Reduction reduction = kMean;
-  Tensor weight;  // broadcasts to input's shape, or undefined
+  Tensor weight{};  // broadcasts to input's shape, or undefined
 };
 
 struct BCEWithLogitsOptions {
   Reduction reduction = kMean;
-  Tensor weight;      // broadcasts to input's shape, or undefined
-  Tensor pos_weight;  // weight of the positive term per class (last dim), or undefined
+  Tensor weight{};    // broadcasts to input's shape, or undefined
+  Tensor pos_weight{};  // weight of the positive term per class (last dim), or undefined
 };
 
 struct KLDivOptions {

@@ -87,7 +87,7 @@ class BCELoss : public Loss {
     return F::binary_cross_entropy(input, target, {.reduction = options.reduction, .weight = weight});
   }
 
-  Tensor weight;
+  Tensor weight{};
 };
 
 // Binary cross-entropy of logits, stable for any logit; see F::binary_cross_entropy_with_logits.

@@ -31,10 +31,10 @@ enum class BinaryOp : uint8_t {
   Eq, Ne, Lt, Le, Gt, Ge,  // 1 or 0 in the inputs' dtype
 };
 
-// A reduction over dims. Not "ReduceOp": that is a collective's op (mt::dist::ReduceOp), and
-// minitrain.h brings both into view, so `using namespace mt; using namespace mt::dist;` must not
-// find two of them.
-enum class Reduction : uint8_t { Sum, Max, Min, ArgMax };
+// A reduction over dims. Named so that nothing else in view through minitrain.h shares the name:
+// a collective's op is mt::dist::ReduceOp, a loss's reduction mt::nn::Reduction, and a program that
+// writes `using namespace mt; using namespace mt::dist;` (or mt::nn) must not find two.
+enum class ReductionOp : uint8_t { Sum, Max, Min, ArgMax };
 
 // The geometry of a 2-D sliding window (convolution, pooling) over one (H, W) plane: what im2col,
 // col2im and max_pool2d agree on. Output size per dim: (in + 2·pad - dilation·(kernel-1) - 1)/stride + 1.
@@ -50,7 +50,7 @@ struct Window2d {
 
 const char* op_name(UnaryOp op);
 const char* op_name(BinaryOp op);
-const char* op_name(Reduction op);
+const char* op_name(ReductionOp op);
 
 class Backend {
  public:
@@ -75,7 +75,7 @@ class Backend {
   // Reduces `in` over the dims whose bit is set in dim_mask. out has in's rank, size 1 on reduced
   // dims. Sum/Max/Min keep in's dtype; ArgMax writes int64 (index along the single reduced dim,
   // first occurrence; ArgMax gets exactly one bit). Max/Min/ArgMax propagate NaN like PyTorch.
-  virtual void reduce(Reduction op, const Tensor& out, const Tensor& in, uint32_t dim_mask) = 0;
+  virtual void reduce(ReductionOp op, const Tensor& out, const Tensor& in, uint32_t dim_mask) = 0;
 
   // out = a·b (+ out when accumulate). out: (B, M, N) contiguous; a: (B, M, K); b: (B, K, N).
   // a and b each have unit stride in one of their last two dims (row- or column-major matrices);

@@ -138,22 +138,22 @@ uint32_t dim_mask(const Tensor& x, const std::vector<int64_t>& dims, const char*
 }
 }  // namespace
 
-Tensor reduce(Reduction op, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim, const char* name) {
+Tensor reduce(ReductionOp op, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim, const char* name) {
   const uint32_t mask = dim_mask(x, dims, name);
   Shape kept, dropped;  // result shape with and without the reduced dims
   for (int i = 0; i < x.dim(); ++i) {
     const bool reduced = mask & (1u << i);
-    if (reduced && op != Reduction::Sum)
+    if (reduced && op != ReductionOp::Sum)
       MT_CHECK(x.sizes()[i] > 0, name, ": cannot reduce over the empty dim ", i, " of shape ", x.sizes());
     kept.push_back(reduced ? 1 : x.sizes()[i]);
     if (!reduced) dropped.push_back(x.sizes()[i]);
   }
-  if (x.dim() == 0 && op != Reduction::Sum) MT_CHECK(x.numel() == 1, name, ": empty input");
-  const DType out_dtype = op == Reduction::ArgMax ? kInt64 : x.dtype();
+  if (x.dim() == 0 && op != ReductionOp::Sum) MT_CHECK(x.numel() == 1, name, ": empty input");
+  const DType out_dtype = op == ReductionOp::ArgMax ? kInt64 : x.dtype();
   Tensor out = empty(keepdim ? kept : dropped, {.dtype = out_dtype, .device = x.device()});
   if (x.dim() == 0) {
     // Nothing to reduce: sum/max of a scalar is the scalar; its argmax is 0.
-    if (op == Reduction::ArgMax) backend(x.device()).fill(out, 0);
+    if (op == ReductionOp::ArgMax) backend(x.device()).fill(out, 0);
     else backend(x.device()).copy(out, x);
     return out;
   }
@@ -165,7 +165,7 @@ Tensor reduce(Reduction op, const Tensor& x, const std::vector<int64_t>& dims, b
 }
 
 Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
-  return reduce(Reduction::Sum, x, dims, keepdim, "sum");
+  return reduce(ReductionOp::Sum, x, dims, keepdim, "sum");
 }
 
 Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
@@ -177,15 +177,15 @@ Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
 }
 
 Tensor max(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
-  return reduce(Reduction::Max, x, dims, keepdim, "max");
+  return reduce(ReductionOp::Max, x, dims, keepdim, "max");
 }
 
 Tensor min(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
-  return reduce(Reduction::Min, x, dims, keepdim, "min");
+  return reduce(ReductionOp::Min, x, dims, keepdim, "min");
 }
 
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) {
-  return reduce(Reduction::ArgMax, x, {dim}, keepdim, "argmax");
+  return reduce(ReductionOp::ArgMax, x, {dim}, keepdim, "argmax");
 }
 
 Tensor sum_to(const Tensor& x, const Shape& shape) {

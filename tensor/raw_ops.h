@@ -49,7 +49,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 
 // ---- reductions -------------------------------------------------------------------------------
 // dims empty = all dims.
-Tensor reduce(Reduction op, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim, const char* name);
+Tensor reduce(ReductionOp op, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim, const char* name);
 Tensor sum(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
 Tensor mean(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
 Tensor max(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);

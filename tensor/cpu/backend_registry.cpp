@@ -90,12 +90,12 @@ const char* op_name(BinaryOp op) {
   return "unknown binary op";
 }
 
-const char* op_name(Reduction op) {
+const char* op_name(ReductionOp op) {
   switch (op) {
-    case Reduction::Sum: return "sum";
-    case Reduction::Max: return "max";
-    case Reduction::Min: return "min";
-    case Reduction::ArgMax: return "argmax";
+    case ReductionOp::Sum: return "sum";
+    case ReductionOp::Max: return "max";
+    case ReductionOp::Min: return "min";
+    case ReductionOp::ArgMax: return "argmax";
   }
   return "unknown reduce op";
 }

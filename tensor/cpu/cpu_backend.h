@@ -35,7 +35,7 @@ class CpuBackend final : public Backend {
   void unary(UnaryOp op, const Tensor& out, const Tensor& in, double scalar) override;
   void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) override;
   void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) override;
-  void reduce(Reduction op, const Tensor& out, const Tensor& in, uint32_t dim_mask) override;
+  void reduce(ReductionOp op, const Tensor& out, const Tensor& in, uint32_t dim_mask) override;
   void gemm(const Tensor& out, const Tensor& a, const Tensor& b, bool accumulate) override;
   void softmax(const Tensor& out, const Tensor& in, bool log) override;
   void index_select(const Tensor& out, const Tensor& in, const Tensor& index) override;

@@ -346,19 +346,19 @@ void argmax(const Tensor& out, const Tensor& in, int dim) {
 
 }  // namespace
 
-void CpuBackend::reduce(Reduction op, const Tensor& out, const Tensor& in, uint32_t dim_mask) {
+void CpuBackend::reduce(ReductionOp op, const Tensor& out, const Tensor& in, uint32_t dim_mask) {
   const char* name = op_name(op);
   MT_CHECK(out.dim() == in.dim(), name, ": out has rank ", out.dim(), ", in has rank ", in.dim());
   if (out.numel() == 0) return;
   // Sum over nothing is 0; the others have no identity a user would expect.
-  MT_CHECK(op == Reduction::Sum || in.numel() > 0, name, ": cannot reduce over an empty dim (input shape ",
+  MT_CHECK(op == ReductionOp::Sum || in.numel() > 0, name, ": cannot reduce over an empty dim (input shape ",
            in.sizes(), ")");
   MT_DISPATCH_ALL(in.dtype(), name, [&]<typename T>() {
     switch (op) {
-      case Reduction::Sum: return reduce_impl<SumOp<T>>(out, in, dim_mask);
-      case Reduction::Max: return reduce_impl<MaxOp<T>>(out, in, dim_mask);
-      case Reduction::Min: return reduce_impl<MinOp<T>>(out, in, dim_mask);
-      case Reduction::ArgMax:
+      case ReductionOp::Sum: return reduce_impl<SumOp<T>>(out, in, dim_mask);
+      case ReductionOp::Max: return reduce_impl<MaxOp<T>>(out, in, dim_mask);
+      case ReductionOp::Min: return reduce_impl<MinOp<T>>(out, in, dim_mask);
+      case ReductionOp::ArgMax:
         MT_CHECK(std::popcount(dim_mask) == 1 && std::countr_zero(dim_mask) < in.dim(),
                  "argmax: reduces exactly one dim, got dim mask ", dim_mask);
         return argmax<T>(out, in, std::countr_zero(dim_mask));

@@ -271,20 +271,20 @@ void launch_reduce(const CudaBackend& be, const Tensor& out, const Tensor& in, u
 
 }  // namespace
 
-void CudaBackend::reduce(Reduction op, const Tensor& out, const Tensor& in, uint32_t dim_mask) {
+void CudaBackend::reduce(ReductionOp op, const Tensor& out, const Tensor& in, uint32_t dim_mask) {
   const char* name = op_name(op);
   MT_CHECK(out.dim() == in.dim(), name, ": out has rank ", out.dim(), ", in has rank ", in.dim());
   MT_CHECK(is_dense(out), name, ": CUDA kernel needs a contiguous out, got strides ", out.strides());
   if (out.numel() == 0) return;
-  MT_CHECK(op == Reduction::Sum || in.numel() > 0, name, ": cannot reduce over an empty dim (input shape ",
+  MT_CHECK(op == ReductionOp::Sum || in.numel() > 0, name, ": cannot reduce over an empty dim (input shape ",
            in.sizes(), ")");
   DeviceGuard guard(device_);
   MT_DISPATCH_ALL(in.dtype(), name, [&]<typename T>() {
     switch (op) {
-      case Reduction::Sum: return launch_reduce<SumOp<T>, T>(*this, out, in, dim_mask);
-      case Reduction::Max: return launch_reduce<MaxOp<T>, T>(*this, out, in, dim_mask);
-      case Reduction::Min: return launch_reduce<MinOp<T>, T>(*this, out, in, dim_mask);
-      case Reduction::ArgMax:
+      case ReductionOp::Sum: return launch_reduce<SumOp<T>, T>(*this, out, in, dim_mask);
+      case ReductionOp::Max: return launch_reduce<MaxOp<T>, T>(*this, out, in, dim_mask);
+      case ReductionOp::Min: return launch_reduce<MinOp<T>, T>(*this, out, in, dim_mask);
+      case ReductionOp::ArgMax:
         MT_CHECK(std::popcount(dim_mask) == 1 && std::countr_zero(dim_mask) < in.dim(),
                  "argmax: reduces exactly one dim, got dim mask ", dim_mask);
         MT_CHECK(out.dtype() == kInt64, "argmax: out must be int64, got ", out.dtype());

@@ -72,7 +72,7 @@ TEST_CASE("gradcheck: flip and roll, several dims, negative shifts, flattened, t
   check([](V x) { return roll(x[0].t(), {-7}, {1}); }, {input({3, 4})});
 }
 
-TEST_CASE("flip and roll: a copy, even when nothing moves; bad arguments are named") {
+TEST_CASE("flip and roll: a copy, even when nothing moves, and bad arguments are named") {
   const Tensor x = arange(6).reshape({2, 3});
   CHECK(flip(x, {1}).to_vector<int64_t>() == std::vector<int64_t>{2, 1, 0, 5, 4, 3});
   CHECK(roll(x, {1}, {1}).to_vector<int64_t>() == std::vector<int64_t>{2, 0, 1, 5, 3, 4});
@@ -81,7 +81,7 @@ TEST_CASE("flip and roll: a copy, even when nothing moves; bad arguments are nam
   CHECK_THROWS_WITH(roll(x, {1, 2}, {0}), doctest::Contains("roll: shifts and dims must have the same length"));
 }
 
-TEST_CASE("gradcheck: where with a scalar on either side; expm1 and log1p") {
+TEST_CASE("gradcheck: where with a scalar on either side, expm1 and log1p") {
   const Tensor cond = from_vector(std::vector<double>{1, 0, 0, 1, 1, 0}, {2, 3});
   check([&](V x) { return where(cond, x[0], 0.5); }, {input({2, 3})});
   check([&](V x) { return where(cond, -2.0, x[0].t()); }, {input({3, 2})});

@@ -225,8 +225,8 @@ TEST_CASE("reductions match the CPU over any dims and layouts, with NaN and argm
         check_close(want, raw::sum(gpu(in), c.dims), 1e-5 * is_floating(dt), atol, "sum " + what);
         if (in.numel() == 0) continue;
         check_close(raw::max(in, c.dims), raw::max(gpu(in), c.dims), 0, 0, "max " + what);
-        check_close(raw::reduce(Reduction::Min, in, c.dims, false, "min"),
-                    raw::reduce(Reduction::Min, gpu(in), c.dims, false, "min"), 0, 0, "min " + what);
+        check_close(raw::reduce(ReductionOp::Min, in, c.dims, false, "min"),
+                    raw::reduce(ReductionOp::Min, gpu(in), c.dims, false, "min"), 0, 0, "min " + what);
         if (c.dims.size() == 1) check_close(raw::argmax(in, c.dims[0]), raw::argmax(gpu(in), c.dims[0]), 0, 0, "argmax " + what);
       }
     }
@@ -235,7 +235,7 @@ TEST_CASE("reductions match the CPU over any dims and layouts, with NaN and argm
   const Tensor t = from_vector(std::vector<double>{1, 3, 3, kNaN, 0, kNaN, 2, 3, 3, 1, 3, 0}, {3, 4});
   check_close(raw::argmax(t, 1), raw::argmax(gpu(t), 1), 0, 0, "argmax ties and NaN");
   check_close(raw::max(t, {1}), raw::max(gpu(t), {1}), 0, 0, "max NaN");
-  check_close(raw::reduce(Reduction::Min, t, {0}, false, "min"), raw::reduce(Reduction::Min, gpu(t), {0}, false, "min"), 0, 0, "min NaN");
+  check_close(raw::reduce(ReductionOp::Min, t, {0}, false, "min"), raw::reduce(ReductionOp::Min, gpu(t), {0}, false, "min"), 0, 0, "min NaN");
   const Tensor wide = raw::cast(from_vector(std::vector<double>(5000, 7.0), {1, 5000}), kFloat32);
   CHECK(raw::argmax(gpu(wide), 1).item() == 0);  // 5000 equal values: block path, first index
   // One output of 300000 is split over many blocks (Note [Split reductions]) on any GPU: ties and

@@ -220,7 +220,7 @@ TEST_CASE("where takes a condition of any dtype, broadcast") {
 TEST_CASE("reductions over leading, trailing, middle and non-adjacent dims, contiguous or not") {
   // Naive reference: every element of x (2, 3, 4) goes to the out slot with reduced coords zeroed.
   const Shape sizes{2, 3, 4};
-  auto expected = [&](Reduction op, const std::vector<double>& x, uint32_t mask) {
+  auto expected = [&](ReductionOp op, const std::vector<double>& x, uint32_t mask) {
     std::vector<double> out;
     std::vector<bool> started;
     Shape out_sizes = sizes;
@@ -235,11 +235,11 @@ TEST_CASE("reductions over leading, trailing, middle and non-adjacent dims, cont
           int64_t slot = 0;
           for (int d = 0; d < 3; ++d) slot = slot * out_sizes[d] + ((mask >> d) & 1 ? 0 : c[d]);
           const double v = x[(i * 3 + j) * 4 + k];
-          if (!started[slot]) out[slot] = op == Reduction::Sum ? 0 : v;
+          if (!started[slot]) out[slot] = op == ReductionOp::Sum ? 0 : v;
           started[slot] = true;
-          if (op == Reduction::Sum) out[slot] += v;
-          if (op == Reduction::Max) out[slot] = std::max(out[slot], v);
-          if (op == Reduction::Min) out[slot] = std::min(out[slot], v);
+          if (op == ReductionOp::Sum) out[slot] += v;
+          if (op == ReductionOp::Max) out[slot] = std::max(out[slot], v);
+          if (op == ReductionOp::Min) out[slot] = std::min(out[slot], v);
         }
     return std::make_pair(out, out_sizes);
   };
@@ -253,7 +253,7 @@ TEST_CASE("reductions over leading, trailing, middle and non-adjacent dims, cont
     REQUIRE(!cpu::is_contiguous(permuted));
     for (const Tensor& x : {base, permuted}) {
       const std::vector<double> xv = vals(x);
-      for (Reduction op : {Reduction::Sum, Reduction::Max, Reduction::Min}) {
+      for (ReductionOp op : {ReductionOp::Sum, ReductionOp::Max, ReductionOp::Min}) {
         for (uint32_t mask = 1; mask < 8; ++mask) {
           const auto [want, out_sizes] = expected(op, xv, mask);
           Tensor out = empty(out_sizes, {.dtype = dtype});
@@ -271,31 +271,31 @@ TEST_CASE("reductions over leading, trailing, middle and non-adjacent dims, cont
 TEST_CASE("argmax picks the first maximum, or the first NaN") {
   Tensor x = f32({1, 5, 5, 0, 7, 2, 7, 1}, {2, 4});
   Tensor rows = empty({2, 1}, {.dtype = kInt64});
-  be().reduce(Reduction::ArgMax, rows, x, 0b10);
+  be().reduce(ReductionOp::ArgMax, rows, x, 0b10);
   CHECK(rows.to_vector<int64_t>() == std::vector<int64_t>{1, 0});
   Tensor cols = empty({1, 4}, {.dtype = kInt64});
-  be().reduce(Reduction::ArgMax, cols, x, 0b01);
+  be().reduce(ReductionOp::ArgMax, cols, x, 0b01);
   CHECK(cols.to_vector<int64_t>() == std::vector<int64_t>{1, 0, 1, 1});
-  be().reduce(Reduction::ArgMax, cols, raw::transpose(raw::contiguous(raw::transpose(x, 0, 1)), 0, 1), 0b01);  // strided
+  be().reduce(ReductionOp::ArgMax, cols, raw::transpose(raw::contiguous(raw::transpose(x, 0, 1)), 0, 1), 0b01);  // strided
   CHECK(cols.to_vector<int64_t>() == std::vector<int64_t>{1, 0, 1, 1});
 
   Tensor with_nan = f32({1, kNaN, 9, kNaN}, {1, 4});
   Tensor arg = empty({1, 1}, {.dtype = kInt64});
-  be().reduce(Reduction::ArgMax, arg, with_nan, 0b10);
+  be().reduce(ReductionOp::ArgMax, arg, with_nan, 0b10);
   CHECK(arg.to_vector<int64_t>() == std::vector<int64_t>{1});
   Tensor mx = empty({1, 1});
-  be().reduce(Reduction::Max, mx, with_nan, 0b10);
+  be().reduce(ReductionOp::Max, mx, with_nan, 0b10);
   CHECK(std::isnan(mx.item()));
-  be().reduce(Reduction::Min, mx, f32({1, 2, kNaN, 0}, {1, 4}), 0b10);
+  be().reduce(ReductionOp::Min, mx, f32({1, 2, kNaN, 0}, {1, 4}), 0b10);
   CHECK(std::isnan(mx.item()));
 }
 
 TEST_CASE("reducing an empty dim: sum is 0, max is an error") {
   Tensor x = empty({3, 0});
   Tensor out = empty({3, 1});
-  be().reduce(Reduction::Sum, out, x, 0b10);
+  be().reduce(ReductionOp::Sum, out, x, 0b10);
   CHECK(vals(out) == std::vector<double>{0, 0, 0});
-  CHECK_THROWS_WITH_AS(be().reduce(Reduction::Max, out, x, 0b10), doctest::Contains("max: cannot reduce"), Error);
+  CHECK_THROWS_WITH_AS(be().reduce(ReductionOp::Max, out, x, 0b10), doctest::Contains("max: cannot reduce"), Error);
 }
 
 TEST_CASE("float32 sums are pairwise: long rows and columns stay accurate") {
@@ -305,12 +305,12 @@ TEST_CASE("float32 sums are pairwise: long rows and columns stay accurate") {
   const double truth = static_cast<double>(0.1f) * n;
   Tensor row = full({n}, 0.1);
   Tensor total = empty({1});
-  be().reduce(Reduction::Sum, total, row, 0b1);
+  be().reduce(ReductionOp::Sum, total, row, 0b1);
   CHECK(total.item() == doctest::Approx(truth).epsilon(1e-6));
 
   Tensor cols = full({n / 4, 4}, 0.1);
   Tensor col_sums = empty({1, 4});
-  be().reduce(Reduction::Sum, col_sums, cols, 0b01);
+  be().reduce(ReductionOp::Sum, col_sums, cols, 0b01);
   for (double v : vals(col_sums)) CHECK(v == doctest::Approx(truth / 4).epsilon(1e-6));
 }
 
@@ -436,7 +436,7 @@ TEST_CASE("the backend table, op names and the allocator") {
   }
   CHECK(std::string(op_name(BinaryOp::Add)) == "add");
   CHECK(std::string(op_name(UnaryOp::Exp)) == "exp");
-  CHECK(std::string(op_name(Reduction::Sum)) == "sum");
+  CHECK(std::string(op_name(ReductionOp::Sum)) == "sum");
 
   Allocator& alloc = cpu_allocator();
   for (size_t nbytes : {size_t{0}, size_t{1}, size_t{64}, size_t{100}}) {
