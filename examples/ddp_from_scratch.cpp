@@ -191,13 +191,15 @@ struct Buckets : Sync {
 struct BucketViews : Buckets {
   BucketViews(std::shared_ptr<dist::ProcessGroup> group, const std::vector<Tensor>& params)
       : Buckets(std::move(group), params) {
-    for (Bucket& b : buckets) {
-      for (size_t i = 0; i < b.params.size(); ++i) {
-        Tensor& p = b.params[i];
-        const Tensor view = b.flat.narrow(0, b.offsets[i], p.numel()).view(p.sizes());
-        p.set_grad(view);
-        set_grad_destination(p, view);
-      }
+    for (Bucket& b : buckets) point_gradients_at(b);
+  }
+  // Every parameter's .grad, and its gradient destination, becomes its slice of b.flat.
+  static void point_gradients_at(Bucket& b) {
+    for (size_t i = 0; i < b.params.size(); ++i) {
+      Tensor& p = b.params[i];
+      const Tensor view = b.flat.narrow(0, b.offsets[i], p.numel()).view(p.sizes());
+      p.set_grad(view);
+      set_grad_destination(p, view);
     }
   }
   void ready(size_t index, size_t, const Tensor&) override {
@@ -260,14 +262,8 @@ struct Sharded : BucketViews {
   // A flat buffer of `padded` elements whose first numel() are the old one, the gradients' views
   // moved onto it.
   void regrow(Bucket& b, int64_t padded) {
-    Tensor grown = zeros({padded});
-    b.flat = grown;
-    for (size_t i = 0; i < b.params.size(); ++i) {
-      Tensor& p = b.params[i];
-      const Tensor view = grown.narrow(0, b.offsets[i], p.numel()).view(p.sizes());
-      p.set_grad(view);
-      set_grad_destination(p, view);
-    }
+    b.flat = zeros({padded});
+    point_gradients_at(b);
   }
 };
 

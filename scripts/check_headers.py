@@ -14,23 +14,21 @@ CXX defaults to $CXX, else c++. Each header is compiled for syntax only, two at 
 """
 import concurrent.futures
 import os
-import re
 import subprocess
 import sys
 
+from check_layers import INCLUDE, is_private  # one rule for what is private, and one include pattern
+
 LIBRARY_FOLDERS = ["tensor", "trace", "autograd", "nn", "optim", "data", "distributed"]
-NOT_PUBLIC = ("tensor/cpu/", "tensor/cuda/")
-INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 
 def public_headers(root):
     headers = []
     for folder in LIBRARY_FOLDERS:
-        for here, dirs, names in os.walk(os.path.join(root, folder)):
-            dirs[:] = [d for d in dirs if d != "detail"]
+        for here, _, names in os.walk(os.path.join(root, folder)):
             for name in names:
                 path = os.path.relpath(os.path.join(here, name), root)
-                if name.endswith(".h") and not path.startswith(NOT_PUBLIC):
+                if name.endswith(".h") and not is_private(path):
                     headers.append(path)
     return sorted(headers)
 
