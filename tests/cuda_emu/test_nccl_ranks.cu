@@ -234,3 +234,25 @@ TEST_CASE("NCCL on emulated GPUs: a rank that never arrives is named at setup, w
   CHECK_THROWS_AS(std::rethrow_exception(error), TimeoutError);
   CHECK(message_of(error).find("rank 1 of 2 never arrived") != std::string::npos);
 }
+
+TEST_CASE("NCCL on two emulated GPUs: a collective larger than the shared slot is refused, naming the limit") {
+  // Each rank's data passes through its slot of the shared file
+  // (Note [Emulated NCCL across processes]): a collective that does not fit is an error, never a
+  // write past the slot.
+  setenv("MT_CUDA_EMU_NCCL_SLOT_MB", "1", 1);
+  std::vector<std::string> errors(2);
+  as_ranks(2, 10s, [&](ProcessGroupNCCL& pg, int r) {
+    const Device gpu(DeviceType::CUDA, r);
+    Tensor fits = full({1 << 18}, 1.0, {.device = gpu});  // 1 MiB of float32: exactly one slot
+    pg.allreduce(fits)->wait();
+    CHECK(fits.to_vector<float>()[0] == 2.0f);
+    Tensor too_big = full({(1 << 18) + 1}, 1.0, {.device = gpu});
+    try {
+      pg.allreduce(too_big)->wait();
+    } catch (const std::exception& e) {
+      errors[r] = e.what();
+    }
+  });
+  unsetenv("MT_CUDA_EMU_NCCL_SLOT_MB");
+  for (const std::string& e : errors) CHECK(e.find("raise MT_CUDA_EMU_NCCL_SLOT_MB") != std::string::npos);
+}

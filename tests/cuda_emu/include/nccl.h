@@ -1,8 +1,10 @@
 // The CUDA emulator's stand-in for NCCL (tests/cuda_emu/emu_nccl.cpp): the calls ProcessGroupNCCL
-// makes, for ranks that are threads of one process, each with its own communicator and emulated
-// GPU. A collective is queued on its stream like a kernel and, when it runs, waits there until every
-// rank's has arrived (the way an NCCL kernel spins for its peers), so a rank that never issues it
-// hangs the others' streams until ncclCommAbort, which is what ProcessGroupNCCL's watchdog is for.
+// makes, for ranks that are separate processes (mini_train --gpus 0,1) or threads of one, each with
+// its own communicator and emulated GPU; they meet in a shared-memory file named by the
+// ncclUniqueId (Note [Emulated NCCL across processes]). A collective is queued on its stream like a
+// kernel and, when it runs, waits there until every rank's has arrived (the way an NCCL kernel
+// spins for its peers), so a rank that never issues it hangs the others' streams until
+// ncclCommAbort, which is what ProcessGroupNCCL's watchdog is for.
 // Communicators are non-blocking when config.blocking == 0: ncclCommInitRankConfig returns
 // ncclInProgress until all ranks joined (ncclCommGetAsyncError says when).
 // Test hooks, per rank (every communicator of that rank; ncclSuccess clears): nccl_fail_async makes
