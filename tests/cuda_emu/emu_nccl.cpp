@@ -4,15 +4,18 @@
 // buffer into its slot of the file, waits there until every rank has (as an NCCL kernel spins for
 // its peers), and computes its own output from all the slots, in rank order, so every rank computes
 // the same bits. ncclCommAbort ends the waiting tasks of every rank (their outputs stay untouched),
-// and peers then report ncclRemoteError, like ranks whose peer exited.
+// and peers then report ncclRemoteError, as they do for a peer process that exited without
+// destroying its communicator (Note [A peer that exits]).
 #include <nccl.h>
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -53,6 +56,8 @@ constexpr int kMaxRanks = 64;
 
 struct RankState {
   std::atomic<int> joined;
+  std::atomic<int> pid;   // the rank's process, for Note [A peer that exits]
+  std::atomic<int> left;  // 1 once the rank called ncclCommDestroy or ncclCommAbort
   std::atomic<uint64_t> posted;  // collectives whose data this rank has written to its slot
   std::atomic<uint64_t> taken;   // collectives this rank has computed its output for
 };
@@ -205,6 +210,23 @@ void store(void* recv, const std::vector<double>& acc, ncclDataType_t type) {
   }
 }
 
+// Note [A peer that exits]: NCCL reports a peer process that died (its connections closed) as
+// ncclRemoteError from ncclCommGetAsyncError, which ProcessGroupNCCL's watchdog polls; the group
+// then fails at once instead of waiting for its timeout. Here a rank whose process no longer exists
+// (kill(pid, 0) fails with ESRCH; a zombie counts as alive until its parent reaps it) and that
+// left no ncclCommDestroy or ncclCommAbort behind is such a peer; one that destroyed its
+// communicator and exited, as every rank does at the end of a job, is not.
+std::string exited_peer(const ncclComm* comm) {
+  for (int k = 0; k < comm->nranks; ++k) {
+    const RankState& peer = comm->shared->ranks[k];
+    const int pid = peer.pid.load();
+    if (k == comm->rank || pid <= 0 || pid == getpid() || peer.left.load()) continue;
+    if (::kill(pid, 0) != 0 && errno == ESRCH)
+      return "rank " + std::to_string(k) + " (process " + std::to_string(pid) + ") exited without ncclCommDestroy";
+  }
+  return "";
+}
+
 void forget_path(ncclComm_t comm) {
   if (!comm->path.empty()) ::unlink(comm->path.c_str());  // ENOENT when a peer did it already
   comm->path.clear();
@@ -288,6 +310,7 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t* out, int nranks, ncclUniqueId id
     comm->aborted = true;
     return comm->init_error = ncclInvalidUsage;
   }
+  sh.ranks[rank].pid = getpid();
   if (sh.joined.fetch_add(1) + 1 == nranks) forget_path(comm);  // every rank has the file mapped
   if (config == nullptr || config->blocking) {
     if (!await(comm, [&] { return comm->all_joined(); })) return ncclRemoteError;
@@ -314,14 +337,20 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* async_error) {
   }
   if (comm->init_error != ncclSuccess) *async_error = comm->init_error;
   else if (comm->shared->aborted.load() && !comm->aborted) *async_error = ncclRemoteError;
-  else *async_error = comm->all_joined() ? ncclSuccess : ncclInProgress;
+  else if (const std::string gone = exited_peer(comm); !gone.empty()) {
+    comm->last_error = gone;
+    *async_error = ncclRemoteError;
+  } else *async_error = comm->all_joined() ? ncclSuccess : ncclInProgress;
   return ncclSuccess;
 }
 
 ncclResult_t ncclCommAbort(ncclComm_t comm) {
   if (comm == nullptr) return ncclSuccess;
   comm->aborted = true;
-  if (comm->shared != nullptr) comm->shared->aborted = 1;
+  if (comm->shared != nullptr) {
+    comm->shared->ranks[comm->rank].left = 1;
+    comm->shared->aborted = 1;
+  }
   forget_path(comm);  // a job that failed during setup leaves no file either
   return ncclSuccess;
 }
@@ -329,6 +358,7 @@ ncclResult_t ncclCommAbort(ncclComm_t comm) {
 ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   if (comm == nullptr) return ncclInvalidArgument;
   comm->aborted = true;  // no further use; the memory stays (see ncclCommInitRankConfig)
+  if (comm->shared != nullptr) comm->shared->ranks[comm->rank].left = 1;
   forget_path(comm);
   return ncclSuccess;
 }

@@ -60,6 +60,28 @@ gpus01_kill_resume)
     >/dev/null 2>err.txt || { cat err.txt; fail "resume failed"; }
   cmp full.safetensors resumed.safetensors || fail "resumed on two GPUs, the weights differ from the uninterrupted run"
   ;;
+gpus01_peer_exits)
+  # Two workers started by hand, as torchrun or srun start them (no mini_train launcher to stop
+  # the survivor). Rank 1 SIGKILLs itself at step 5; rank 0's NCCL watchdog hears of it as
+  # ncclRemoteError (Note [A peer that exits], tests/cuda_emu/emu_nccl.cpp) and the job ends with
+  # one line naming it, long before the store heartbeat's 30 s.
+  port=$((20000 + RANDOM % 20000))
+  flags=(--gpus 0,1 --model mlp --hidden 16,8 --samples 512 --epochs 20 --quiet)
+  start=$SECONDS
+  for r in 0 1; do
+    RANK=$r LOCAL_RANK=$r WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+      MT_TEST_KILL_STEP=5 MT_TEST_KILL_RANK=1 timeout 60 "$emu" "${flags[@]}" >"out$r.txt" 2>"err$r.txt" &
+    pids[r]=$!
+  done
+  wait "${pids[1]}"
+  rc=0
+  wait "${pids[0]}" || rc=$?
+  took=$((SECONDS - start))
+  [[ $rc == 1 ]] || { cat err0.txt; fail "rank 0 exited with $rc, not 1"; }
+  [[ $(wc -l <err0.txt) -eq 1 ]] && grep -q "remote process exited.*rank 1 (process [0-9]*) exited without ncclCommDestroy" err0.txt ||
+    { cat err0.txt; fail "rank 0's one line does not name rank 1's exit"; }
+  ((took < 20)) || fail "the job took $took s to end"
+  ;;
 *)
   fail "unknown case $case_name"
   ;;
