@@ -35,8 +35,13 @@ gpus0_seed)
   ;;
 gpus01_ddp)
   # Two GPUs, two processes started by the launcher, NCCL DDP across them (the emulated NCCL's
-  # ranks meet in shared memory: Note [Emulated NCCL across processes]), against --nproc 2 on Gloo.
-  # An MLP with Adam and a cosine schedule: three layers, every kernel of a training step.
+  # ranks meet in shared memory: Note [Emulated NCCL across processes]), against --nproc 2 on Gloo:
+  # the seed job as the mission's command runs it, then an MLP with Adam and a cosine schedule.
+  "$emu" --gpus 0,1 --epochs 2 --log-json seed-gpu.jsonl --save seed-gpu.safetensors >/dev/null 2>err.txt ||
+    { cat err.txt; fail "--gpus 0,1 --epochs 2 failed"; }
+  "$cpu" --nproc 2 --backend gloo --epochs 2 --log-json seed-cpu.jsonl --save seed-cpu.safetensors >/dev/null 2>err.txt ||
+    { cat err.txt; fail "--nproc 2 --epochs 2 failed"; }
+  compare seed-gpu.jsonl seed-cpu.jsonl seed-gpu.safetensors seed-cpu.safetensors
   flags=(--model mlp --hidden 16,8 --optimizer adam --schedule cosine --samples 500 --epochs 2)
   "$emu" --gpus 0,1 "${flags[@]}" --ddp-stats --log-json gpu.jsonl --save gpu.safetensors >out.txt 2>err.txt ||
     { cat out.txt err.txt; fail "--gpus 0,1 failed"; }
