@@ -355,10 +355,17 @@ ncclResult_t ncclCommAbort(ncclComm_t comm) {
   return ncclSuccess;
 }
 
+// As NCCL's (which finalizes first): the collectives already issued complete before the
+// communicator goes, so a peer still waiting for this rank's last one is not left hanging.
 ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   if (comm == nullptr) return ncclInvalidArgument;
+  if (comm->shared != nullptr) {
+    const uint64_t issued = comm->next;
+    RankState& me = comm->shared->ranks[comm->rank];
+    await(comm, [&] { return me.taken.load() == issued; });
+    me.left = 1;
+  }
   comm->aborted = true;  // no further use; the memory stays (see ncclCommInitRankConfig)
-  if (comm->shared != nullptr) comm->shared->ranks[comm->rank].left = 1;
   forget_path(comm);
   return ncclSuccess;
 }
