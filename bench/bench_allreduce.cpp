@@ -1,14 +1,17 @@
 // bench_allreduce [WORLD]: the latency of one allreduce (issue + wait, Sum, float32) between WORLD
-// processes (default 2) on this machine, with ProcessGroupGloo over loopback TCP. Three sizes:
+// processes (default 2) on this machine, with ProcessGroupGloo over loopback TCP; run under mpirun
+// (`mpirun -np WORLD build/bench/bench_allreduce`), the same with ProcessGroupMPI. Four sizes:
 //   11 floats        the seed model's whole gradient (Linear(10, 1): 10 weights + 1 bias)
 //   1,000 floats     a small bucket
+//   16,384 floats    a middle point, for fitting a latency-bandwidth model (scripts/scaling_model.py)
 //   203,530 floats   the Fashion-MNIST MLP's gradient (784·256 + 256 + 256·10 + 10), as one bucket
-// The program forks itself: the parent is rank 0 (it measures and prints), the children ranks 1...
+//                    (about the size of the GPT preset's buckets at --bucket-cap-mb 1)
+// Over Gloo the program forks itself: the parent is rank 0 (it measures and prints), the children ranks 1...
 // All ranks must run the same number of allreduces, so rank 0 picks the iteration count from a
 // warm-up and broadcasts it (itself a small demonstration of a collective deciding for everyone).
 //
 // Output, like bench_core: `minitrain allreduce_<n>_us <median µs>` on stdout (`allreduce_<n>_<W>ranks_us`
-// for other world sizes than 2); the spread of the
+// for other world sizes than 2; `mpi_allreduce_...` under mpirun); the spread of the
 // repetitions and the bandwidth on stderr. Wall time only: the work happens on Gloo's and the
 // process group's threads, so the calling thread's CPU time would say nothing.
 // Not measured here: other machines, overlap with computation (DDP's business).
@@ -54,13 +57,31 @@ void bench_size(mt::dist::ProcessGroup& pg, int64_t numel) {
   const double median = per_call[kReps / 2];
   char ranks[32] = "";  // "_3ranks" beyond 2 ranks (a char buffer: GCC 12 warns, falsely, on "_" + std::string)
   if (pg.size() != 2) std::snprintf(ranks, sizeof ranks, "_%dranks", pg.size());
-  std::printf("minitrain allreduce_%lld%s_us %.4g\n", static_cast<long long>(numel), ranks, median * 1e6);
+  std::printf("minitrain %sallreduce_%lld%s_us %.4g\n", pg.backend() == std::string("mpi") ? "mpi_" : "",
+              static_cast<long long>(numel), ranks, median * 1e6);
   std::fflush(stdout);
   // Bus bandwidth as NCCL's tests define it for allreduce: 2·(n-1)/n · bytes / time.
   const double bytes = 2.0 * (pg.size() - 1) / pg.size() * static_cast<double>(numel) * sizeof(float);
   std::fprintf(stderr, "# allreduce %7lld floats, %d ranks: median %.4g us, min %.4g, max %.4g; %d reps x %lld; "
                "bus bandwidth %.3g GB/s\n", static_cast<long long>(numel), pg.size(), median * 1e6, per_call.front() * 1e6,
                per_call.back() * 1e6, kReps, static_cast<long long>(n), bytes / median * 1e-9);
+}
+
+void bench_sizes(mt::dist::ProcessGroup& pg) {
+  for (const int64_t numel : {int64_t{11}, int64_t{1000}, int64_t{16384}, int64_t{203530}}) bench_size(pg, numel);
+}
+
+// Under mpirun: every process is a rank already; MPI's launcher told it which.
+int run_mpi() {
+  try {
+    auto pg = mt::dist::init_process_group({.backend = "mpi", .timeout = std::chrono::seconds(60)});
+    bench_sizes(*pg);
+    pg->barrier()->wait();
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_allreduce (mpi): %s\n", e.what());
+    return 1;
+  }
 }
 
 int run_rank(int rank, int world, int port) {
@@ -70,7 +91,7 @@ int run_rank(int rank, int world, int port) {
          .rendezvous = {.rank = rank, .world_size = world, .local_rank = rank, .local_world_size = world,
                         .master_addr = "127.0.0.1", .master_port = port},
          .timeout = std::chrono::seconds(60)});
-    for (const int64_t numel : {int64_t{11}, int64_t{1000}, int64_t{203530}}) bench_size(*pg, numel);
+    bench_sizes(*pg);
     pg->barrier()->wait();
     return 0;
   } catch (const std::exception& e) {
@@ -82,6 +103,7 @@ int run_rank(int rank, int world, int port) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMI_SIZE")) return run_mpi();
   const int world = argc > 1 ? std::atoi(argv[1]) : 2;
   if (world < 2 || world > 64) {
     std::fprintf(stderr, "usage: bench_allreduce [WORLD]   (2 to 64 ranks; default 2)\n");
