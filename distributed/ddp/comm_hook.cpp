@@ -13,7 +13,7 @@ void divide_rest(ProcessGroup& pg, GradBucket& bucket) {
 
 std::shared_ptr<Work> AllreduceHook::launch(ProcessGroup& pg, GradBucket& bucket) {
   divide_rest(pg, bucket);
-  return pg.allreduce(bucket.buffer, ReduceOp::Sum);
+  return pg.allreduce_own_guard(bucket.buffer, ReduceOp::Sum);  // the bucket ends in its guard
 }
 
 std::shared_ptr<Work> Fp16CompressHook::launch(ProcessGroup& pg, GradBucket& bucket) {
@@ -24,7 +24,7 @@ std::shared_ptr<Work> Fp16CompressHook::launch(ProcessGroup& pg, GradBucket& buc
     half = empty({bucket.buffer.numel()}, {.dtype = DType::Float16, .device = bucket.buffer.device()});
   divide_rest(pg, bucket);  // before the cast: Note [fp16 compression]
   half.copy_(bucket.buffer);
-  return pg.allreduce(half, ReduceOp::Sum);
+  return pg.allreduce_own_guard(half, ReduceOp::Sum);
 }
 
 void Fp16CompressHook::finish(ProcessGroup&, GradBucket& bucket) { bucket.buffer.copy_(compressed_.at(bucket.index)); }

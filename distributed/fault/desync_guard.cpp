@@ -1,11 +1,8 @@
-// DesyncGuard (see desync_guard.h): hashing where a rank is into small integers that survive the
-// comm hook's averaging exactly, and reading the sums back.
+// DesyncGuard (see desync_guard.h): what a DDP bucket's guard hashes, written where the comm hook's
+// averaging leaves it exact, and what a failed one reports.
 #include "distributed/fault/detail/desync_guard.h"
 
 #include <algorithm>
-#include <array>
-#include <cmath>
-#include <sstream>
 #include <vector>
 
 namespace mt::dist::detail {
@@ -21,7 +18,7 @@ namespace mt::dist::detail {
 // S2 = Σ h_r^2. By Cauchy-Schwarz S1^2 <= world·S2, with equality exactly when every h_r is the same:
 // a test of "all ranks agree" that needs only the sums, which are the same bits on every rank (Note
 // [Same bits on every rank]), so every rank reaches the same verdict and, on a mismatch, all of
-// them can join one allgather of their BucketPoints to say who was where. (A test of S1 == world·h
+// them can join one allgather of where they were (explain_failed_guard) to say so. (A test of S1 == world·h
 // against each rank's own h would not do: with h = 1, 2, 3 the middle rank would see no problem
 // and go on while the others stopped.)
 //
@@ -36,49 +33,25 @@ namespace mt::dist::detail {
 // with probability 16^-4; with float32 at 2 ranks, K = 512.
 //
 // The guard starts with a marker: each rank adds kMarker = 23/32 (exact in every dtype, and unlike
-// the ones and counts that other collectives sum), so its sum is world·kMarker exactly. A marker sum
-// that is not, or hash sums that are not integers in [world, world·K] (or [world, world·K^2]), were
-// not made from guards at all: the bucket's all-reduce met another collective of the same size on
-// some rank (a rank out of batches, at its end-of-epoch all-reduce). Then there is no common
-// collective left to gather the ranks' points through, and each rank that sees it fails at once on
-// its own.
+// the ones and counts that other collectives sum, and unlike the plain all-reduce's marker), so its
+// sum is world·kMarker exactly. A marker sum that is not, or hash sums that are not integers in
+// [world, world·K] (or [world, world·K^2]), were not made from bucket guards at all: the bucket's
+// all-reduce met another collective of the same size on some rank, usually a rank out of batches at
+// its end-of-epoch all-reduce. That all-reduce carries a guard of its own (Note [Collective guard]),
+// which fails on that rank in the same collective, so all of them meet in one allgather and every
+// rank's error names the rank that ran out.
+//
+// The arithmetic (the range K, the values, the verdict) lives with the plain all-reduce's guard in
+// distributed/process_group/collective_guard.cpp; this file says what a bucket hashes and reports.
 namespace {
 
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
+CollectivePoint collective_point(const BucketPoint& p, int rank) {
+  return {.kind = CollectivePoint::kBucket, .fields = {p.step, p.bucket, p.buckets, p.numel, p.dtype}, .rank = rank};
 }
 
-// Each field times its own odd constant, summed, then mixed once: cheap (the guard runs per bucket
-// per step) and any change of one field changes the result.
 uint64_t hash_point(const BucketPoint& p) {
-  const auto u = [](int64_t v) { return static_cast<uint64_t>(v); };
-  return splitmix64(u(p.step) * 0x9e3779b97f4a7c15ull + u(p.bucket) * 0xc2b2ae3d27d4eb4full +
-                    u(p.buckets) * 0x165667b19e3779f9ull + u(p.numel) * 0xd6e8feb86659fd93ull +
-                    u(p.dtype) * 0xff51afd7ed558ccdull);
+  return guard_hash({CollectivePoint::kBucket, p.step, p.bucket, p.buckets, p.numel, p.dtype});
 }
-
-int64_t guard_range(int world, DType wire) {
-  const double w = world;
-  double k2 = 0;  // the largest K^2 allowed
-  switch (wire) {
-    case DType::Float16: k2 = 2048.0 / w; break;
-    case DType::Float32: k2 = std::ldexp(1.0, 21) / (w * (w + 2)); break;
-    default: k2 = std::ldexp(1.0, 50) / (w * (w + 2)); break;
-  }
-  return std::clamp<int64_t>(static_cast<int64_t>(std::floor(std::sqrt(k2))), 1, int64_t{1} << 16);
-}
-
-std::string describe_point(const BucketPoint& p) {
-  std::ostringstream os;
-  os << "step " << p.step << ", bucket " << p.bucket << " of " << p.buckets << " (" << p.numel << " "
-     << static_cast<DType>(p.dtype) << ")";
-  return os.str();
-}
-
-using Values = std::array<double, DesyncGuard::kElements>;
 
 }  // namespace
 
@@ -92,67 +65,29 @@ DesyncGuard::DesyncGuard(Tensor guard, int world, DType wire)
 }
 
 void DesyncGuard::write(const BucketPoint& point) {
-  // The four hashes are the four 16-bit quarters of one 64-bit hash, each scaled to [1, range].
-  const uint64_t hash = hash_point(point);
-  Values values{};
-  values[0] = world_ * kMarker;
-  for (int64_t i = 0; i < kHashes; ++i) {
-    const uint64_t quarter = (hash >> (16 * i)) & 0xffff;
-    const double h = 1.0 + static_cast<double>((quarter * static_cast<uint64_t>(range_)) >> 16);
-    values[1 + 2 * i] = world_ * h;
-    values[2 + 2 * i] = world_ * h * h;
-  }
+  const GuardValues values = guard_values(hash_point(point), kMarker, range_, world_);
   if (host_) {  // the common case, written in place: no tensor, no allocation
-    if (guard_.dtype() == kFloat64) std::copy(values.begin(), values.end(), static_cast<double*>(host_));
-    else std::copy(values.begin(), values.end(), static_cast<float*>(host_));
+    store_guard(values, host_, guard_.dtype());
     return;
   }
   guard_.copy_(from_vector(std::vector<double>(values.begin(), values.end()), {kElements}).to(guard_.dtype()).to(guard_.device()));
 }
 
 void DesyncGuard::check(ProcessGroup& pg, const BucketPoint& point) const {
-  Values sums{};
-  if (host_ && guard_.dtype() == kFloat64) std::copy_n(static_cast<const double*>(host_), sums.size(), sums.begin());
-  else if (host_) std::copy_n(static_cast<const float*>(host_), sums.size(), sums.begin());
+  GuardValues sums{};
+  if (host_) sums = load_guard(host_, guard_.dtype());
   else {  // a GPU bucket (NCCL): the host reads a copy
     const std::vector<double> copy = guard_.to(kCPU).to(kFloat64).to_vector<double>();
     std::copy(copy.begin(), copy.end(), sums.begin());
   }
-  // A sum is plausible when it is within 0.25 of an integer in [world, world·bound]. Rounded by
-  // truncating s + 0.5 (s is checked positive and small first): inline, where std::round is a call.
-  const double w = world_;
-  const auto nearest = [w](double s, double bound, double& r) {
-    if (!(s >= w - 0.25 && s <= w * bound + 0.25)) return false;  // also false for NaN
-    r = static_cast<double>(static_cast<int64_t>(s + 0.5));
-    return std::abs(s - r) < 0.25;
-  };
-  bool plausible = std::abs(sums[0] - w * kMarker) < 1e-3 * w, agree = true;
-  const double k = static_cast<double>(range_);
-  for (int64_t i = 0; i < kHashes; ++i) {
-    double r1 = 0, r2 = 0;
-    plausible = plausible && nearest(sums[1 + 2 * i], k, r1) && nearest(sums[2 + 2 * i], k * k, r2);
-    agree = agree && r1 * r1 == w * r2;  // exact: both sides are integers below 2^53
-  }
-  if (plausible && agree) return;
-  if (!plausible)
-    MT_FAIL("DDP desync guard on rank ", pg.rank(), ": the all-reduce of ", describe_point(point),
-            " was summed with a collective that is not a DDP bucket on some rank (its guard's marker sums to ", sums[0],
-            ", not ", world_ * kMarker, "): the ranks are not running the same collectives. Usually a rank ran out of batches "
-            "(uneven inputs: every rank must run the same number of steps, docs/ddp.md), or the ranks' code "
-            "issues different collectives");
-  // Every rank saw the same sums (Note [Same bits on every rank]) and is here: gather who was where.
-  const std::vector<int64_t> mine{point.step, point.bucket, point.buckets, point.numel, point.dtype};
-  std::vector<Tensor> all;
-  pg.allgather(all, from_vector(mine, {static_cast<int64_t>(mine.size())}).to(pg.device()))->wait();
-  std::ostringstream os;
-  for (size_t r = 0; r < all.size(); ++r) {
-    const std::vector<int64_t> v = all[r].to(kCPU).to_vector<int64_t>();
-    os << (r ? "; " : "") << "rank " << r << ": "
-       << describe_point({.step = v[0], .bucket = v[1], .buckets = v[2], .numel = v[3], .dtype = v[4]});
-  }
-  MT_FAIL("DDP desync guard on rank ", pg.rank(), ": a bucket's all-reduce joined ranks at different points of "
-          "training (", os.str(), "). Every rank must run the same steps (uneven inputs: docs/ddp.md) and "
-          "build the same model");
+  const GuardVerdict verdict = guard_verdict(sums, kMarker, world_, range_);
+  if (verdict == GuardVerdict::kAgree) return;
+  // Every rank saw the same sums (Note [Same bits on every rank]) and fails here, or in its own
+  // all-reduce's guard: gather who was where.
+  MT_FAIL("DDP desync guard on rank ", pg.rank(), ": the all-reduce of step ", point.step, ", bucket ",
+          point.bucket, " was not summed with the same bucket on every rank: ",
+          explain_failed_guard(pg, collective_point(point, pg.rank()), verdict),
+          ". Every rank must run the same steps (uneven inputs: a Join, docs/ddp.md) and build the same model");
 }
 
 }  // namespace mt::dist::detail

@@ -1,6 +1,8 @@
 // ProcessGroup's argument checks and collective descriptions, shared by every backend.
 #include "distributed/process_group/process_group.h"
 
+#include "distributed/process_group/detail/collective_guard.h"
+
 namespace mt::dist {
 
 const char* reduce_op_name(ReduceOp op) {
@@ -40,12 +42,21 @@ std::string ProcessGroup::number(const std::string& what, const std::string& det
 // refuse to run). The public collectives do that here, once, and then call the backend's run_*,
 // which only moves bytes. A backend's own limits (MPI's int counts) stay in its run_*.
 
-std::shared_ptr<Work> ProcessGroup::allreduce(Tensor& tensor, ReduceOp op) {
+std::shared_ptr<Work> ProcessGroup::allreduce(Tensor& tensor, ReduceOp op) { return start_allreduce(tensor, op, true); }
+
+std::shared_ptr<Work> ProcessGroup::allreduce_own_guard(Tensor& tensor, ReduceOp op) {
+  return start_allreduce(tensor, op, false);
+}
+
+std::shared_ptr<Work> ProcessGroup::start_allreduce(Tensor& tensor, ReduceOp op, bool guard) {
   check_tensor(tensor, "allreduce");
   check_reduce(tensor, op, "allreduce");
   const std::string what = number("allreduce", describe_tensor(tensor) + ", " + reduce_op_name(op));
   tensor.storage()->bump_version();
-  return run_allreduce(tensor, op, what);
+  if (!guard || !detail::allreduce_is_guarded(*this, tensor, op)) return run_allreduce(tensor, op, what);
+  // The all-reduce runs on a copy with a guard at its end (Note [Collective guard]).
+  return detail::guarded_allreduce(*this, tensor, op, static_cast<int64_t>(issued_),
+                                   [&](Tensor& wire) { return run_allreduce(wire, op, what); });
 }
 
 std::shared_ptr<Work> ProcessGroup::broadcast(Tensor& tensor, int root) {

@@ -57,7 +57,12 @@ class ProcessGroup {
   // backend's run_* below (Note [One opening for every collective]).
   //
   // Avg is Sum followed by a division by size() on each rank; it needs a floating dtype.
+  // allreduce, on tensors up to 64 KiB, carries a guard that proves every rank was at the same
+  // all-reduce, or fails on every rank naming where each was (Note [Collective guard] in
+  // collective_guard.cpp; it costs a copy of the tensor). allreduce_own_guard is for buffers that end in a guard of their own: DDP's buckets
+  // (Note [Desync guard]).
   std::shared_ptr<Work> allreduce(Tensor& tensor, ReduceOp op = ReduceOp::Sum);
+  std::shared_ptr<Work> allreduce_own_guard(Tensor& tensor, ReduceOp op = ReduceOp::Sum);
   std::shared_ptr<Work> broadcast(Tensor& tensor, int root = 0);
   // `outputs` is either empty (it is filled with size() new tensors shaped like `input`) or holds
   // size() contiguous tensors on device() of input's dtype and element count.
@@ -110,6 +115,7 @@ class ProcessGroup {
   // Numbers collectives 1, 2, 3... in issue order: the same number on every rank for the same
   // collective (Note [Collective order]), and names it: "allreduce #7 (203530 float32, Sum) on rank 1 of 4".
   std::string number(const std::string& what, const std::string& detail);
+  std::shared_ptr<Work> start_allreduce(Tensor& tensor, ReduceOp op, bool guard);
 
   int rank_;
   int size_;

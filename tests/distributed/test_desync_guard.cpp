@@ -1,8 +1,8 @@
 // The desync guard (Note [Desync guard] in distributed/fault/desync_guard.cpp): it never fires when every
 // rank is at the same point, whatever the world size, bucket dtype and comm hook (its sums must be
 // exact); it fires on every rank alike, naming each rank's point, when the ranks are at different
-// steps; and a rank that ran out of batches while its peer all-reduces a bucket ends the job at
-// once instead of returning a wrong sum.
+// steps; and a rank that ran out of batches while its peers all-reduce a bucket is named by every
+// rank at once, itself included, instead of getting a wrong sum (Note [Collective guard]).
 #include <doctest/doctest.h>
 
 #include <chrono>
@@ -83,36 +83,79 @@ TEST_CASE("DDP: the desync guard fails every rank at once, naming each rank's st
   });
 }
 
-TEST_CASE("DDP: a rank that ran out of batches ends its peer's bucket all-reduce at once, not in a wrong sum" *
+// Uneven inputs without a Join (Note [Collective guard]): the last rank has one batch less and goes on
+// to its end-of-epoch all-reduce, of 4 floats: with its guard, the same 13 floats on the wire as the
+// others' next bucket (4 gradients + 9 guard elements). Every rank fails within seconds, naming that
+// rank, and the rank that ran out keeps its own values instead of a wrong sum.
+TEST_CASE("DDP: a rank that ran out of batches is named by every rank within seconds, and gets no wrong sum" *
+          doctest::skip(kNoBackend)) {
+  for (const int world : {2, 4}) {
+    CAPTURE(world);
+    const int port = find_free_port();
+    test::run_ranks(world, [&](int rank) {
+      auto pg = test::join_group(rank, world, port);
+      manual_seed(3);
+      auto model = std::make_shared<nn::Linear>(3, 1);  // 4 gradients + the guard: one bucket of 13 floats
+      DistributedDataParallel ddp(model, pg);
+      Generator gen(5);
+      const Tensor x = randn({4, 3}, gen), y = randn({4, 1}, gen);
+      const int last = world - 1;
+      const int batches = rank == last ? 2 : 3;
+      const std::string named = "rank " + std::to_string(last) + " ran out of batches";
+      const auto t0 = std::chrono::steady_clock::now();
+      const auto took = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+      try {
+        for (int b = 0; b < batches; ++b) {
+          ddp.zero_grad();
+          nn::F::mse_loss(ddp.forward(x), y).backward();
+        }
+      } catch (const Error& e) {
+        MT_CHECK(rank != last, "rank ", rank, " failed in the loop: ", e.what());
+        MT_CHECK(std::string(e.what()).find(named) != std::string::npos, e.what());
+        MT_CHECK(took() < 5.0, "the guard took ", took(), " s");
+        return;
+      }
+      MT_CHECK(rank == last, "rank ", rank, "'s third bucket all-reduce went unnoticed");
+      Tensor sums = full({4}, 1.0);  // the epoch's sums
+      try {
+        pg->allreduce(sums)->wait();
+      } catch (const Error& e) {
+        MT_CHECK(std::string(e.what()).find(named) != std::string::npos, e.what());
+        MT_CHECK(took() < 5.0, "the guard took ", took(), " s");
+        MT_CHECK(sums.to_vector<float>() == std::vector<float>(4, 1.0f), "the failed all-reduce wrote its tensor");
+        return;
+      }
+      MT_FAIL("rank ", rank, "'s epoch all-reduce, summed with the others' bucket, returned ", sums.to_vector<float>()[0]);
+    }, 60s);
+  }
+}
+
+// The plain all-reduce's own guard: ranks whose all-reduces differ (here in the op alone, the same
+// bytes) all fail, each naming what every rank issued; equal ones stay exact, also after many.
+TEST_CASE("DDP: plain all-reduces that differ between ranks fail on every rank, naming each one" *
           doctest::skip(kNoBackend)) {
   const int port = find_free_port();
   test::run_ranks(2, [&](int rank) {
     auto pg = test::join_group(rank, 2, port);
-    manual_seed(3);
-    auto model = std::make_shared<nn::Linear>(3, 1);  // 4 gradients + the guard: one bucket of 13 floats
-    DistributedDataParallel ddp(model, pg);
-    Generator gen(5);
-    const Tensor x = randn({4, 3}, gen), y = randn({4, 1}, gen);
-    const int batches = rank == 0 ? 3 : 2;  // uneven inputs: rank 1 has one batch less
-    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < 20; ++i) {
+      Tensor f = full({3}, 0.25 * (rank + 1)), d = full({2}, 1.0 + rank, {.dtype = kFloat64});
+      Tensor n = from_vector(std::vector<int64_t>{rank + 1}, {1});
+      pg->allreduce(f)->wait();
+      pg->allreduce(d, ReduceOp::Avg)->wait();
+      pg->allreduce(n)->wait();
+      MT_CHECK(f.to_vector<float>() == std::vector<float>(3, 0.75f) && d.to_vector<double>()[1] == 1.5 &&
+                   n.to_vector<int64_t>()[0] == 3, "a guarded all-reduce summed wrongly");
+    }
+    Tensor t = full({4}, 1.0);
     try {
-      for (int b = 0; b < batches; ++b) {
-        ddp.zero_grad();
-        nn::F::mse_loss(ddp.forward(x), y).backward();
-      }
+      pg->allreduce(t, rank == 0 ? ReduceOp::Sum : ReduceOp::Avg)->wait();
     } catch (const Error& e) {
-      const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      MT_CHECK(rank == 0, "rank ", rank, " failed: ", e.what());
-      MT_CHECK(std::string(e.what()).find("ran out of batches") != std::string::npos, e.what());
-      MT_CHECK(took < 5.0, "the guard took ", took, " s");
+      const std::string message = e.what();
+      MT_CHECK(message.find("different collectives (rank 0: allreduce #") != std::string::npos &&
+                   message.find(" (4 float32, Sum); rank 1: allreduce #") != std::string::npos &&
+                   message.find(" (4 float32, Avg))") != std::string::npos, message);
       return;
     }
-    // Rank 1's end-of-epoch all-reduce, 13 floats as it happens: the same bytes as rank 0's bucket.
-    if (rank == 1) {
-      Tensor sums = full({13}, 1.0);
-      pg->allreduce(sums)->wait();
-      return;
-    }
-    MT_FAIL("rank 0's third bucket all-reduce, summed with rank 1's epoch sums, went unnoticed");
+    MT_FAIL("the guard let a Sum and an Avg pair up");
   });
 }

@@ -4,12 +4,15 @@
 // the hook finished it. Costs a hash and a few stores per bucket per step, and kElements more
 // elements on the wire.
 //
-// Not here: a guard for collectives outside DDP (a user's own all-reduce has no layout to check),
-// comparing parameter values (the replica guard, replica_guard.h).
+// The arithmetic and the report on failure are shared with the plain all-reduce's guard
+// (distributed/process_group/detail/collective_guard.h, Note [Collective guard]), which is how a
+// rank that left the training loop early is named on every rank.
+// Not here: comparing parameter values (the replica guard, replica_guard.h).
 #pragma once
 
 #include <cstdint>
 
+#include "distributed/process_group/detail/collective_guard.h"
 #include "distributed/process_group/process_group.h"
 #include "tensor/tensor.h"
 
@@ -28,9 +31,9 @@ struct BucketPoint {
 class DesyncGuard {
  public:
   // A marker, then two elements per hash (h and h^2, Note [Desync guard]), four hashes.
-  static constexpr int64_t kHashes = 4;
-  static constexpr int64_t kElements = 1 + 2 * kHashes;
-  static constexpr double kMarker = 23.0 / 32;  // what each rank's marker adds to the sum
+  static constexpr int64_t kHashes = kGuardHashes;
+  static constexpr int64_t kElements = kGuardElements;
+  static constexpr double kMarker = kBucketMarker;  // what each rank's marker adds to the sum
 
   // `guard`: the bucket's last kElements elements (float32 or float64); `world`: the group's size;
   // `wire`: the dtype the comm hook communicates the bucket in (CommHook::wire_dtype), which bounds
@@ -42,9 +45,9 @@ class DesyncGuard {
   void write(const BucketPoint& point);
 
   // After the hook finished the bucket, the guard holds the sums over ranks. Returns if every rank
-  // wrote the same values; otherwise throws, on every rank alike, naming what each rank was doing
-  // (an allgather of every rank's BucketPoint) or, when the sums are not sums of guards at all, that
-  // the bucket's all-reduce met some other collective.
+  // wrote the same values; otherwise throws, on every rank alike, naming what each rank was doing (an
+  // allgather of every rank's CollectivePoint, explain_failed_guard): at another step or bucket, or,
+  // when the sums are not sums of bucket guards at all, in a plain all-reduce after leaving the loop.
   void check(ProcessGroup& pg, const BucketPoint& point) const;
 
   int64_t range() const { return range_; }  // h is in [1, range]
