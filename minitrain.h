@@ -8,6 +8,7 @@
 #include "autograd/gradcheck.h"
 #include "autograd/ops.h"
 #include "autograd/record.h"
+#include "autograd/spatial_ops.h"
 #include "data/csv.h"
 #include "data/dataloader.h"
 #include "data/dataset.h"

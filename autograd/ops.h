@@ -110,10 +110,12 @@ Tensor std(const Tensor& x, const std::vector<int64_t>& dims = {}, VarOptions op
 Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max);
 
 // ---- sliding windows: convolution and pooling (autograd/functions/conv.cpp) --------------------
+// (pad, interpolate, conv1d, conv_transpose2d and adaptive max pooling: autograd/spatial_ops.h)
 // x: (N, C, H, W) -> (N, C·kh·kw, OH·OW), and back (summing overlaps), as F.unfold / F.fold.
 Tensor unfold(const Tensor& x, const UnfoldOptions& options);
 Tensor fold(const Tensor& x, Size2 output_size, const UnfoldOptions& options);
 // x: (N, C, H, W)  w: (O, C/groups, kh, kw)  b: (O) or undefined  ->  (N, O, OH, OW)
+// An unbatched (C, H, W) x gives (O, OH, OW), and the pooling ops below take one too, as PyTorch's.
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b = Tensor(), const Conv2dOptions& options = {});
 // (N, C, H, W) -> (N, C, OH, OW). The indices (int64, h·W + w within each plane) are not differentiable.
 Tensor max_pool2d(const Tensor& x, const Pool2dOptions& options);

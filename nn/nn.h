@@ -20,4 +20,5 @@
 // Convolutional networks
 #include "nn/batchnorm.h"
 #include "nn/conv.h"
+#include "nn/conv_transpose.h"
 #include "nn/pooling.h"

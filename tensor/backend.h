@@ -37,15 +37,28 @@ enum class BinaryOp : uint8_t {
 enum class ReductionOp : uint8_t { Sum, Max, Min, ArgMax };
 
 // The geometry of a 2-D sliding window (convolution, pooling) over one (H, W) plane: what im2col,
-// col2im and max_pool2d agree on. Output size per dim: (in + 2·pad - dilation·(kernel-1) - 1)/stride + 1.
+// col2im and max_pool2d agree on. Output size per dim: (in + 2·pad - dilation·(kernel-1) - 1)/stride + 1,
+// rounded down, or up with ceil_mode (Note [Pooling ceil_mode]).
 struct Window2d {
   int64_t in_h = 0, in_w = 0;
   int64_t kernel_h = 1, kernel_w = 1;
   int64_t stride_h = 1, stride_w = 1;
   int64_t pad_h = 0, pad_w = 0;
   int64_t dilation_h = 1, dilation_w = 1;
-  int64_t out_h() const { return (in_h + 2 * pad_h - dilation_h * (kernel_h - 1) - 1) / stride_h + 1; }
-  int64_t out_w() const { return (in_w + 2 * pad_w - dilation_w * (kernel_w - 1) - 1) / stride_w + 1; }
+  bool ceil_mode = false;
+  int64_t out_h() const { return out_size(in_h, kernel_h, stride_h, pad_h, dilation_h); }
+  int64_t out_w() const { return out_size(in_w, kernel_w, stride_w, pad_w, dilation_w); }
+
+  // Note [Pooling ceil_mode]: with ceil_mode the division rounds up, so a last window that overhangs
+  // the padded input still counts, and the kernels treat its overhang like padding (0 in im2col,
+  // skipped by max_pool2d). PyTorch's rule then drops a last window that would start past the input
+  // and its left padding, in the right padding: it would hold no element of the input.
+  int64_t out_size(int64_t in, int64_t kernel, int64_t stride, int64_t pad, int64_t dilation) const {
+    const int64_t span = in + 2 * pad - dilation * (kernel - 1) - 1;  // >= 0 once raw::window2d checked it
+    int64_t out = (ceil_mode ? span + stride - 1 : span) / stride + 1;
+    if (ceil_mode && (out - 1) * stride >= in + pad) --out;
+    return out;
+  }
 };
 
 const char* op_name(UnaryOp op);

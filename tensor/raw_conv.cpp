@@ -158,12 +158,15 @@ Tensor conv2d_im2col(const Tensor& x_in, const Tensor& wt, const Tensor& b, cons
 Conv2dGrads conv2d_backward_im2col(const Tensor& dy_in, const Tensor& x_in, const Tensor& wt,
                                    const Conv2dOptions& o, Conv2dNeeds needs) {
   const ConvDims d = conv_dims(x_in, wt, o);
+  // x is read only for dw: for dx alone it gives the shape, and may be a broadcast placeholder
+  // (conv_transpose2d's forward, autograd/functions/conv_transpose.cpp), never copied.
+  const Tensor x = needs.dw ? contiguous(x_in) : x_in;
   if (detail::conv_runs_batched(x_in.device()))
-    return detail::conv2d_backward_batched(contiguous(dy_in), contiguous(x_in), contiguous(wt), d, needs);
+    return detail::conv2d_backward_batched(contiguous(dy_in), x, contiguous(wt), d, needs);
   Backend& be = backend(x_in.device());
   const TensorOptions like{.dtype = x_in.dtype(), .device = x_in.device()};
   const Tensor dy = contiguous(dy_in);  // (N, O, OH, OW) = (N, groups, Og, L)
-  const Tensor x = contiguous(x_in), w = contiguous(wt);
+  const Tensor w = contiguous(wt);
   Conv2dGrads r;
   if (needs.db) r.db = sum(dy, {0, 2, 3});
   if (needs.dx) r.dx = empty(x.sizes(), like);
@@ -243,7 +246,8 @@ Pool2dOptions resolve_pool(const Pool2dOptions& o) {
 MaxPool2dResult max_pool2d(const Tensor& x, const Pool2dOptions& options) {
   check_4d(x, "max_pool2d", "input");
   const Pool2dOptions o = resolve_pool(options);
-  const Window2d w = window2d(x.sizes(), o.kernel_size, o.stride, o.padding, o.dilation, "max_pool2d");
+  Window2d w = window2d(x.sizes(), o.kernel_size, o.stride, o.padding, o.dilation, "max_pool2d");
+  w.ceil_mode = o.ceil_mode;
   // PyTorch's rule; it also guarantees every window holds at least one real element.
   MT_CHECK(2 * o.padding.h <= o.kernel_size.h && 2 * o.padding.w <= o.kernel_size.w, "max_pool2d: padding ",
            o.padding, " must be at most half the kernel size ", o.kernel_size);

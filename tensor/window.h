@@ -37,13 +37,13 @@ struct UnfoldOptions {
 };
 
 // Max and average pooling. stride 0 means "the kernel size" (PyTorch's default, stride=None).
-// ceil_mode is not supported: output sizes round down.
 struct Pool2dOptions {
   Size2 kernel_size;
   Size2 stride = 0;
   Size2 padding = 0;             // at most half the kernel; max pooling pads with -inf
   Size2 dilation = 1;            // max pooling only
-  bool count_include_pad = true; // average pooling: divide by the whole window, padding included
+  bool count_include_pad = true; // average pooling: divide by the window's part inside the padded input
+  bool ceil_mode = false;        // output sizes round up (Note [Pooling ceil_mode] in tensor/backend.h)
 };
 
 }  // namespace mt

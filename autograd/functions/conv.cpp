@@ -1,10 +1,13 @@
 // Differentiable sliding-window ops: unfold/fold, conv2d, max and average pooling. conv2d and
 // max_pool2d are one node each over raw ops (tensor/raw_conv.cpp has the GEMM formulation);
-// average pooling is composed from unfold and mean, so its backward is fold's.
+// average pooling is composed from unfold and sum, so its backward is fold's. Each takes an
+// unbatched (C, H, W) input too, as a batch of one (unbatched below).
 #include <algorithm>
+#include <type_traits>
 
 #include "autograd/ops.h"
 #include "autograd/record.h"
+#include "autograd/spatial_ops.h"
 #include "tensor/raw_ops.h"
 
 namespace mt {
@@ -64,6 +67,59 @@ struct MaxPool2dBackward final : Node {
   std::string name() const override { return "MaxPool2dBackward"; }
 };
 
+// PyTorch's unbatched inputs: a (C, H, W) x runs as (1, C, H, W), and the results lose the batch dim again.
+template <typename F>
+auto unbatched(const Tensor& x, F&& f) {
+  if (x.dim() != 3) return f(x);
+  auto r = f(unsqueeze(x, 0));
+  if constexpr (std::is_same_v<decltype(r), Tensor>) {
+    return squeeze(r, 0);
+  } else {
+    return decltype(r){squeeze(r.first, 0), squeeze(r.second, 0)};
+  }
+}
+
+// avg_pool2d's divisor for each output position, (OH·OW), as PyTorch computes it: the window clipped
+// to the padded input (count_include_pad), or to the input itself. Without ceil_mode and with
+// count_include_pad every window lies inside the padded input, and the divisor is kh·kw.
+std::vector<double> avg_pool_divisors(const Window2d& w, bool count_include_pad) {
+  const auto extent = [&](int64_t o, int64_t stride, int64_t pad, int64_t kernel, int64_t in) {
+    const int64_t start = o * stride - pad, end = std::min(start + kernel, in + pad);
+    return count_include_pad ? end - start : std::min(end, in) - std::max<int64_t>(start, 0);
+  };
+  std::vector<double> d;
+  for (int64_t oh = 0; oh < w.out_h(); ++oh)
+    for (int64_t ow = 0; ow < w.out_w(); ++ow)
+      d.push_back(static_cast<double>(extent(oh, w.stride_h, w.pad_h, w.kernel_h, w.in_h) *
+                                      extent(ow, w.stride_w, w.pad_w, w.kernel_w, w.in_w)));
+  return d;
+}
+
+Tensor avg_pool2d_batched(const Tensor& x, const Pool2dOptions& options) {
+  MT_CHECK(x.dim() == 4, "avg_pool2d: input must be (N, C, H, W) or (C, H, W), got shape ", x.sizes());
+  const Pool2dOptions o = raw::resolve_pool(options);
+  MT_CHECK(o.dilation == Size2(1), "avg_pool2d: dilation is not supported (got ", o.dilation, ")");
+  MT_CHECK(2 * o.padding.h <= o.kernel_size.h && 2 * o.padding.w <= o.kernel_size.w, "avg_pool2d: padding ",
+           o.padding, " must be at most half the kernel size ", o.kernel_size);
+  Window2d w = raw::window2d(x.sizes(), o.kernel_size, o.stride, o.padding, 1, "avg_pool2d");
+  w.ceil_mode = o.ceil_mode;
+  const int64_t n = x.size(0), c = x.size(1), h = x.size(2), wd = x.size(3);
+  const Shape out_shape{n, c, w.out_h(), w.out_w()};
+  // ceil_mode's last windows overhang the padded input (Note [Pooling ceil_mode]): zeros on the
+  // bottom and right make unfold's windows the same ones, summing the same elements.
+  const int64_t extra_h = std::max<int64_t>(0, (w.out_h() - 1) * o.stride.h + o.kernel_size.h - (h + 2 * o.padding.h));
+  const int64_t extra_w = std::max<int64_t>(0, (w.out_w() - 1) * o.stride.w + o.kernel_size.w - (wd + 2 * o.padding.w));
+  Tensor planes = reshape(x, Shape{n * c, 1, h, wd});
+  if (extra_h > 0 || extra_w > 0) planes = pad(planes, {0, extra_w, 0, extra_h});
+  const UnfoldOptions uo{.kernel_size = o.kernel_size, .padding = o.padding, .stride = o.stride};
+  const Tensor cols = unfold(planes, uo);  // (N·C, kh·kw, L)
+  if (o.count_include_pad && !o.ceil_mode) return reshape(mean(cols, {1}), out_shape);
+  const int64_t l = w.out_h() * w.out_w();
+  const Tensor divisors = from_vector(avg_pool_divisors(w, o.count_include_pad), {1, l},
+                                      {.dtype = kFloat64, .device = x.device()});
+  return reshape(sum(cols, {1}) / raw::cast(divisors, x.dtype()), out_shape);  // (N·C, L) / (1, L)
+}
+
 }  // namespace
 
 Tensor unfold(const Tensor& x, const UnfoldOptions& options) {
@@ -84,57 +140,47 @@ Tensor fold(const Tensor& x, Size2 output_size, const UnfoldOptions& options) {
   return y;
 }
 
-Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dOptions& options) {
-  Tensor y = raw::conv2d(x, w, b, options);
-  if (auto node = record<Conv2dBackward>({&x, &w, &b})) {
-    node->x = SavedTensor(x), node->w = SavedTensor(w), node->options = options, node->has_bias = b.defined();
-    set_history(y, node);
-  }
-  return y;
+Tensor conv2d(const Tensor& x_in, const Tensor& w, const Tensor& b, const Conv2dOptions& options) {
+  return unbatched(x_in, [&](const Tensor& x) {
+    Tensor y = raw::conv2d(x, w, b, options);
+    if (auto node = record<Conv2dBackward>({&x, &w, &b})) {
+      node->x = SavedTensor(x), node->w = SavedTensor(w), node->options = options, node->has_bias = b.defined();
+      set_history(y, node);
+    }
+    return y;
+  });
 }
 
-std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, const Pool2dOptions& options) {
-  raw::MaxPool2dResult r = raw::max_pool2d(x, options);
-  if (auto node = record<MaxPool2dBackward>({&x})) {
-    node->indices = SavedTensor(r.indices), node->in_shape = x.sizes();
-    set_history(r.out, node);
-  }
-  return {r.out, r.indices};
+std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x_in, const Pool2dOptions& options) {
+  return unbatched(x_in, [&](const Tensor& x) {
+    raw::MaxPool2dResult r = raw::max_pool2d(x, options);
+    if (auto node = record<MaxPool2dBackward>({&x})) {
+      node->indices = SavedTensor(r.indices), node->in_shape = x.sizes();
+      set_history(r.out, node);
+    }
+    return std::pair<Tensor, Tensor>{r.out, r.indices};
+  });
 }
 
 Tensor max_pool2d(const Tensor& x, const Pool2dOptions& options) { return max_pool2d_with_indices(x, options).first; }
 
 // Each plane as a one-channel image, unfolded: (N·C, kh·kw, L); the window mean is the mean over
-// dim 1 (count_include_pad: padding zeros count), or the sum over the real elements divided by
-// their number, which unfold of a plane of ones counts.
+// dim 1 (count_include_pad: padding zeros count), or the sum divided by PyTorch's divisor
+// (avg_pool_divisors) without count_include_pad or with ceil_mode.
 Tensor avg_pool2d(const Tensor& x, const Pool2dOptions& options) {
-  MT_CHECK(x.dim() == 4, "avg_pool2d: input must be 4-D (N, C, H, W), got shape ", x.sizes());
-  const Pool2dOptions o = raw::resolve_pool(options);
-  MT_CHECK(o.dilation == Size2(1), "avg_pool2d: dilation is not supported (got ", o.dilation, ")");
-  MT_CHECK(2 * o.padding.h <= o.kernel_size.h && 2 * o.padding.w <= o.kernel_size.w, "avg_pool2d: padding ",
-           o.padding, " must be at most half the kernel size ", o.kernel_size);
-  const Window2d w = raw::window2d(x.sizes(), o.kernel_size, o.stride, o.padding, 1, "avg_pool2d");
-  const int64_t n = x.size(0), c = x.size(1), h = x.size(2), wd = x.size(3);
-  const UnfoldOptions uo{.kernel_size = o.kernel_size, .padding = o.padding, .stride = o.stride};
-  const Tensor cols = unfold(reshape(x, Shape{n * c, 1, h, wd}), uo);  // (N·C, kh·kw, L)
-  Tensor y;
-  if (o.count_include_pad) {
-    y = mean(cols, {1});
-  } else {
-    const Tensor counts = raw::sum(raw::unfold(ones(Shape{1, 1, h, wd}, {.dtype = x.dtype(), .device = x.device()}), uo), {1});
-    y = sum(cols, {1}) / counts;  // (N·C, L) / (1, L)
-  }
-  return reshape(y, Shape{n, c, w.out_h(), w.out_w()});
+  return unbatched(x, [&](const Tensor& xb) { return avg_pool2d_batched(xb, options); });
 }
 
 // PyTorch's adaptive bins: output cell i of n covers input [floor(i·H/n), ceil((i+1)·H/n)). The mean
 // over a rectangle of bins is the mean over its rows of the mean over its columns, so the two dims
 // are pooled one after the other.
 Tensor adaptive_avg_pool2d(const Tensor& x, Size2 output_size) {
-  MT_CHECK(x.dim() == 4, "adaptive_avg_pool2d: input must be 4-D (N, C, H, W), got shape ", x.sizes());
+  MT_CHECK(x.dim() == 4 || x.dim() == 3, "adaptive_avg_pool2d: input must be (N, C, H, W) or (C, H, W), got shape ",
+           x.sizes());
   MT_CHECK(output_size.h > 0 && output_size.w > 0, "adaptive_avg_pool2d: output size must be positive, got ",
            output_size);
-  if (output_size == Size2(1)) return mean(x, {2, 3}, /*keepdim=*/true);  // global average pooling
+  const int64_t h_dim = x.dim() - 2;
+  if (output_size == Size2(1)) return mean(x, {h_dim, h_dim + 1}, /*keepdim=*/true);  // global average pooling
   const auto pool_dim = [](const Tensor& t, int dim, int64_t out) {
     const int64_t in = t.size(dim);
     MT_CHECK(in > 0, "adaptive_avg_pool2d: input of shape ", t.sizes(), " is empty in dim ", dim);
@@ -145,7 +191,7 @@ Tensor adaptive_avg_pool2d(const Tensor& x, Size2 output_size) {
     }
     return cat(bins, dim);
   };
-  return pool_dim(pool_dim(x, 2, output_size.h), 3, output_size.w);
+  return pool_dim(pool_dim(x, static_cast<int>(h_dim), output_size.h), static_cast<int>(h_dim + 1), output_size.w);
 }
 
 }  // namespace mt

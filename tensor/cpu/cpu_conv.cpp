@@ -131,7 +131,7 @@ inline void offer(const T* in, int64_t at, T& best, int64_t& best_at) {
   if (v > best || v != v) best = v, best_at = at;
 }
 
-// One plane whose windows all lie inside it (no padding, no dilation): no range checks, and the
+// One plane whose windows all lie inside it (no padding, no dilation, no overhang): no range checks, and the
 // taps in the outer loops with one output row innermost, so each step of the inner loop is an
 // independent select the compiler can vectorise instead of a data-dependent branch.
 template <typename T>
@@ -179,7 +179,9 @@ void CpuBackend::max_pool2d(const Tensor& out, const Tensor& indices, const Tens
     check_window(col_range[ow], ow);
   }
   int64_t* idx = cpu::data<int64_t>(indices);
-  const bool inside = w.pad_h == 0 && w.pad_w == 0 && w.dilation_h == 1 && w.dilation_w == 1;
+  // ceil_mode's last window may overhang the plane (Note [Pooling ceil_mode]), so the last window's end is checked.
+  const bool inside = w.pad_h == 0 && w.pad_w == 0 && w.dilation_h == 1 && w.dilation_w == 1 &&
+                      (oh_n - 1) * w.stride_h + w.kernel_h <= w.in_h && (ow_n - 1) * w.stride_w + w.kernel_w <= w.in_w;
   MT_DISPATCH_FLOAT(x.dtype(), "max_pool2d", [&]<typename T>() {
     const T* src = cpu::data<const T>(x);
     T* dst = cpu::data<T>(out);

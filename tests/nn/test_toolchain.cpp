@@ -32,7 +32,7 @@ TEST_CASE("options passed by value arrive as built (Note [GCC 12's wrong broadca
 TEST_CASE("Conv2d with default options has no padding: a 3x3 kernel shrinks 5x5 to 3x3") {
   nn::Conv2d conv(3, 8, 3);
   CHECK(conv.options.stride == Size2(1));
-  CHECK(conv.options.padding == Size2(0));
+  CHECK(conv.options.padding.size == Size2(0));
   CHECK(conv.options.dilation == Size2(1));
   CHECK(conv(zeros({1, 3, 5, 5})).sizes() == Shape({1, 8, 3, 3}));
   nn::Conv2d padded(3, 8, 3, {.padding = 1});
