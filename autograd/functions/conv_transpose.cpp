@@ -61,8 +61,8 @@ Tensor conv_transpose2d_batched(const Tensor& x, const Tensor& w, const Tensor& 
   MT_CHECK(oh > 0 && ow > 0, "conv_transpose2d: input ", x.sizes(), " with weight ", w.sizes(), " and padding ",
            o.padding, " gives an empty output ", Size2(oh, ow));
   if (b.defined())
-    MT_CHECK(b.dim() == 1 && b.size(0) == out_channels, "conv_transpose2d: bias ", b.sizes(), " must be (",
-             out_channels, ")");
+    MT_CHECK(b.dim() == 1 && b.size(0) == out_channels && b.dtype() == x.dtype(), "conv_transpose2d: bias ",
+             b.sizes(), " (", b.dtype(), ") must be (", out_channels, ") of the input's dtype ", x.dtype());
   const Conv2dOptions conv{.stride = o.stride, .padding = o.padding, .dilation = o.dilation, .groups = o.groups};
   // The convolution's input, for its shape only: a broadcast zero, never read (raw::conv2d_backward).
   const Shape out_shape{x.size(0), out_channels, oh, ow};

@@ -234,4 +234,6 @@ TEST_CASE("conv_transpose2d and ConvTranspose2d equal PyTorch's") {
   check_layer("ConvTranspose2d_winograd", layer);
   CHECK_THROWS_WITH(conv_transpose2d(zeros({1, 2, 3, 3}), zeros({2, 2, 3, 3}), {}, {.stride = 2, .output_padding = 2}),
                     doctest::Contains("less than the stride"));
+  CHECK_THROWS_WITH(conv_transpose2d(zeros({1, 2, 3, 3}), zeros({2, 2, 3, 3}), zeros({2}, {.dtype = kFloat64})),
+                    doctest::Contains("of the input's dtype float32"));
 }
