@@ -88,11 +88,15 @@ void CpuBackend::index_select(const Tensor& out, const Tensor& in, const Tensor&
     const T* x = cpu::data<const T>(in);
     T* y = cpu::data<T>(out);
     // Output rows (a, j) are written once each: any split is safe (Note [Parallel scatters]).
+    // row = a·k + j, stepped without a division per row: with inner = 1 (an index along the last
+    // dim: flip, pad) a row is one element, and the division cost more than the copy.
     parallel_for(d.outer * k, cpu::kGrainElementwise / std::max<int64_t>(d.inner, 1), [=](int64_t lo, int64_t hi) {
+      int64_t a = lo / k, j = lo % k;
       for (int64_t row = lo; row < hi; ++row) {
-        const int64_t a = row / k, j = row % k;
         const T* src = x + (a * d.n + idx[j]) * d.inner;
-        std::copy(src, src + d.inner, y + row * d.inner);
+        if (d.inner == 1) y[row] = *src;
+        else std::copy(src, src + d.inner, y + row * d.inner);
+        if (++j == k) j = 0, ++a;
       }
     });
   });
@@ -172,13 +176,15 @@ void CpuBackend::gather(const Tensor& out, const Tensor& in, const Tensor& index
     const T* x = cpu::data<const T>(in);
     T* y = cpu::data<T>(out);
     // Output rows (a, j) are written once each: any split is safe (Note [Parallel scatters]).
+    // row = a·n + j, stepped as index_select's rows are (one division per chunk, not per row).
     parallel_for(o.outer * o.n, cpu::kGrainElementwise / std::max<int64_t>(o.inner, 1), [=](int64_t lo, int64_t hi) {
+      int64_t a = lo / o.n, j = lo % o.n;
       for (int64_t row = lo; row < hi; ++row) {
-        const int64_t a = row / o.n;
         for (int64_t i = 0; i < o.inner; ++i) {
           const int64_t pos = row * o.inner + i;
           y[pos] = x[(a * d.n + idx[pos]) * d.inner + i];
         }
+        if (++j == o.n) j = 0, ++a;
       }
     });
   });
