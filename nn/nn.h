@@ -22,3 +22,4 @@
 #include "nn/conv.h"
 #include "nn/conv_transpose.h"
 #include "nn/pooling.h"
+#include "nn/upsample.h"

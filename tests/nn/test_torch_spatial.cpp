@@ -200,7 +200,7 @@ TEST_CASE("conv1d and Conv1d (padding modes, same) equal PyTorch's") {
   check_layer("Conv1d_replicate_t", replicate);
 }
 
-TEST_CASE("interpolate (nearest, bilinear with and without align_corners) equals PyTorch's") {
+TEST_CASE("interpolate and Upsample (nearest, bilinear with and without align_corners) equal PyTorch's") {
   using enum InterpolateMode;
   check_case("nearest_size", [](Inputs in) { return interpolate(in.at("x"), {.size = {7, 5}}); });
   check_case("nearest_scale2", [](Inputs in) { return interpolate(in.at("x"), {.scale_factor = 2}); });
@@ -213,10 +213,12 @@ TEST_CASE("interpolate (nearest, bilinear with and without align_corners) equals
     check_case("bilinear_down_" + tag + "_t", [&](Inputs in) {
       return interpolate(in.at("x"), {.size = {3, 2}, .mode = Bilinear, .align_corners = ac});
     });
-    check_case("bilinear_scale_" + tag, [&](Inputs in) {
-      return interpolate(in.at("x"), {.scale_factor = {2.5, 1.5}, .mode = Bilinear, .align_corners = ac});
-    });
+    nn::Upsample up({.scale_factor = {2.5, 1.5}, .mode = Bilinear, .align_corners = ac});
+    check_case("bilinear_scale_" + tag, [&](Inputs in) { return up(in.at("x")); });
   }
+  CHECK(nn::Upsample({.scale_factor = 2}).extra_repr() == "scale_factor=(2, 2), mode=nearest");
+  CHECK(nn::Upsample({.size = {3, 4}, .mode = Bilinear, .align_corners = true}).extra_repr() ==
+        "size=3x4, mode=bilinear, align_corners=true");
   CHECK_THROWS_WITH(interpolate(zeros({1, 1, 2, 2}), {}), doctest::Contains("exactly one of size and scale_factor"));
   CHECK_THROWS_WITH(interpolate(zeros({1, 1, 2, 2}), {.size = 3, .align_corners = true}), doctest::Contains("bilinear"));
 }
