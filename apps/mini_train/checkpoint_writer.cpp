@@ -17,7 +17,7 @@ namespace mt::app {
 namespace {
 
 // Everything but the epoch counters; GPU tensors are copied to the host as they are written. Under
-// --zero 1 every rank calls it: the optimizer's state_dict gathers the shards (a collective), and
+// --zero 1|2 every rank calls it: the optimizer's state_dict gathers the shards (a collective), and
 // only rank 0's checkpoint, the one written, is filled in.
 Checkpoint checkpoint_of(const Run& r, int64_t epoch, double loss) {
   Checkpoint c;
@@ -39,7 +39,7 @@ void write_checkpoint(Run& r, int64_t epoch, double loss) {
   if (r.o.checkpoint_dir.empty() || (!r.lead && !r.o.zero)) return;
   dist::set_phase(dist::Phase::Checkpoint);
   const trace::Span span("checkpoint");
-  const Checkpoint c = checkpoint_of(r, epoch, loss);  // --zero 1: a collective
+  const Checkpoint c = checkpoint_of(r, epoch, loss);  // --zero 1|2: a collective
   if (!r.lead) return;
   const std::string path = checkpoint_path(r.o.checkpoint_dir, epoch);
   save_checkpoint(path, c);
@@ -51,7 +51,7 @@ void write_step_checkpoint(Run& r, int64_t epoch, const EpochProgress& progress)
   dist::set_phase(dist::Phase::Checkpoint);
   const trace::Span span("checkpoint");
   const Tensor sums = gather_progress(r.pg.get(), r.world, r.rank, progress);
-  if (r.lead || r.o.zero) {  // --zero 1: every rank, for the optimizer state's gather
+  if (r.lead || r.o.zero) {  // --zero 1|2: every rank, for the optimizer state's gather
     const Tensor totals = raw::sum(sums, {0});  // (2,): Σ loss·n, Σ n over the ranks
     const std::vector<double> t = totals.to_vector<double>();
     Checkpoint c = checkpoint_of(r, epoch - 1, t[0] / std::max(t[1], 1.0));

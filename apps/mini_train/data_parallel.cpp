@@ -1,4 +1,4 @@
-// DDP, --sync-bn, --zero 1 and the clip over shards for mini_train (see data_parallel.h).
+// DDP, --sync-bn, --zero 1|2 and the clip over shards for mini_train (see data_parallel.h).
 #include "apps/mini_train/data_parallel.h"
 
 #include <memory>
@@ -10,12 +10,13 @@ namespace mt::app {
 
 namespace {
 
-// --zero 1: the optimizer, with whatever state --resume gave it, becomes this rank's shard of itself
-// (distributed/zero/zero.h), and the schedule is rebuilt over it where it was.
+// --zero 1|2: the optimizer, with whatever state --resume gave it, becomes this rank's shard of itself
+// (distributed/zero/zero.h; stage 2 also keeps only this rank's shard of the reduced gradients), and
+// the schedule is rebuilt over it where it was.
 void shard_optimizer(Run& r) {
   const optim::StateDict schedule = r.scheduler ? r.scheduler->state_dict() : optim::StateDict{};
   r.scheduler.reset();  // it refers to the optimizer being replaced
-  r.opt = std::make_unique<dist::ZeroRedundancyOptimizer>(r.ddp, std::move(r.opt));
+  r.opt = std::make_unique<dist::ZeroRedundancyOptimizer>(r.ddp, std::move(r.opt), dist::ZeroOptions{.stage = r.o.zero});
   r.scheduler = build_scheduler(r.o, *r.opt, total_steps(r.o, r.steps_per_epoch));
   if (r.scheduler) r.scheduler->load_state_dict(schedule);
 }

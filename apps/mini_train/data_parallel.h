@@ -1,6 +1,6 @@
 // mini_train's data-parallel set-up, once the model holds its --init/--resume state: --sync-bn, the
-// DistributedDataParallel wrapper with its --comm-hook, and under --zero 1 the optimizer replaced by
-// this rank's shard of itself (distributed/zero/zero.h); and --clip-grad, which under --zero 1 is a
+// DistributedDataParallel wrapper with its --comm-hook, and under --zero 1|2 the optimizer replaced by
+// this rank's shard of itself (distributed/zero/zero.h); and --clip-grad, which under --zero is a
 // collective over the shards. The trainer (trainer.cpp) calls these; one process needs none of it.
 #pragma once
 
@@ -9,10 +9,10 @@
 namespace mt::app {
 
 // A distributed run (r.pg set): wraps r.model in DDP (every rank loaded the same state; DDP checks
-// and broadcasts rank 0's) and, with --zero 1, shards the optimizer. One process: does nothing.
+// and broadcasts rank 0's) and, with --zero 1|2, shards the optimizer. One process: does nothing.
 void set_up_data_parallel(Run& r);
 
-// --clip-grad: over the whole model's reduced gradients; under --zero 1 only the shards are reduced,
+// --clip-grad: over the whole model's reduced gradients; under --zero 1|2 only the shards are reduced,
 // so the norm is summed over them (a collective, ZeroRedundancyOptimizer::clip_grad_norm).
 void clip_gradients(Run& r);
 

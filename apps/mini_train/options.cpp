@@ -173,9 +173,10 @@ void add_distributed_options(CLI::App& app, Options& o) {
                "together (SyncBatchNorm; --model cnn), not each rank's own")
       ->group(kGroup);
   app.add_option("--zero", o.zero, "1: ZeRO-1, shard the optimizer state over the ranks (each keeps 1/N; "
-                 "gradients reduce-scattered, parameters all-gathered); 0: every rank keeps all of it")
-      ->check(CLI::Validator([](std::string& v) { return v == "0" || v == "1" ? std::string() : v + " is not 0 or 1"; },
-                             "{0,1}"))
+                 "gradients reduce-scattered, parameters all-gathered); 2: ZeRO-2, the reduced gradients too "
+                 "(each rank keeps only its 1/N shard of them); 0: every rank keeps all of it")
+      ->check(CLI::Validator([](std::string& v) {
+                return v == "0" || v == "1" || v == "2" ? std::string() : v + " is not 0, 1 or 2"; }, "{0,1,2}"))
       ->group(kGroup);
   app.add_option("--timeout", o.timeout, "seconds the rendezvous and each collective may wait for the "
                  "other ranks before the job fails, naming them")->group(kGroup);
@@ -383,8 +384,8 @@ void validate_model(const Options& o) {
   MT_CHECK(o.momentum == 0 || o.optimizer == "sgd", "--momentum applies to sgd only (adam/adamw use betas)");
   MT_CHECK(o.max_steps >= 0, "--max-steps must be >= 0, got ", o.max_steps);
   MT_CHECK(o.clip_grad >= 0 && std::isfinite(o.clip_grad), "--clip-grad must be >= 0, got ", o.clip_grad);
-  MT_CHECK(o.zero == 0 || o.comm_hook == "allreduce", "--zero 1 reduce-scatters the gradients itself: it does not "
-           "combine with --comm-hook ", o.comm_hook);
+  MT_CHECK(o.zero == 0 || o.comm_hook == "allreduce", "--zero ", o.zero, " reduce-scatters the gradients itself: it does "
+           "not combine with --comm-hook ", o.comm_hook);
   MT_CHECK(!o.sync_bn || o.model == "cnn", "--sync-bn synchronises BatchNorm, and only --model cnn has it (this "
            "run: --model ", o.model, ")");
   MT_CHECK(o.bucket_cap_mb > 0 && o.bucket_cap_mb <= 1 << 20, "--bucket-cap-mb must be in (0, 1048576], got ",

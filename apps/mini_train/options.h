@@ -57,7 +57,8 @@ struct Options {
   std::string gpus;                   // "0,1": one worker per listed GPU (gpus.h); empty: CPU
   bool ddp_stats = false;             // rank 0 prints DistributedDataParallel's statistics
   std::string comm_hook = "allreduce";  // how DDP communicates buckets: allreduce | fp16 (comm_hook.h)
-  int zero = 0;                       // 1: ZeRO-1, each rank keeps 1/N of the optimizer state (distributed/zero/zero.h)
+  int zero = 0;                       // 1: ZeRO-1, each rank keeps 1/N of the optimizer state; 2: ZeRO-2, and
+                                      // 1/N of the reduced gradients (distributed/zero/zero.h)
   std::string backend = "auto";       // CPU process group: auto | gloo | mpi (backend.h)
   // ---- distributed guards (distributed/, docs/ddp.md) ----
   int64_t timeout = 300;              // seconds: rendezvous and every collective

@@ -150,7 +150,8 @@ void print_config(const Run& r) {
   const std::string where = o.gpus.empty() ? std::string("cpu") : "cuda " + o.gpus;
   const std::string nodes = o.nnodes > 1 ? " on " + std::to_string(o.nnodes) + " nodes" : "";
   const std::string hook = (o.comm_hook == "allreduce" ? "" : ", " + o.comm_hook + " compression") +
-                           (o.zero ? ", ZeRO-1: optimizer state sharded" : "");
+                           (o.zero == 1 ? ", ZeRO-1: optimizer state sharded" : "") +
+                           (o.zero == 2 ? ", ZeRO-2: optimizer state and gradients sharded" : "");
   const std::string chosen = o.backend == "auto" && o.gpus.empty() ? ", chosen by --backend auto" : "";
   const std::string backend = r.pg ? r.pg->backend() : "";
   row("device", r.world > 1 ? where + ", " + std::to_string(r.world) + " processes" + nodes + " (" + backend +
@@ -322,7 +323,7 @@ void report_end(Run& r, const std::optional<Score>& last_score) {
     const std::vector<dist::BucketArrival> arrivals = r.ddp->bucket_arrivals();  // a collective: every rank
     if (r.lead) std::fputs(dist::describe_ddp_stats(r.ddp->stats(), arrivals).c_str(), stdout);
   }
-  if (r.ddp && r.o.ddp_stats && r.lead && r.device.is_cpu())  // what --zero 1 saves shows here (bench/zero.sh)
+  if (r.ddp && r.o.ddp_stats && r.lead && r.device.is_cpu())  // what --zero 1|2 saves shows here (bench/zero.sh)
     std::printf("memory: peak %.1f MiB of CPU tensors on rank 0\n", cpu_memory_stats().peak_bytes_in_use / 1048576.0);
   if (!r.lead || !r.o.eval) return;
   // Note [The final score]: the last epoch's --eval score was taken after its last step, and
@@ -349,9 +350,9 @@ void prepare(Run& r, bool watched) {
   resume(r);
   if (!r.o.checkpoint_dir.empty()) note_checkpoint(latest_checkpoint(r.o.checkpoint_dir));
   // After --init/--resume (every rank loaded the same state; DDP checks and broadcasts rank 0's).
-  set_up_data_parallel(r);  // data_parallel.h: DDP, --sync-bn, --zero 1
+  set_up_data_parallel(r);  // data_parallel.h: DDP, --sync-bn, --zero 1|2
   if (!r.o.trace.empty()) r.tracer = start_trace(r.o.trace_steps, r.pg.get(), *r.model);  // tracing.h
-  MT_CHECK(!r.o.zero || r.ddp, "--zero 1 shards the optimizer state over the ranks of a distributed run, and this "
+  MT_CHECK(!r.o.zero || r.ddp, "--zero ", r.o.zero, " shards the optimizer state over the ranks of a distributed run, and this "
            "run is one process: add --nproc N (CPU) or --gpus (or leave --zero 0)");
   if (r.talk) print_config(r);
   if (r.lead && !r.o.log_json.empty()) {

@@ -48,6 +48,11 @@ class CommHook {
   // True when the hook (or what registered it) was built on bucket_layout() as it was, so the
   // buckets must keep it: DDP then skips its bucket rebuild (Note [Bucket rebuild] in bucket_rebuild.cpp).
   virtual bool fixed_layout() const { return false; }
+  // True when finish() leaves nothing in the bucket that anyone reads later (ZeRO-2 has copied this
+  // rank's shard out): the reducer then allocates each bucket when its first gradient of a backward
+  // arrives and releases it once finished (Note [Buckets that live for one backward] in reducer.cpp).
+  // The parameters' .grad are undefined between backwards.
+  virtual bool releases_buckets() const { return false; }
   // Whether the hook begins by dividing the bucket by the world size (mul_ by 1/world, Note
   // [Averaging]). Then the reducer has gradients divided as they are written into the bucket, and
   // the hook divides only what GradBucket::divided says is left: one pass less over every bucket.

@@ -124,7 +124,8 @@ class DistributedDataParallel : public nn::Module {
   // The buckets as the reducer laid them out (Note [Buckets] in reducer.cpp), read-only: what a comm
   // hook's user such as ZeRO (distributed/zero/zero.h) builds on, instead of working it out again.
   struct BucketLayout {
-    Tensor buffer;                     // flat: `numel` gradient elements, then the desync guard's
+    Tensor buffer;                     // flat: `numel` gradient elements, then the desync guard's;
+                                       // undefined under a hook that releases buckets (comm_hook.h)
     int64_t numel = 0;
     std::vector<std::string> names;    // its parameters, in bucket order
     std::vector<Tensor> parameters;

@@ -54,37 +54,71 @@ std::vector<std::vector<size_t>> Reducer::assign_buckets(const std::vector<size_
 // Makes the buckets `members` names and points every slot's .grad at its slice (Note [Gradients
 // are bucket views]). What .grad held is copied into the slice: at construction a gradient the
 // model already had, at a rebuild (Note [Bucket rebuild]) the last step's, so neither the
-// optimizer nor a no_sync accumulation notices that the memory moved.
+// optimizer nor a no_sync accumulation notices that the memory moved. Under a hook that releases
+// buckets, no buffer is made yet (Note [Buckets that live for one backward]).
 void Reducer::lay_out(const std::vector<std::vector<size_t>>& members) {
   buckets_.clear();
   timeline_.new_layout();
   for (size_t b = 0; b < members.size(); ++b) {
     int64_t numel = 0, bytes = 0;
-    for (size_t s : members[b]) {
-      numel += slots_[s].param.numel();
-      bytes += slots_[s].param.numel() * static_cast<int64_t>(element_size(slots_[s].param.dtype()));
-    }
-    const Tensor& first = slots_[members[b].front()].param;
-    const Tensor buffer =
-        zeros({numel + DesyncGuard::kElements}, {.dtype = first.dtype(), .device = first.device()});
-    Bucket bucket{.buffer = buffer, .guard = make_guard(buffer, numel), .numel = numel, .slots = members[b],
-                  .pending = members[b].size(), .work = nullptr};
-    int64_t offset = 0;
     std::vector<std::string> names;
     for (size_t s : members[b]) {
       Slot& slot = slots_[s];
       slot.bucket = b;
-      slot.view = raw::view(raw::narrow(bucket.buffer, 0, offset, slot.param.numel()), slot.param.sizes());
-      offset += slot.param.numel();
-      const Tensor old = slot.param.grad();
-      if (old.defined()) slot.view.copy_(old);
-      slot.param.set_grad(slot.view);
-      set_grad_destination(slot.param, slot.view);
+      slot.offset = numel;
+      numel += slot.param.numel();
+      bytes += slot.param.numel() * static_cast<int64_t>(element_size(slot.param.dtype()));
       names.push_back(slot.name);
     }
+    const Tensor& first = slots_[members[b].front()].param;
+    const Tensor guard = zeros({DesyncGuard::kElements}, {.dtype = first.dtype(), .device = first.device()});
+    buckets_.push_back(Bucket{.buffer = Tensor(), .guard = make_guard(guard, 0), .numel = numel,
+                              .slots = members[b], .pending = members[b].size(), .work = nullptr});
     timeline_.add_bucket(bytes, std::move(names));
-    buckets_.push_back(std::move(bucket));
+    if (!short_lived()) allocate(b);
   }
+}
+
+// Note [Buckets that live for one backward]: a comm hook that keeps what it needs of a bucket by the
+// time its finish() returns (CommHook::releases_buckets: ZeRO-2 keeps this rank's shard of the
+// reduced gradients, distributed/zero/zero.h) lets the reducer RELEASE each bucket then, rather than
+// hold every gradient of the model from one backward to the next. Such a bucket is allocated when
+// the first gradient of a backward arrives for it (reattach_view copies that one in; from then on
+// the bucket is an ordinary one, its .grad views the gradient destinations of the parameters whose
+// gradients are still to come), and released when its communication is seen complete: at a later
+// ready hook (observe_completions) or, for the last ones, in finalize. Its parameters' .grad become
+// undefined again and the guard keeps a copy of its nine summed elements for finalize's check.
+// Released, not reused from a ring of buffers: buckets fill in gradient order, not bucket order, so
+// a ring would have to wait for a slot, and the allocators already keep freed blocks of these sizes
+// (Note [Large CPU blocks are cached] in tensor/cpu/cpu_allocator.cpp; the CUDA caching allocator),
+// so the next backward's allocation is a free-list pop. Under no_sync nothing is launched, so the
+// buckets live on and accumulate, and the synced backward reduces them as usual.
+void Reducer::allocate(size_t b) {
+  Bucket& bucket = buckets_[b];
+  const Tensor& first = slots_[bucket.slots.front()].param;
+  bucket.buffer = zeros({bucket.numel + DesyncGuard::kElements}, {.dtype = first.dtype(), .device = first.device()});
+  bucket.guard = make_guard(bucket.buffer, bucket.numel);
+  for (size_t s : bucket.slots) {
+    Slot& slot = slots_[s];
+    slot.view = raw::view(raw::narrow(bucket.buffer, 0, slot.offset, slot.param.numel()), slot.param.sizes());
+    const Tensor old = slot.param.grad();
+    if (old.defined()) slot.view.copy_(old);
+    slot.param.set_grad(slot.view);
+    set_grad_destination(slot.param, slot.view);
+  }
+}
+
+void Reducer::release(size_t b) {
+  Bucket& bucket = buckets_[b];
+  if (!bucket.buffer.defined()) return;
+  bucket.guard = make_guard(raw::clone(raw::narrow(bucket.buffer, 0, bucket.numel, DesyncGuard::kElements)), 0);
+  for (size_t s : bucket.slots) {
+    Slot& slot = slots_[s];
+    set_grad_destination(slot.param, Tensor());
+    slot.param.set_grad(Tensor());
+    slot.view = Tensor();
+  }
+  bucket.buffer = Tensor();
 }
 
 std::vector<DistributedDataParallel::BucketLayout> Reducer::layout() const {
@@ -95,7 +129,7 @@ std::vector<DistributedDataParallel::BucketLayout> Reducer::layout() const {
     for (size_t s : b.slots) {
       l.names.push_back(slots_[s].name);
       l.parameters.push_back(slots_[s].param);
-      l.offsets.push_back(slots_[s].view.storage_offset() - b.buffer.storage_offset());
+      l.offsets.push_back(slots_[s].offset);
     }
     out.push_back(std::move(l));
   }
@@ -106,8 +140,12 @@ void Reducer::forget_destinations() {
   for (Slot& s : slots_) set_grad_destination(s.param, Tensor());
 }
 
+// Under a hook that releases buckets, a bucket that lives on (no_sync's sums) is released instead.
 void Reducer::zero_grad() {
-  for (Bucket& b : buckets_) b.buffer.zero_();
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    if (short_lived()) release(b);
+    else buckets_[b].buffer.zero_();
+  }
   for (Slot& s : slots_) s.param.set_grad(s.view);
 }
 
@@ -196,17 +234,28 @@ void Reducer::mark_unused_ready() {
 // launch order on Gloo's queue thread and NCCL's stream, and nearly so on MPI, so the look ends at
 // the first incomplete one; one that completed out of order is seen at a later look (done times
 // are upper bounds anyway).
+// A bucket the hook releases is finished and released here (Note [Buckets that live for one
+// backward]); should that fail, finalize waits for it again and reports the error.
 void Reducer::observe_completions() {
   if (next_seen_ == next_launch_) return;  // nothing in flight
   pg_->progress();
-  for (; next_seen_ < next_launch_ && buckets_[next_seen_].work->is_completed(); ++next_seen_)
+  for (; next_seen_ < next_launch_ && buckets_[next_seen_].work->is_completed(); ++next_seen_) {
     timeline_.seen_done(next_seen_);
+    if (!short_lived()) continue;
+    try {
+      buckets_[next_seen_].work->wait();
+      finish(next_seen_);
+    } catch (...) {  // left for finalize (Note [Finalize]), which reports it on every rank's path
+    }
+  }
 }
 
 // Keeps Note [Gradients are bucket views]: put the gradient into the bucket if .grad is elsewhere
-// (set_grad to another tensor), or zero the slot if .grad is undefined (a parameter that got no
-// gradient).
+// (set_grad to another tensor, or the engine's own when the bucket was released), or zero the slot
+// if .grad is undefined (a parameter that got no gradient). A released bucket is allocated first
+// (Note [Buckets that live for one backward]).
 bool Reducer::reattach_view(Slot& slot) {
+  if (!buckets_[slot.bucket].buffer.defined()) allocate(slot.bucket);
   const Tensor grad = slot.param.grad();
   if (grad.defined() && grad.storage() == slot.view.storage() &&
       grad.storage_offset() == slot.view.storage_offset())
@@ -272,7 +321,7 @@ DesyncGuard Reducer::make_guard(const Tensor& buffer, int64_t numel) const {
 BucketPoint Reducer::point(size_t b) const {
   return BucketPoint{.step = stats_.backwards, .bucket = static_cast<int64_t>(b),
                      .buckets = static_cast<int64_t>(buckets_.size()), .numel = buckets_[b].numel,
-                     .dtype = static_cast<int64_t>(buckets_[b].buffer.dtype())};
+                     .dtype = static_cast<int64_t>(slots_[buckets_[b].slots.front()].param.dtype())};
 }
 
 GradBucket Reducer::grad_bucket(size_t b) {
@@ -286,7 +335,11 @@ void Reducer::set_comm_hook(std::shared_ptr<CommHook> hook) {
            "the first backward, so that every backward's buckets are treated alike");
   hook_ = std::move(hook);
   stats_.comm_hook = hook_->name();
-  for (Bucket& b : buckets_) b.guard = make_guard(b.buffer, b.numel);
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    if (short_lived()) release(b);  // Note [Buckets that live for one backward]
+    else if (!buckets_[b].buffer.defined()) allocate(b);
+    else buckets_[b].guard = make_guard(buckets_[b].buffer, buckets_[b].numel);
+  }
 }
 
 }  // namespace mt::dist::detail

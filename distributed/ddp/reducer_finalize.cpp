@@ -72,10 +72,7 @@ std::exception_ptr Reducer::wait_for_buckets() {
       timeline_.waiting(i);
       bucket.work->wait();
       timeline_.waited(i, *bucket.work);
-      if (!error) {
-        GradBucket view = grad_bucket(i);
-        hook_->finish(*pg_, view);
-      }
+      if (!error && !bucket.finished) finish(i);
     } catch (...) {
       if (!error) error = std::current_exception();
     }
@@ -91,10 +88,21 @@ std::exception_ptr Reducer::wait_for_buckets() {
   return error;
 }
 
+// The comm hook's last word on bucket b; then a bucket it releases is released (Note [Buckets that
+// live for one backward]), at a ready hook during backward or here in finalize.
+void Reducer::finish(size_t b) {
+  GradBucket view = grad_bucket(b);
+  hook_->finish(*pg_, view);
+  buckets_[b].finished = true;
+  if (short_lived()) release(b);
+}
+
 // A rank without data takes part in the others' backward (Note [Join]): every bucket all-reduced
 // with zero gradients, in order, guarded, counted as a step. Its .grad then holds the same average
 // as theirs.
 void Reducer::shadow_backward() {
+  for (size_t b = 0; b < buckets_.size(); ++b)  // Note [Buckets that live for one backward]
+    if (!buckets_[b].buffer.defined()) allocate(b);
   for (Bucket& b : buckets_) b.buffer.zero_();
   for (Slot& s : slots_) reattach_view(s);
   while (next_launch_ < buckets_.size()) launch(next_launch_++);
@@ -110,6 +118,7 @@ void Reducer::reset() {
   for (Bucket& b : buckets_) {
     b.pending = b.slots.size();
     b.work.reset();
+    b.finished = false;
   }
   next_launch_ = 0;
   next_seen_ = 0;

@@ -1,5 +1,5 @@
 // ZeroRedundancyOptimizer (see zero.h): construct (find DDP's buckets, cut this rank's pieces, build
-// the inner optimizer over them), step (inner step, then all-gather). The state dicts are in
+// the inner optimizer over them), step (inner step, then all-gather), for stages 1 and 2. The state dicts are in
 // zero_state.cpp.
 #include "distributed/zero/zero.h"
 
@@ -24,14 +24,19 @@ namespace mt::dist {
 //
 // Note [Where ZeRO's memory goes]: per rank, for P parameters of float32 and world N,
 //   parameters   4P bytes      every rank keeps the whole model (forward and backward need it)
-//   gradients    4P bytes      DDP's buckets, whole: backward writes every gradient before the
-//                              reduce-scatter (ZeRO-2 would free the other shards' after it)
+//   gradients    stage 1: 4P bytes, DDP's buckets, whole: the reduce-scatter is in place.
+//                stage 2: 4P/N bytes between steps, the kept shards (plus the tails, under N
+//                elements per bucket); during backward also the buckets between their first
+//                gradient and their reduce-scatter's end (Note [ZeRO-2: only the shard stays])
 //   optimizer    4P·k/N bytes  k state buffers per parameter (SGD momentum 1, Adam 2), only for
-//                              this rank's shard (plus the tails, under N elements per bucket)
-// against 4P·k for plain DDP. Nothing else is allocated: the pieces the inner optimizer updates are
-// views of the parameters and of the buckets, and the all-gather lands in the buckets themselves
-// (their gradients are spent by then), from where each parameter copies its part. With Adam at
-// N = 2 that is 12P bytes instead of 16P for the three, the optimizer's 8P becoming 4P.
+//                this rank's shard (plus the tails)
+// against 4P·(2 + k) for plain DDP. The pieces the inner optimizer updates are views of the
+// parameters and of the buckets (stage 1) or of the kept shards (stage 2). Stage 1's all-gather
+// lands in the buckets themselves (their gradients are spent by then), from where each parameter
+// copies its part; stage 2 has no buckets left, so its step allocates one bucket-sized buffer per
+// all-gather and keeps at most two alive, the next one's all-gather running while this one's is
+// copied out. With Adam at N = 4 that is 4P + 4P + 2P = 10P bytes (stage 1) or 4P + P + 2P = 7P
+// bytes (stage 2) instead of 16P.
 
 namespace {
 
@@ -54,9 +59,11 @@ std::unique_ptr<optim::Optimizer> make_like(const optim::Optimizer& full, const 
 }  // namespace
 
 ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::shared_ptr<DistributedDataParallel> ddp,
-                                                 std::unique_ptr<optim::Optimizer> full, Factory make)
-    : ddp_(std::move(ddp)) {
+                                                 std::unique_ptr<optim::Optimizer> full, ZeroOptions options)
+    : ddp_(std::move(ddp)), stage_(options.stage) {
   MT_CHECK(ddp_ != nullptr && full != nullptr, "ZeroRedundancyOptimizer: needs a DDP model and an optimizer");
+  MT_CHECK(stage_ == 1 || stage_ == 2, "ZeroRedundancyOptimizer: stage ", stage_, " is not 1 or 2 (ZeRO-3, "
+           "sharded parameters, is not here)");
   pg_ = ddp_->process_group();
   std::vector<size_t> group_of;
   for (size_t g = 0; g < full->num_param_groups(); ++g) {
@@ -76,7 +83,7 @@ ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::shared_ptr<DistributedData
       const ZeroPiece& piece = pieces_[j];
       if (group_of[piece.param] != g) continue;
       Tensor view = raw::narrow(flat_[piece.param], 0, piece.param_offset, piece.numel);
-      view.set_grad(raw::narrow(buckets_[piece.bucket].buffer, 0, piece.bucket_offset, piece.numel));
+      view.set_grad(piece_grad(piece));
       inner_groups[g].push_back(view);
       inner_piece_.push_back(static_cast<int64_t>(j));
     }
@@ -86,21 +93,29 @@ ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::shared_ptr<DistributedData
     }
     inner_group_size_.push_back(inner_groups[g].size());
   }
-  inner_ = make ? make(inner_groups) : make_like(*full, inner_groups);
+  inner_ = options.make ? options.make(inner_groups) : make_like(*full, inner_groups);
   MT_CHECK(inner_->num_param_groups() == groups_.size(), "ZeroRedundancyOptimizer: the factory made ",
            inner_->num_param_groups(), " param groups, expected ", groups_.size());
   load_state_dict(full->state_dict());  // hyperparameters, and any state `full` already had
-  ddp_->register_comm_hook(std::make_shared<ZeroHook>());
+  std::vector<Tensor> kept;  // stage 2's (Note [ZeRO-2: only the shard stays])
+  for (const Bucket& b : buckets_)
+    if (b.kept.defined()) kept.push_back(b.kept);
+  ddp_->register_comm_hook(std::make_shared<ZeroHook>(std::move(kept)));
 }
 
 // DDP's buckets as its reducer laid them out (DistributedDataParallel::bucket_layout): each
 // parameter's gradient is a view of its bucket (Note [Gradients are bucket views]), and the hook
-// reduce-scatters the bucket, so this rank's shard of each bucket is what it steps.
+// reduce-scatters the bucket, so this rank's shard of each bucket is what it steps. Stage 2 keeps
+// that shard, and the tail, in a buffer of its own instead (Note [ZeRO-2: only the shard stays]).
 void ZeroRedundancyOptimizer::build_buckets() {
   size_t bucketed = 0;
   for (const DistributedDataParallel::BucketLayout& layout : ddp_->bucket_layout()) {
-    Bucket b{.buffer = layout.buffer, .split = zero_shard(layout.numel, pg_->size()), .params = {},
+    const ZeroShard split = zero_shard(layout.numel, pg_->size());
+    Bucket b{.buffer = stage_ == 1 ? layout.buffer : Tensor(), .kept = Tensor(), .split = split, .params = {},
              .offsets = layout.offsets};
+    if (stage_ == 2)
+      b.kept = zeros({split.shard + split.numel - split.body},
+                     {.dtype = layout.parameters.front().dtype(), .device = layout.parameters.front().device()});
     for (size_t k = 0; k < layout.parameters.size(); ++k) {
       const Tensor& param = layout.parameters[k];
       const auto at = std::find_if(all_.begin(), all_.end(), [&](const Tensor& p) { return p.is_same(param); });
@@ -136,8 +151,15 @@ void ZeroRedundancyOptimizer::build_pieces() {
   }
 }
 
+// Where a piece's reduced gradient is: its place in the bucket (stage 1), or in the kept
+// [ shard | tail ] (stage 2).
 Tensor ZeroRedundancyOptimizer::piece_grad(const ZeroPiece& piece) const {
-  return raw::narrow(buckets_[piece.bucket].buffer, 0, piece.bucket_offset, piece.numel);
+  const Bucket& bucket = buckets_[piece.bucket];
+  if (stage_ == 1) return raw::narrow(bucket.buffer, 0, piece.bucket_offset, piece.numel);
+  const ZeroShard& s = bucket.split;
+  const int64_t at = piece.bucket_offset < s.body ? piece.bucket_offset - pg_->rank() * s.shard
+                                                  : s.shard + piece.bucket_offset - s.body;
+  return raw::narrow(bucket.kept, 0, at, piece.numel);
 }
 
 double ZeroRedundancyOptimizer::clip_grad_norm(double max_norm) {
@@ -168,34 +190,49 @@ const std::vector<Tensor>& ZeroRedundancyOptimizer::params(size_t group) const {
 
 // The inner step updates this rank's pieces in place (they are views of the parameters). Then each
 // bucket's body carries the parameters: this rank's shard is copied in, all-gathered in place, and
-// every parameter copies its part back out (Note [Where ZeRO's memory goes]). All buckets'
-// all-gathers are in flight together, issued in bucket order on every rank.
+// every parameter copies its part back out (Note [Where ZeRO's memory goes]). The all-gathers are
+// issued in bucket order on every rank: stage 1's all together, into the buckets; stage 2's into
+// buffers of the step's own, the next one issued before this one is waited for, so at most two live.
 void ZeroRedundancyOptimizer::step() {
   inner_->step();
   NoGradGuard no_grad;
   const int rank = pg_->rank();
-  std::vector<std::shared_ptr<Work>> works(buckets_.size());
-  for (const ZeroPiece& piece : pieces_)  // the shard's pieces into the shard (tails stay where they are)
-    if (piece.bucket_offset < buckets_[piece.bucket].split.body)
-      raw::copy_(raw::narrow(buckets_[piece.bucket].buffer, 0, piece.bucket_offset, piece.numel),
-                 raw::narrow(flat_[piece.param], 0, piece.param_offset, piece.numel));
-  for (size_t b = 0; b < buckets_.size(); ++b) {
+  const size_t n = buckets_.size(), ahead = stage_ == 1 ? n : 1;
+  std::vector<Tensor> bodies(n);
+  std::vector<std::shared_ptr<Work>> works(n);
+  const auto issue = [&](size_t b) {
     const Bucket& bucket = buckets_[b];
-    if (bucket.split.shard == 0) continue;
-    Tensor body = raw::narrow(bucket.buffer, 0, 0, bucket.split.body);
-    const Tensor mine = raw::narrow(body, 0, rank * bucket.split.shard, bucket.split.shard);
-    works[b] = pg_->allgather_into(body, mine);
-  }
-  for (size_t b = 0; b < buckets_.size(); ++b) {
-    Bucket& bucket = buckets_[b];
+    if (bucket.split.shard == 0) return;
+    const Tensor& param = all_[bucket.params.front()];
+    bodies[b] = stage_ == 1 ? raw::narrow(bucket.buffer, 0, 0, bucket.split.body)
+                            : empty({bucket.split.body}, {.dtype = param.dtype(), .device = param.device()});
+    for (const ZeroPiece& piece : pieces_)  // the shard's pieces into the shard (tails stay where they are)
+      if (piece.bucket == b && piece.bucket_offset < bucket.split.body)
+        raw::copy_(raw::narrow(bodies[b], 0, piece.bucket_offset, piece.numel),
+                   raw::narrow(flat_[piece.param], 0, piece.param_offset, piece.numel));
+    const Tensor mine = raw::narrow(bodies[b], 0, rank * bucket.split.shard, bucket.split.shard);
+    works[b] = pg_->allgather_into(bodies[b], mine);
+  };
+  size_t issued = 0;
+  for (size_t b = 0; b < n; ++b) {
+    for (; issued < n && issued <= b + ahead; ++issued) issue(issued);
     if (works[b]) works[b]->wait();
-    for (size_t k = 0; k < bucket.params.size(); ++k) {
-      const int64_t begin = bucket.offsets[k];
-      const int64_t n = std::min(flat_[bucket.params[k]].numel(), bucket.split.body - begin);
-      if (n > 0) raw::copy_(raw::narrow(flat_[bucket.params[k]], 0, 0, n), raw::narrow(bucket.buffer, 0, begin, n));
-    }
-    raw::fill_(bucket.buffer, 0.0);  // the gradients are spent; what is left there are parameters
+    gather_parameters(b, bodies[b]);
+    bodies[b] = Tensor();  // stage 2: its buffer goes back to the allocator
   }
+}
+
+// Every parameter of bucket b copies its part of the all-gathered body (undefined: no body, the
+// bucket is all tail) back; stage 1's bucket is then zeroed (the gradients are spent, and what is
+// left there are parameters).
+void ZeroRedundancyOptimizer::gather_parameters(size_t b, Tensor& body) {
+  Bucket& bucket = buckets_[b];
+  for (size_t k = 0; k < bucket.params.size() && body.defined(); ++k) {
+    const int64_t begin = bucket.offsets[k];
+    const int64_t count = std::min(flat_[bucket.params[k]].numel(), bucket.split.body - begin);
+    if (count > 0) raw::copy_(raw::narrow(flat_[bucket.params[k]], 0, 0, count), raw::narrow(body, 0, begin, count));
+  }
+  if (stage_ == 1) raw::fill_(bucket.buffer, 0.0);
 }
 
 }  // namespace mt::dist

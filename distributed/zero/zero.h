@@ -1,15 +1,18 @@
-// ZeRO stage 1 (Rajbhandari et al., SC 2020): data parallelism where each rank keeps only 1/N of
-// the optimizer state. DDP still holds the whole model and every gradient on every rank; what
-// changes is what happens to a bucket and to the optimizer step:
+// ZeRO stages 1 and 2 (Rajbhandari et al., SC 2020): data parallelism where each rank keeps only 1/N
+// of the optimizer state (stage 1) and also only 1/N of the reduced gradients (stage 2). Every rank
+// still holds the whole model; what changes is what happens to a bucket and to the optimizer step:
 //
 //   backward   each bucket is REDUCE-SCATTERED instead of all-reduced (ZeroHook, a DDP comm hook):
 //              rank r ends with the average of its own shard of the bucket only
 //   step       the wrapped optimizer updates only this rank's shard of the parameters, so only that
 //              shard has momentum / Adam moments (ZeroRedundancyOptimizer)
 //   gather     the updated shards are ALL-GATHERED, so every rank again holds the whole model
+//   stage 2    the reduce-scatter writes this rank's shard into a buffer of its own, and DDP frees
+//              the bucket as soon as that is done (Note [ZeRO-2: only the shard stays])
 //
 //   auto ddp = std::make_shared<dist::DistributedDataParallel>(model, pg);
-//   dist::ZeroRedundancyOptimizer opt(ddp, std::make_unique<optim::Adam>(model->parameters(), opts));
+//   dist::ZeroRedundancyOptimizer opt(ddp, std::make_unique<optim::Adam>(model->parameters(), opts),
+//                                     {.stage = 2});   // 1 by default
 //   loss(ddp->forward(x), y).backward();   // reduce-scatter, bucket by bucket, during backward
 //   opt.step();                            // this rank's shard, then the all-gather
 //
@@ -21,8 +24,8 @@
 // Uneven inputs: a dist::Join over the DDP model works with it, with {.step = [&] { zero.step(); }}
 // (Note [Join], distributed/ddp/ddp_join.h).
 //
-// Not here: ZeRO-2/3 (sharding the gradients and the parameters themselves), optimizers whose
-// update is not elementwise (LAMB, Shampoo: they need the whole parameter).
+// Not here: ZeRO-3 (sharding the parameters themselves), optimizers whose update is not elementwise
+// (LAMB, Shampoo: they need the whole parameter).
 #pragma once
 
 #include <functional>
@@ -51,18 +54,35 @@ struct ZeroShard {
 };
 ZeroShard zero_shard(int64_t numel, int world);
 
-// The comm hook: reduce-scatter the body, all-reduce tail and guard (Note [ZeRO shards]). After it,
-// only this rank's shard of each bucket (and the tail) holds averaged gradients; the rest of the
-// bucket holds this rank's own scaled gradients, which nothing reads. Use it through
-// ZeroRedundancyOptimizer, which registers it.
+// Note [ZeRO-2: only the shard stays]: stage 1 reduce-scatters each bucket in place and keeps the
+// whole bucket; stage 2 keeps, per bucket, only `kept` = [ this rank's shard (q) | tail ] (Note
+// [ZeRO shards]), allocated once, and that is where the optimizer's pieces find their gradients. As
+// each bucket becomes ready during backward, the hook divides it by the world size and issues the
+// reduce-scatter with the shard of `kept` as its output (and the tail and guard's all-reduce in the
+// bucket); finish() copies the tail into `kept`. The hook says releases_buckets(), so DDP allocates
+// each bucket when its first gradient arrives and releases it right after finish(), at its next
+// ready hook or in finalize (Note [Buckets that live for one backward], distributed/ddp/reducer.cpp):
+// between backwards a rank holds q + tail gradient elements per bucket instead of the whole bucket.
+// no_sync backwards launch nothing, so their buckets stay and accumulate, and the synced backward
+// reduce-scatters the sums. The step and its all-gather are stage 1's, with buckets of the step's
+// own for the gathered parameters (ZeroRedundancyOptimizer::step).
+//
+// The comm hook: reduce-scatter the body, all-reduce tail and guard (Note [ZeRO shards]). Stage 1
+// (no `kept`): in place; after it only this rank's shard of each bucket (and the tail) holds averaged
+// gradients, the rest of the bucket this rank's own scaled gradients, which nothing reads. Stage 2:
+// into `kept`, as above. Use it through ZeroRedundancyOptimizer, which registers it.
 class ZeroHook : public CommHook {
  public:
-  std::string name() const override { return "zero"; }
+  // `kept`: stage 2's buffer per bucket (q + tail elements), or empty for stage 1.
+  explicit ZeroHook(std::vector<Tensor> kept = {}) : kept_(std::move(kept)) {}
+  std::string name() const override { return kept_.empty() ? "zero" : "zero2"; }
   bool fixed_layout() const override { return true; }  // the shards were cut from bucket_layout()
+  bool releases_buckets() const override { return !kept_.empty(); }
   std::shared_ptr<Work> launch(ProcessGroup& pg, GradBucket& bucket) override;
   void finish(ProcessGroup& pg, GradBucket& bucket) override;
 
  private:
+  std::vector<Tensor> kept_;
   std::map<size_t, std::shared_ptr<Work>> scattering_;  // per bucket: its reduce-scatter in flight
 };
 
@@ -74,21 +94,29 @@ struct ZeroPiece {
   int64_t param_offset = 0, bucket_offset = 0, numel = 0;
 };
 
+// Builds the optimizer that updates this rank's pieces, group g of it holding the pieces of `full`'s
+// group g, each group non-empty (a placeholder stands in for a group with no piece here).
+using ZeroFactory = std::function<std::unique_ptr<optim::Optimizer>(const std::vector<std::vector<Tensor>>& groups)>;
+
+struct ZeroOptions {
+  int stage = 1;         // 1: the optimizer state sharded; 2: the reduced gradients too
+  ZeroFactory make{};    // how to build `full`'s kind over pieces; by default SGD, Adam and AdamW are known
+};
+
 class ZeroRedundancyOptimizer : public optim::Optimizer {
  public:
-  // Builds the optimizer that updates this rank's pieces, group g of it holding the pieces of `full`'s
-  // group g, each group non-empty (a placeholder stands in for a group with no piece here).
-  using Factory = std::function<std::unique_ptr<optim::Optimizer>(const std::vector<std::vector<Tensor>>& groups)>;
+  using Factory = ZeroFactory;
 
   // `full`: the optimizer as plain DDP would use it, over the model's parameters (its kind, groups,
   // hyperparameters and any state it holds, e.g. loaded from a checkpoint, carry over; then it is
-  // dropped). `make`: how to build the same kind over pieces; by default SGD, Adam and AdamW are
-  // known. Registers ZeroHook on `ddp`: before the first backward, on every rank.
+  // dropped). Registers ZeroHook on `ddp`: before the first backward, on every rank, with the same
+  // stage everywhere. Under stage 2 the parameters' .grad are undefined between backwards (the
+  // shards are the pieces' gradients, Note [ZeRO-2: only the shard stays]).
   ZeroRedundancyOptimizer(std::shared_ptr<DistributedDataParallel> ddp, std::unique_ptr<optim::Optimizer> full,
-                          Factory make = {});
+                          ZeroOptions options = {});
 
   // This rank's shard, then the all-gather of every bucket. Afterwards every rank holds the same
-  // parameters, and the gradients read zero (their buckets carried the all-gather).
+  // parameters; under stage 1 the gradients read zero (their buckets carried the all-gather).
   void step() override;
 
   // clip_grad_norm_ (optim/clip_grad.h) for ZeRO, 2-norm: after backward only this rank's shard holds
@@ -112,10 +140,12 @@ class ZeroRedundancyOptimizer : public optim::Optimizer {
   void load_state_dict(const optim::StateDict& state) override;
 
   const std::vector<ZeroPiece>& pieces() const { return pieces_; }
+  int stage() const { return stage_; }
 
  private:
   struct Bucket {
-    Tensor buffer;  // DDP's bucket: gradients, then the guard
+    Tensor buffer;  // stage 1: DDP's bucket, gradients then the guard; stage 2: undefined
+    Tensor kept;    // stage 2: [ shard | tail ] of the reduced gradients (Note [ZeRO-2: only the shard stays])
     ZeroShard split;
     std::vector<size_t> params;     // full indices, in bucket order
     std::vector<int64_t> offsets;   // where each starts in the bucket
@@ -135,6 +165,7 @@ class ZeroRedundancyOptimizer : public optim::Optimizer {
   void consolidate_scalar_field(size_t b, const std::string& field, const PieceEntry& entry,
                                 optim::StateDict& out) const;
   Tensor piece_grad(const ZeroPiece& piece) const;
+  void gather_parameters(size_t b, Tensor& body);  // step's copy-out, after body's all-gather
 
   std::shared_ptr<DistributedDataParallel> ddp_;
   std::shared_ptr<ProcessGroup> pg_;
@@ -146,6 +177,7 @@ class ZeroRedundancyOptimizer : public optim::Optimizer {
   std::vector<int64_t> inner_piece_;         // inner parameter index -> piece, or -1 for a placeholder
   std::vector<size_t> inner_group_size_;
   std::unique_ptr<optim::Optimizer> inner_;
+  int stage_ = 1;
 };
 
 }  // namespace mt::dist

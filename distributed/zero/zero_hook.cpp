@@ -14,25 +14,34 @@ ZeroShard zero_shard(int64_t numel, int world) {
 // Note [Averaging] holds as for the default hook: the whole bucket (guard included) is divided by
 // the world size first, then summed. Both collectives go out now, in this order on every rank, so
 // they pair up (Note [Bucket launch order]); DDP waits for the second, finish() for the first.
+// Stage 2 reduce-scatters into its kept shard instead of in place (Note [ZeRO-2: only the shard stays]).
 std::shared_ptr<Work> ZeroHook::launch(ProcessGroup& pg, GradBucket& bucket) {
   const int64_t numel = bucket.buffer.numel() - detail::DesyncGuard::kElements;
   const ZeroShard split = zero_shard(numel, pg.size());
   if (pg.size() > 1) bucket.buffer.mul_(1.0 / pg.size());
   if (split.shard > 0) {
     const Tensor body = raw::narrow(bucket.buffer, 0, 0, split.body);
-    Tensor mine = raw::narrow(body, 0, pg.rank() * split.shard, split.shard);
-    scattering_[bucket.index] = pg.reduce_scatter(mine, body, ReduceOp::Sum);  // in place
+    Tensor mine = kept_.empty() ? raw::narrow(body, 0, pg.rank() * split.shard, split.shard)
+                                : raw::narrow(kept_.at(bucket.index), 0, 0, split.shard);
+    scattering_[bucket.index] = pg.reduce_scatter(mine, body, ReduceOp::Sum);
   }
   Tensor tail = raw::narrow(bucket.buffer, 0, split.body, bucket.buffer.numel() - split.body);
   return pg.allreduce(tail, ReduceOp::Sum);
 }
 
-void ZeroHook::finish(ProcessGroup&, GradBucket& bucket) {
+// The reduce-scatter was issued before the tail's all-reduce, so it is normally long done. Its Work
+// is dropped only once waited for, so that a failure seen here is seen again by finalize.
+void ZeroHook::finish(ProcessGroup& pg, GradBucket& bucket) {
   const auto it = scattering_.find(bucket.index);
-  if (it == scattering_.end() || !it->second) return;
-  const std::shared_ptr<Work> work = std::move(it->second);
-  it->second.reset();
-  work->wait();  // issued before the tail's all-reduce, so normally long done
+  if (it != scattering_.end() && it->second) {
+    it->second->wait();
+    it->second.reset();
+  }
+  if (kept_.empty()) return;
+  const ZeroShard split = zero_shard(bucket.buffer.numel() - detail::DesyncGuard::kElements, pg.size());
+  const int64_t tail = split.numel - split.body;
+  if (tail > 0) raw::copy_(raw::narrow(kept_.at(bucket.index), 0, split.shard, tail),
+                           raw::narrow(bucket.buffer, 0, split.body, tail));
 }
 
 }  // namespace mt::dist

@@ -99,7 +99,8 @@ optim::StateDict ZeroRedundancyOptimizer::state_dict() const {
 void ZeroRedundancyOptimizer::consolidate_tensor_field(size_t b, const std::string& field, const PieceEntry& entry,
                                                        optim::StateDict& out) const {
   const Bucket& bucket = buckets_[b];
-  Tensor flat = zeros({bucket.split.numel}, {.dtype = bucket.buffer.dtype(), .device = bucket.buffer.device()});
+  const Tensor& param = all_[bucket.params.front()];
+  Tensor flat = zeros({bucket.split.numel}, {.dtype = param.dtype(), .device = param.device()});
   for (size_t p = 0; p < pieces_.size(); ++p) {
     if (pieces_[p].bucket != b) continue;
     const Tensor* value = entry(p, field);

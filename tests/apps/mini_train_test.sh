@@ -236,8 +236,8 @@ bad_input)
   done
   expect_error "--seed must be >= 0, got -1" --seed -1
   expect_error "--hidden 64 applies to --model mlp" --hidden 64
-  expect_error "--zero: 1.5 is not 0 or 1" --zero 1.5
-  expect_error "--zero: x is not 0 or 1" --zero x
+  expect_error "--zero: 1.5 is not 0, 1 or 2" --zero 1.5
+  expect_error "--zero: 3 is not 0, 1 or 2" --zero 3
   # A worker of torchrun (which sets TORCHELASTIC_RUN_ID) is pointed to torchrun's own flag.
   TORCHELASTIC_RUN_ID=job RANK=0 WORLD_SIZE=2 MASTER_PORT=29500 \
     expect_error "started by torchrun, which restarts workers itself: give torchrun --max-restarts 2 instead" \
@@ -916,26 +916,33 @@ env)
   MT_SPIN_US=fast expect_error "MT_SPIN_US must be a whole number of microseconds in 0..1000000, got 'fast'" --epochs 1
   MT_SPIN_US=-1 expect_error "MT_SPIN_US must be a whole number of microseconds in 0..1000000, got '-1'" --epochs 1 --threads 2
   ;;
-zero_nproc2)
-  # --zero 1 (ZeRO-1) on 2 processes: the losses of plain DDP; stopped and resumed, the bytes of an
-  # uninterrupted --zero 1 run; its checkpoint carried on by 3 processes; clipping over the shards (the
-  # GPT preset clips); refused in a one-process run.
+zero_nproc2 | zero2_nproc2)
+  # --zero 1 (ZeRO-1) or --zero 2 (ZeRO-2) on 2 processes: the losses of plain DDP; stopped and
+  # resumed, the bytes of an uninterrupted run; its checkpoint carried on by 3 processes; clipping over
+  # the shards (the GPT preset clips, and ties its head to its embedding); refused in a one-process run.
+  stage=1
+  [[ $case_name == zero2_nproc2 ]] && stage=2
   flags=(--model mlp --hidden 16,8 --optimizer adam --samples 300 --backend gloo --epochs 3)
   losses() { sed -n 's/^\(Epoch .*Loss: [0-9.]*\),.*/\1/p'; }
   "$bin" "${flags[@]}" --nproc 2 --save plain.safetensors >plain.txt || fail "plain DDP failed"
-  "$bin" "${flags[@]}" --nproc 2 --zero 1 --checkpoint-dir a --save full.safetensors >zero.txt || fail "--zero 1 failed"
-  grep -q 'ZeRO-1: optimizer state sharded' zero.txt || { cat zero.txt; fail "the config table does not say ZeRO-1"; }
+  "$bin" "${flags[@]}" --nproc 2 --zero $stage --checkpoint-dir a --save full.safetensors >zero.txt ||
+    fail "--zero $stage failed"
+  grep -q "ZeRO-$stage: optimizer state" zero.txt || { cat zero.txt; fail "the config table does not say ZeRO-$stage"; }
   [[ -n $(losses <zero.txt) && $(losses <zero.txt) == "$(losses <plain.txt)" ]] ||
-    { losses <plain.txt; losses <zero.txt; fail "--zero 1 losses differ from plain DDP's"; }
-  "$bin" "${flags[@]}" --nproc 2 --zero 1 --stop-after 2 --checkpoint-dir b --save half.safetensors >/dev/null || fail "first half"
-  "$bin" "${flags[@]}" --nproc 2 --zero 1 --checkpoint-dir b --resume auto --save resumed.safetensors >/dev/null || fail "resume"
-  cmp full.safetensors resumed.safetensors || fail "resumed --zero 1 weights differ from the uninterrupted run"
-  "$bin" "${flags[@]}" --nproc 3 --zero 1 --resume b/checkpoint-epoch-000002.safetensors --quiet \
+    { losses <plain.txt; losses <zero.txt; fail "--zero $stage losses differ from plain DDP's"; }
+  "$bin" "${flags[@]}" --nproc 2 --zero $stage --stop-after 2 --checkpoint-dir b --save half.safetensors >/dev/null ||
+    fail "first half"
+  "$bin" "${flags[@]}" --nproc 2 --zero $stage --checkpoint-dir b --resume auto --save resumed.safetensors >/dev/null ||
+    fail "resume"
+  cmp full.safetensors resumed.safetensors || fail "resumed --zero $stage weights differ from the uninterrupted run"
+  "$bin" "${flags[@]}" --nproc 3 --zero $stage --resume b/checkpoint-epoch-000002.safetensors --quiet \
     --save three.safetensors >/dev/null || fail "the 2-process ZeRO checkpoint does not carry on at 3 processes"
   for i in $(seq 40); do echo "the quick brown fox $i jumps over the lazy dog"; done >t.txt
-  "$bin" --nproc 2 --backend gloo --zero 1 --text t.txt --layers 1 --heads 2 --dim 16 --context 16 --batch-size 16 \
-    --max-steps 3 --quiet --save gpt.safetensors >/dev/null || fail "--zero 1 with the GPT preset (--clip-grad 1) failed"
-  expect_error "this run is one process" --zero 1 --epochs 1
+  "$bin" --nproc 2 --backend gloo --zero $stage --text t.txt --layers 1 --heads 2 --dim 16 --context 16 --batch-size 16 \
+    --max-steps 3 --quiet --ddp-stats --save gpt.safetensors >gpt.txt ||
+    fail "--zero $stage with the GPT preset (--clip-grad 1) failed"
+  grep -q "^memory: peak .* MiB of CPU tensors on rank 0" gpt.txt || { cat gpt.txt; fail "--ddp-stats shows no peak memory"; }
+  expect_error "this run is one process" --zero $stage --epochs 1
   ;;
 *)
   fail "unknown case $case_name"

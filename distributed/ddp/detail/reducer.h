@@ -27,20 +27,25 @@ class Reducer {
   struct Slot {
     std::string name;
     Tensor param;
-    Tensor view;          // the parameter's slice of its bucket, shaped like the parameter
+    Tensor view;          // the parameter's slice of its bucket, shaped like the parameter (undefined
+                          // while the bucket is, Note [Buckets that live for one backward])
     size_t bucket = 0;
+    int64_t offset = 0;   // where its gradient starts in the bucket
     bool ready = false;   // its gradient for this backward has arrived
     bool unused = false;  // ready from the start of this backward: forward's output does not reach it
                           // (Note [Unused parameters found after forward])
     bool divided = false; // its gradient arrived divided by the world size (Note [Dividing while writing])
   };
   struct Bucket {
-    Tensor buffer;              // flat, contiguous, one dtype: numel gradients, then the guard
-    DesyncGuard guard;          // on its last DesyncGuard::kElements elements (Note [Desync guard])
+    Tensor buffer;              // flat, contiguous, one dtype: numel gradients, then the guard; undefined
+                                // between backwards when the hook releases buckets
+    DesyncGuard guard;          // on its last DesyncGuard::kElements elements (Note [Desync guard]), or on
+                                // a copy of them once the buffer is released
     int64_t numel = 0;          // gradient elements
     std::vector<size_t> slots;  // indices into slots_
     size_t pending = 0;         // slots not yet ready in this backward
     std::shared_ptr<Work> work;
+    bool finished = false;      // the comm hook's finish() ran in this backward
   };
 
   Reducer(std::shared_ptr<ProcessGroup> pg, const DDPOptions& options)
@@ -53,6 +58,9 @@ class Reducer {
   void build_buckets(const NamedTensors& params);
   std::vector<std::vector<size_t>> assign_buckets(const std::vector<size_t>& order) const;
   void lay_out(const std::vector<std::vector<size_t>>& members);
+  void allocate(size_t b);  // Note [Buckets that live for one backward]: the buffer, its views, its guard
+  void release(size_t b);
+  bool short_lived() const { return hook_->releases_buckets(); }
   size_t slot_count() const { return slots_.size(); }
   std::vector<DistributedDataParallel::BucketLayout> layout() const;
   void forget_destinations();
@@ -70,7 +78,7 @@ class Reducer {
   void find_unused(const Tensor& output);
   void mark_unused_ready();
   void observe_completions();
-  static bool reattach_view(Slot& slot);  // true: .grad already was the slot's view
+  bool reattach_view(Slot& slot);  // true: .grad already was the slot's view
   void prepare_backward();                // Note [Dividing while writing]
 
   // ---- launch (reducer.cpp)
@@ -84,6 +92,7 @@ class Reducer {
   // ---- finalize (reducer_finalize.cpp)
   void finalize();
   std::exception_ptr wait_for_buckets();
+  void finish(size_t b);  // the hook's finish, then a short-lived bucket's release
   void shadow_backward();
   // Note [Straggler attribution] (bucket_timeline.cpp): a collective, every rank calls it.
   std::vector<BucketArrival> arrivals() { return timeline_.arrivals(*pg_); }
