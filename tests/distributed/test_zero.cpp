@@ -1,7 +1,8 @@
 // ZeRO-1 (distributed/zero/zero.h): training equals plain DDP's, step after step, with SGD momentum and
 // Adam (with gradient clipping over the shards) at 2 and 3 ranks; each rank holds about 1/N of the optimizer state, as the CPU allocator
 // counts it; and a checkpoint is the plain optimizer's state, so a run resumes bit-exactly at the
-// same world size and carries on at another. The case names start with "DDP: " so that they also
+// same world size and carries on at another, under ZeRO-1 and ZeRO-2 alike (ZeRO-2's own tests are in
+// test_zero2.cpp). The case names start with "DDP: " so that they also
 // run on MPI (tests/CMakeLists.txt; Note [Tests under mpirun] in multiprocess.h).
 #include <doctest/doctest.h>
 
@@ -163,87 +164,93 @@ TEST_CASE("DDP: ZeRO-1 at 2 ranks keeps half the optimizer state per rank, as th
   });
 }
 
-TEST_CASE("DDP: a ZeRO-1 checkpoint resumes bit-exactly at 2 ranks, and carries on at 3 ranks and at 1" *
+// The same file whatever the stage: ZeRO-2's consolidated state is ZeRO-1's (Note [Consolidated ZeRO
+// state]), so each stage resumes its own checkpoint and carries it on at another world size.
+TEST_CASE("DDP: a ZeRO-1 or ZeRO-2 checkpoint resumes bit-exactly at 2 ranks, and carries on at 3 ranks and at 1" *
           doctest::skip(kNoBackend)) {
-  const std::string model_file = temp_path("model.safetensors"), state_file = temp_path("optim.safetensors"),
-                    straight_file = temp_path("straight.safetensors");
-  // At 2 ranks: 4 steps straight; and 2 steps, a checkpoint, a fresh start from it and 2 more.
-  int port = find_free_port();
-  test::run_ranks(2, [&](int rank) {
-    auto pg = test::join_group(rank, 2, port);
-    {
-      auto model = make_mlp(1);
-      auto ddp = std::make_shared<DistributedDataParallel>(model, pg, kSmallBuckets);
-      ZeroRedundancyOptimizer opt(ddp, make_optimizer(Kind::Adam, *model));
-      for (int64_t step = 0; step < 4; ++step) train_step(*ddp, opt, step, rank, 2);
-      if (rank == 0) save_safetensors(straight_file, model->state_dict());
-    }
-    optim::StateDict saved;
-    {
-      auto model = make_mlp(1);
-      auto ddp = std::make_shared<DistributedDataParallel>(model, pg, kSmallBuckets);
-      ZeroRedundancyOptimizer opt(ddp, make_optimizer(Kind::Adam, *model));
-      for (int64_t step = 0; step < 2; ++step) train_step(*ddp, opt, step, rank, 2);
-      saved = opt.state_dict();  // a collective: every rank gathers the whole state
-      // The consolidated state is a plain Adam's: every parameter's moments, shaped like it.
-      MT_CHECK(saved.count("state.0.exp_avg") && saved.at("state.0.exp_avg").sizes() == model->parameters()[0].sizes(),
-               "the consolidated state has parameter 0's exp_avg, shaped like it");
-      if (rank == 0) {
-        save_safetensors(model_file, model->state_dict());
-        save_safetensors(state_file, NamedTensors(saved.begin(), saved.end()));
+  for (const int stage : {1, 2}) {
+    CAPTURE(stage);
+    const ZeroOptions zopt{.stage = stage};
+    const std::string model_file = temp_path("model.safetensors"), state_file = temp_path("optim.safetensors"),
+                      straight_file = temp_path("straight.safetensors");
+    // At 2 ranks: 4 steps straight; and 2 steps, a checkpoint, a fresh start from it and 2 more.
+    int port = find_free_port();
+    test::run_ranks(2, [&](int rank) {
+      auto pg = test::join_group(rank, 2, port);
+      {
+        auto model = make_mlp(1);
+        auto ddp = std::make_shared<DistributedDataParallel>(model, pg, kSmallBuckets);
+        ZeroRedundancyOptimizer opt(ddp, make_optimizer(Kind::Adam, *model), zopt);
+        for (int64_t step = 0; step < 4; ++step) train_step(*ddp, opt, step, rank, 2);
+        if (rank == 0) save_safetensors(straight_file, model->state_dict());
       }
-    }
-    pg->barrier()->wait();
-    auto model = make_mlp(7);
-    model->load_state_dict(load_safetensors(model_file).tensors);
-    auto ddp = std::make_shared<DistributedDataParallel>(model, pg, kSmallBuckets);
-    auto full = make_optimizer(Kind::Adam, *model);
-    const NamedTensors file = load_safetensors(state_file).tensors;
-    full->load_state_dict(optim::StateDict(file.begin(), file.end()));
-    ZeroRedundancyOptimizer opt(ddp, std::move(full));
-    check_same_state(opt.state_dict(), saved, "the resumed state on rank " + std::to_string(rank));
-    for (int64_t step = 2; step < 4; ++step) train_step(*ddp, opt, step, rank, 2);
-    const NamedTensors straight = load_safetensors(straight_file).tensors;
-    const NamedTensors resumed = model->state_dict();
-    for (size_t i = 0; i < straight.size(); ++i)
-      MT_CHECK(same_bits(resumed[i].second, straight[i].second), "rank ", rank, ": ", straight[i].first,
-               " after resuming differs from the straight run");
-    pg->barrier()->wait();  // every rank has read the files
-  }, std::chrono::seconds(60));
-
-  // At 3 ranks and at 1: the same checkpoint under ZeRO carries on like plain DDP loaded from it.
-  for (const int world : {3, 1}) {
-    CAPTURE(world);
-    if (!std::filesystem::exists(state_file)) {  // under mpirun -np 3 the 2-rank part did not run
-      MESSAGE("skipped: no checkpoint from the 2-rank part");
-      continue;
-    }
-    port = find_free_port();
-    const auto body = [&](int rank) {
-      auto pg = world == 1 ? std::make_shared<ProcessGroupLocal>() : test::join_group(rank, world, port);
-      const NamedTensors weights = load_safetensors(model_file).tensors;
+      optim::StateDict saved;
+      {
+        auto model = make_mlp(1);
+        auto ddp = std::make_shared<DistributedDataParallel>(model, pg, kSmallBuckets);
+        ZeroRedundancyOptimizer opt(ddp, make_optimizer(Kind::Adam, *model), zopt);
+        for (int64_t step = 0; step < 2; ++step) train_step(*ddp, opt, step, rank, 2);
+        saved = opt.state_dict();  // a collective: every rank gathers the whole state
+        // The consolidated state is a plain Adam's: every parameter's moments, shaped like it.
+        MT_CHECK(saved.count("state.0.exp_avg") && saved.at("state.0.exp_avg").sizes() == model->parameters()[0].sizes(),
+                 "the consolidated state has parameter 0's exp_avg, shaped like it");
+        if (rank == 0) {
+          save_safetensors(model_file, model->state_dict());
+          save_safetensors(state_file, NamedTensors(saved.begin(), saved.end()));
+        }
+      }
+      pg->barrier()->wait();
+      auto model = make_mlp(7);
+      model->load_state_dict(load_safetensors(model_file).tensors);
+      auto ddp = std::make_shared<DistributedDataParallel>(model, pg, kSmallBuckets);
+      auto full = make_optimizer(Kind::Adam, *model);
       const NamedTensors file = load_safetensors(state_file).tensors;
-      const optim::StateDict state(file.begin(), file.end());
-      auto plain_model = make_mlp(1), zero_model = make_mlp(1);
-      plain_model->load_state_dict(weights);
-      zero_model->load_state_dict(weights);
-      auto plain = std::make_shared<DistributedDataParallel>(plain_model, pg, kSmallBuckets);
-      auto zddp = std::make_shared<DistributedDataParallel>(zero_model, pg, kSmallBuckets);
-      auto plain_opt = make_optimizer(Kind::Adam, *plain_model), full = make_optimizer(Kind::Adam, *zero_model);
-      plain_opt->load_state_dict(state);
-      full->load_state_dict(state);
-      ZeroRedundancyOptimizer zero(zddp, std::move(full));
-      check_same_state(zero.state_dict(), state, "the state loaded at world " + std::to_string(world));
-      for (int64_t step = 2; step < 4; ++step) {
-        train_step(*plain, *plain_opt, step, rank, world);
-        train_step(*zddp, zero, step, rank, world);
+      full->load_state_dict(optim::StateDict(file.begin(), file.end()));
+      ZeroRedundancyOptimizer opt(ddp, std::move(full), zopt);
+      check_same_state(opt.state_dict(), saved, "the resumed state on rank " + std::to_string(rank));
+      for (int64_t step = 2; step < 4; ++step) train_step(*ddp, opt, step, rank, 2);
+      const NamedTensors straight = load_safetensors(straight_file).tensors;
+      const NamedTensors resumed = model->state_dict();
+      for (size_t i = 0; i < straight.size(); ++i)
+        MT_CHECK(same_bits(resumed[i].second, straight[i].second), "rank ", rank, ": ", straight[i].first,
+                 " after resuming differs from the straight run");
+      pg->barrier()->wait();  // every rank has read the files
+    }, std::chrono::seconds(60));
+
+    // At 3 ranks and at 1: the same checkpoint under ZeRO carries on like plain DDP loaded from it.
+    for (const int world : {3, 1}) {
+      CAPTURE(world);
+      if (!std::filesystem::exists(state_file)) {  // under mpirun -np 3 the 2-rank part did not run
+        MESSAGE("skipped: no checkpoint from the 2-rank part");
+        continue;
       }
-      check_close(*zero_model, *plain_model, 1e-6, "world " + std::to_string(world) + ", rank " + std::to_string(rank));
-    };
-    if (world > 1) test::run_ranks(world, body, std::chrono::seconds(60));
-    else if (!test::mpi_mode()) body(0);  // under mpirun every rank would run it, from files maybe not written
+      port = find_free_port();
+      const auto body = [&](int rank) {
+        auto pg = world == 1 ? std::make_shared<ProcessGroupLocal>() : test::join_group(rank, world, port);
+        const NamedTensors weights = load_safetensors(model_file).tensors;
+        const NamedTensors file = load_safetensors(state_file).tensors;
+        const optim::StateDict state(file.begin(), file.end());
+        auto plain_model = make_mlp(1), zero_model = make_mlp(1);
+        plain_model->load_state_dict(weights);
+        zero_model->load_state_dict(weights);
+        auto plain = std::make_shared<DistributedDataParallel>(plain_model, pg, kSmallBuckets);
+        auto zddp = std::make_shared<DistributedDataParallel>(zero_model, pg, kSmallBuckets);
+        auto plain_opt = make_optimizer(Kind::Adam, *plain_model), full = make_optimizer(Kind::Adam, *zero_model);
+        plain_opt->load_state_dict(state);
+        full->load_state_dict(state);
+        ZeroRedundancyOptimizer zero(zddp, std::move(full), zopt);
+        check_same_state(zero.state_dict(), state, "the state loaded at world " + std::to_string(world));
+        for (int64_t step = 2; step < 4; ++step) {
+          train_step(*plain, *plain_opt, step, rank, world);
+          train_step(*zddp, zero, step, rank, world);
+        }
+        check_close(*zero_model, *plain_model, 1e-6, "world " + std::to_string(world) + ", rank " + std::to_string(rank));
+      };
+      if (world > 1) test::run_ranks(world, body, std::chrono::seconds(60));
+      else if (!test::mpi_mode()) body(0);  // under mpirun every rank would run it, from files maybe not written
+    }
+    for (const std::string& f : {model_file, state_file, straight_file}) std::filesystem::remove(f);
   }
-  for (const std::string& f : {model_file, state_file, straight_file}) std::filesystem::remove(f);
 }
 
 TEST_CASE("ZeRO-1: an optimizer that lacks a DDP parameter is a clear error") {
