@@ -5,13 +5,15 @@
 # file left by a dead writer is removed when the workers start (Note [Stale temporaries]).
 # With WHEN=step the kill lands mid-epoch, after a --checkpoint-every step checkpoint, and the
 # restart resumes from that step (Note [Mid-epoch resume] in apps/mini_train/checkpoint_step.h).
-# WHEN=step-zero is step with --zero 1, whose checkpoints gather every rank's optimizer shard.
-#   restart.sh MINI_TRAIN BACKEND NPROC [WHEN]  (BACKEND gloo or mpi; WHEN epoch (default), step or
-#                                                step-zero; exit 77: skipped)
+# WHEN=step-zero is step with --zero 1, whose checkpoints gather every rank's optimizer shard;
+# step-zero2 the same with --zero 2, whose ranks also hold only their shard of the gradients.
+#   restart.sh MINI_TRAIN BACKEND NPROC [WHEN]  (BACKEND gloo or mpi; WHEN epoch (default), step,
+#                                                step-zero or step-zero2; exit 77: skipped)
 set -euo pipefail
 bin=$1 backend=$2 nproc=$3 when=${4:-epoch}
 zero=()
 [[ $when == step-zero ]] && zero=(--zero 1) when=step
+[[ $when == step-zero2 ]] && zero=(--zero 2) when=step
 work=$(mktemp -d /tmp/minitrain-restart.XXXXXX)
 launcher=
 cleanup() {
