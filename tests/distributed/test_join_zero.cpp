@@ -1,11 +1,11 @@
-// Join (distributed/ddp/ddp_join.h) with ZeRO-1 (distributed/zero/zero.h): ranks with different numbers of
+// Join (distributed/ddp/ddp_join.h) with ZeRO-1 and ZeRO-2 (distributed/zero/zero.h): ranks with different numbers of
 // batches train with a ZeroRedundancyOptimizer and end together, every replica bit-for-bit the same,
 // and equal to one process running plain Adam on each step's average over the whole world. A joined
 // rank's shadow backward goes through the same ZeroHook (zero gradients reduce-scattered into the
-// active ranks' shards), and its JoinOptions::step is the ZeRO step: its own shard's update, then
+// active ranks' shards; under ZeRO-2 its buckets are allocated for it and released after), and its JoinOptions::step is the ZeRO step: its own shard's update, then
 // the all-gather the active ranks' steps wait for; clipping over the shards, a collective, runs in
 // both, as docs/ddp.md says it must. The case name starts with "DDP: " and holds
-// "ZeRO-1", so it also runs on MPI at 2, 3 and 4 ranks (tests/CMakeLists.txt). A Join without a
+// "ZeRO-", so it also runs on MPI at 2, 3 and 4 ranks (tests/CMakeLists.txt). A Join without a
 // step is refused under ZeRO: the active ranks would wait in an all-gather the joined one skips.
 #include <doctest/doctest.h>
 
@@ -48,16 +48,18 @@ constexpr uint64_t kSeed = 200;  // of the batches (test::uneven_batch)
 
 }  // namespace
 
-TEST_CASE("DDP: Join with ZeRO-1 lets ranks with uneven batches finish together, with the same replicas" *
-          doctest::skip(kNoBackend)) {
+TEST_CASE("DDP: Join with ZeRO-1 and ZeRO-2 lets ranks with uneven batches finish together, with the same "
+          "replicas" * doctest::skip(kNoBackend)) {
+  for (const int stage : {1, 2})
   for (const int world : {2, 3}) {
+    CAPTURE(stage);
     CAPTURE(world);
     const int port = find_free_port();
     test::run_ranks(world, [&](int rank) {
       auto pg = test::join_group(rank, world, port);
       auto model = make_model();
       auto ddp = std::make_shared<DistributedDataParallel>(model, pg, kSmallBuckets);
-      ZeroRedundancyOptimizer opt(ddp, std::make_unique<optim::Adam>(model->parameters(), kAdam));
+      ZeroRedundancyOptimizer opt(ddp, std::make_unique<optim::Adam>(model->parameters(), kAdam), {.stage = stage});
       MT_CHECK(ddp->stats().bucket_parameters.size() >= 3, "the test wants several buckets, got ",
                ddp->stats().bucket_parameters.size());
       int64_t shadowed = 0;
@@ -78,7 +80,7 @@ TEST_CASE("DDP: Join with ZeRO-1 lets ranks with uneven batches finish together,
       }
       MT_CHECK(shadowed == test::uneven_batches_of(world - 1) - test::uneven_batches_of(rank), "rank ", rank,
                " shadowed ", shadowed);
-      ddp->check_replicas("after the uneven epoch under ZeRO-1");
+      ddp->check_replicas("after the uneven epoch under ZeRO-" + std::to_string(stage));
 
       // The reference: one process with plain Adam, each step the sum of the active ranks'
       // gradients over the world (the joined ranks' zeros included), clipped.
