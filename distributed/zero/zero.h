@@ -64,7 +64,8 @@ ZeroShard zero_shard(int64_t numel, int world);
 // ready hook or in finalize (Note [Buckets that live for one backward], distributed/ddp/reducer.cpp):
 // between backwards a rank holds q + tail gradient elements per bucket instead of the whole bucket.
 // no_sync backwards launch nothing, so their buckets stay and accumulate, and the synced backward
-// reduce-scatters the sums. The step and its all-gather are stage 1's, with buckets of the step's
+// reduce-scatters the sums; each synced backward overwrites `kept` (as under stage 1, gradients add
+// up over micro-batches through no_sync, not over synced backwards without a step). The step and its all-gather are stage 1's, with buckets of the step's
 // own for the gathered parameters (ZeroRedundancyOptimizer::step).
 //
 // The comm hook: reduce-scatter the body, all-reduce tail and guard (Note [ZeRO shards]). Stage 1
