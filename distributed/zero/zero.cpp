@@ -1,6 +1,6 @@
-// ZeroRedundancyOptimizer (see zero.h): construct (find DDP's buckets, cut this rank's pieces, build
-// the inner optimizer over them), step (inner step, then all-gather), for stages 1 and 2. The state dicts are in
-// zero_state.cpp.
+// ZeroRedundancyOptimizer (see zero.h): construct (find DDP's buckets, cut this rank's pieces,
+// build the inner optimizer over them), step (inner step, then all-gather), for stages 1 and 2. The
+// state dicts are in zero_state.cpp.
 #include "distributed/zero/zero.h"
 
 #include <algorithm>

@@ -65,8 +65,9 @@ ZeroShard zero_shard(int64_t numel, int world);
 // between backwards a rank holds q + tail gradient elements per bucket instead of the whole bucket.
 // no_sync backwards launch nothing, so their buckets stay and accumulate, and the synced backward
 // reduce-scatters the sums; each synced backward overwrites `kept` (as under stage 1, gradients add
-// up over micro-batches through no_sync, not over synced backwards without a step). The step and its all-gather are stage 1's, with buckets of the step's
-// own for the gathered parameters (ZeroRedundancyOptimizer::step).
+// up over micro-batches through no_sync, not over synced backwards without a step). The step and
+// its all-gather are stage 1's, with buckets of the step's own for the gathered parameters
+// (ZeroRedundancyOptimizer::step).
 //
 // The comm hook: reduce-scatter the body, all-reduce tail and guard (Note [ZeRO shards]). Stage 1
 // (no `kept`): in place; after it only this rank's shard of each bucket (and the tail) holds averaged

@@ -14,7 +14,8 @@ ZeroShard zero_shard(int64_t numel, int world) {
 // Note [Averaging] holds as for the default hook: the whole bucket (guard included) is divided by
 // the world size first, then summed. Both collectives go out now, in this order on every rank, so
 // they pair up (Note [Bucket launch order]); DDP waits for the second, finish() for the first.
-// Stage 2 reduce-scatters into its kept shard instead of in place (Note [ZeRO-2: only the shard stays]).
+// Stage 2 reduce-scatters into its kept shard instead of in place (Note [ZeRO-2: only the shard
+// stays]).
 std::shared_ptr<Work> ZeroHook::launch(ProcessGroup& pg, GradBucket& bucket) {
   const int64_t numel = bucket.buffer.numel() - detail::DesyncGuard::kElements;
   const ZeroShard split = zero_shard(numel, pg.size());

@@ -1,12 +1,13 @@
-// Join (distributed/ddp/ddp_join.h) with ZeRO-1 and ZeRO-2 (distributed/zero/zero.h): ranks with different numbers of
-// batches train with a ZeroRedundancyOptimizer and end together, every replica bit-for-bit the same,
-// and equal to one process running plain Adam on each step's average over the whole world. A joined
-// rank's shadow backward goes through the same ZeroHook (zero gradients reduce-scattered into the
-// active ranks' shards; under ZeRO-2 its buckets are allocated for it and released after), and its JoinOptions::step is the ZeRO step: its own shard's update, then
-// the all-gather the active ranks' steps wait for; clipping over the shards, a collective, runs in
-// both, as docs/ddp.md says it must. The case name starts with "DDP: " and holds
-// "ZeRO-", so it also runs on MPI at 2, 3 and 4 ranks (tests/CMakeLists.txt). A Join without a
-// step is refused under ZeRO: the active ranks would wait in an all-gather the joined one skips.
+// Join (distributed/ddp/ddp_join.h) with ZeRO-1 and ZeRO-2 (distributed/zero/zero.h): ranks with
+// different numbers of batches train with a ZeroRedundancyOptimizer and end together, every replica
+// bit-for-bit the same, and equal to one process running plain Adam on each step's average over the
+// whole world. A joined rank's shadow backward goes through the same ZeroHook (zero gradients
+// reduce-scattered into the active ranks' shards; under ZeRO-2 its buckets are allocated for it and
+// released after), and its JoinOptions::step is the ZeRO step: its own shard's update, then the
+// all-gather the active ranks' steps wait for; clipping over the shards, a collective, runs in
+// both, as docs/ddp.md says it must. The case name starts with "DDP: " and holds "ZeRO-", so it
+// also runs on MPI at 2, 3 and 4 ranks (tests/CMakeLists.txt). A Join without a step is refused
+// under ZeRO: the active ranks would wait in an all-gather the joined one skips.
 #include <doctest/doctest.h>
 
 #include <cmath>

@@ -109,7 +109,8 @@ TEST_CASE("DDP: ZeRO-2 trains like plain DDP for 20 steps, SGD momentum and Adam
           const double got = train_step(*zddp, zero, step, rank, world, clip);
           MT_CHECK(std::abs(got - want) <= 1e-5 * want, "step ", step, ": ZeRO-2's gradient norm ", got, ", plain ", want);
           MT_CHECK(want > clip, "the test's clipping must bite: norm ", want);
-          // Between steps no bucket is held: every .grad is undefined (Note [Buckets that live for one backward]).
+          // Between steps no bucket is held: every .grad is undefined (Note [Buckets that live for
+          // one backward]).
           for (const Tensor& p : zero_model->parameters())
             MT_CHECK(!p.grad().defined(), "a parameter holds a gradient after the ZeRO-2 step");
         }
