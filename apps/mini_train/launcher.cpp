@@ -19,6 +19,7 @@
 #include "apps/mini_train/node_restarts.h"
 #include "apps/mini_train/outputs.h"
 #include "apps/mini_train/workers.h"
+#include "distributed/fault/heartbeat.h"
 #include "distributed/store/tcp_store.h"
 #include "tensor/check.h"
 
@@ -62,12 +63,15 @@ int launch_mpirun(const Options& o, int nproc, const std::vector<std::string>& a
     std::fprintf(stderr, "mini_train: note: running as root, so OMPI_ALLOW_RUN_AS_ROOT=1 and "
                  "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 are set for mpirun (OpenMPI's permission to run as root)\n");
 
-  // Note [Store heartbeat] for MPI ranks, which meet without a store: this launcher hosts one for
-  // their heartbeats alone (loopback, its own token), named to them in MT_HEARTBEAT_STORE.
-  std::unique_ptr<dist::TCPStore> heartbeat_store;
+  // Note [Heartbeat] for MPI ranks, which are mpirun's children, not ours: this launcher hosts a store
+  // for their heartbeats alone (loopback, its own token), named to them in MT_HEARTBEAT_STORE, and
+  // watches it from the moment mpirun starts, MPI_Init and MPI_Finalize included (Note [Watched from
+  // start to exit] in distributed/fault/heartbeat.h).
+  std::shared_ptr<dist::TCPStore> heartbeat_store;
   const std::string token = random_token();
+  dist::HeartbeatMonitor heartbeats(std::chrono::seconds(o.heartbeat_timeout));
   if (o.heartbeat_timeout > 0)
-    heartbeat_store = std::make_unique<dist::TCPStore>(dist::TCPStoreOptions{
+    heartbeat_store = std::make_shared<dist::TCPStore>(dist::TCPStoreOptions{
         .host = "127.0.0.1", .port = 0, .is_server = true, .job_token = token, .loopback_only = true});
   const std::string heartbeat_at = heartbeat_store ? "127.0.0.1:" + std::to_string(heartbeat_store->port()) : "";
 
@@ -90,12 +94,21 @@ int launch_mpirun(const Options& o, int nproc, const std::vector<std::string>& a
   });
   MT_CHECK(pid > 0, "--nproc: fork failed: ", std::strerror(errno));
   job[0] = {.pid = pid, .running = true};
+  if (heartbeat_store) heartbeats.watch_store(heartbeat_store, 0, nproc);
+  // A stopped rank: mpirun would wait for it forever, and a stopped process ignores SIGTERM until it
+  // runs again, so mpirun and its ranks are killed outright; what the job says is this line.
+  const auto watchdog = [&]() -> std::optional<WatchdogStop> {
+    const auto stale = heartbeats.poll();
+    if (!stale) return std::nullopt;
+    kill_process_tree(pid);
+    return stopped_worker(*stale, o.heartbeat_timeout);
+  };
   return supervise(job, signals.watched, {.describe_failure = [](int, std::optional<int> exit) {
     const int status = exit.value_or(0);  // mpirun, the only child, reports no failure: it has exited
     return "the MPI job failed: mpirun " + (WIFSIGNALED(status) ? "was killed by signal " + std::to_string(WTERMSIG(status))
                                                                  : "exited with code " + std::to_string(WEXITSTATUS(status))) +
            " (the failing rank's own line is above)";
-  }, .checkpoint_dir = o.checkpoint_dir});
+  }, .watchdog = watchdog, .checkpoint_dir = o.checkpoint_dir});
 }
 
 // The arguments after the program name.

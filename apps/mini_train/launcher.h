@@ -12,12 +12,13 @@
 //      1: ...", "... was killed by signal 9"), not a peer that failed after it on the connections it
 //      closed (Note [The first failure is the one reported] in distributed/fault/heartbeat.h), and exits 1.
 //      SIGINT/SIGTERM to the launcher stop every worker the same way (exit 128 + signal). A worker
-//      that stops sending heartbeats (SIGSTOP) ends the job too, named (Note [Heartbeat]);
+//      that stops sending heartbeats (SIGSTOP) ends the job too, named with its phase, from start-up
+//      to exit (Note [Heartbeat], Note [Watched from start to exit] in distributed/fault/heartbeat.h);
 //   4. with --max-restarts K, starts them all again after a failure, from the newest checkpoint
 //      (Note [Restarts] in launcher.cpp).
 // A worker sees RANK/WORLD_SIZE in its environment and trains as that rank (trainer.cpp), exactly as
 // it would under torchrun or srun. With --backend mpi the one child is mpirun; its ranks beat to a
-// store this launcher hosts for them (Note [Store heartbeat] in distributed/fault/heartbeat_store.h).
+// store this launcher hosts and watches (Heartbeat::from_env, MT_HEARTBEAT_STORE).
 //
 // Several machines (--nnodes M): run the same command on each, with --node-rank 0..M-1 and node 0's
 // --master-addr and a fixed --master-port. Each launcher starts its --nproc workers as global ranks

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <memory>
 #include <string>
 
 #include "apps/mini_train/env_report.h"
@@ -15,7 +16,9 @@
 #include "apps/mini_train/inference.h"
 #include "apps/mini_train/launcher.h"
 #include "apps/mini_train/options.h"
+#include "apps/mini_train/test_hooks.h"
 #include "apps/mini_train/trainer.h"
+#include "distributed/fault/heartbeat.h"
 #include "distributed/process_group/mpi/process_group_mpi.h"
 #include "distributed/store/rendezvous.h"
 #include "distributed/store/tcp_store.h"
@@ -34,6 +37,28 @@ std::string rank_prefix() {
     // a malformed environment was the error being reported
   }
   return "";
+}
+
+// A training process's life, watched from start to exit (Note [Watched from start to exit] in
+// distributed/fault/heartbeat.h): the heartbeat to a launcher first, then init (the rendezvous or
+// MPI_Init, inside train), the run, and finalize: the group closed, then MPI_Finalize, which waits
+// for every rank, still under the heartbeat.
+int run_training(const mt::app::Options& opts) {
+  const std::unique_ptr<mt::dist::Heartbeat> heartbeat = mt::dist::Heartbeat::from_env();
+  const auto job = mt::dist::rendezvous_from_env();
+  const int rank = job ? job->rank : 0;
+  mt::dist::set_phase(mt::dist::Phase::Init);
+  if (heartbeat) heartbeat->beat_now();  // Note [Current phase]
+  mt::app::test_stop_hook(rank, mt::dist::Phase::Init);
+  const int exit_code = mt::app::train(opts, heartbeat.get());  // its process group is closed on return
+  // What it printed ("saved ...") is out before finalize, where it may be stopped and killed.
+  std::fflush(stdout);
+  std::fflush(stderr);
+  mt::dist::set_phase(mt::dist::Phase::Finalize);
+  if (heartbeat) heartbeat->beat_now();
+  mt::app::test_stop_hook(rank, mt::dist::Phase::Finalize);
+  mt::dist::ProcessGroupMPI::finalize();
+  return exit_code;
 }
 
 }  // namespace
@@ -70,7 +95,7 @@ int main(int argc, char** argv) {
     const bool distributed = mt::app::worker_count(opts) >= 2 || opts.nnodes > 1;
     if (distributed && !std::getenv("RANK")) return mt::app::launch(argc, argv, opts);
     mt::get_num_threads();
-    return mt::app::train(opts);
+    return run_training(opts);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "mini_train: %serror: %s\n", rank_prefix().c_str(), e.what());
   }

@@ -67,26 +67,15 @@ std::shared_ptr<dist::Store> bare_mpirun_store(dist::ProcessGroup& pg, std::chro
       .host = "127.0.0.1", .port = static_cast<int>(where[0]), .job_token = token, .timeout = timeout});
 }
 
-// MPI ranks under `mini_train --nproc N --backend mpi`: the launcher hosts a store for their
-// heartbeats and names it in MT_HEARTBEAT_STORE=host:port.
-std::shared_ptr<dist::Store> launcher_store(const std::string& where, std::chrono::milliseconds timeout) {
-  const size_t colon = where.rfind(':');
-  MT_CHECK(colon != std::string::npos && colon + 1 < where.size(), "MT_HEARTBEAT_STORE='", where,
-           "' is not HOST:PORT (it is set by mini_train's launcher)");
-  return std::make_shared<dist::TCPStore>(dist::TCPStoreOptions{
-      .host = where.substr(0, colon), .port = std::atoi(where.c_str() + colon + 1), .timeout = timeout});
-}
-
 }  // namespace
 
 std::unique_ptr<dist::StoreHeartbeat> peer_heartbeat(const Options& o, const std::optional<dist::RendezvousInfo>& rdv,
                                                      dist::ProcessGroup* pg) {
-  if (!pg || o.heartbeat_timeout == 0 || pg->size() < 2 || std::getenv("MT_HEARTBEAT_FD")) return nullptr;
+  if (!pg || o.heartbeat_timeout == 0 || pg->size() < 2) return nullptr;
   const std::chrono::seconds timeout(o.heartbeat_timeout);
   const int rank = pg->rank();
   std::shared_ptr<dist::Store> store;
   if (pg->backend() != "mpi") store = dist::connect_job_store(*rdv, timeout);
-  else if (const char* at = std::getenv("MT_HEARTBEAT_STORE"); at && *at) store = launcher_store(at, timeout);
   else store = bare_mpirun_store(*pg, timeout, o.quiet);  // Note [Heartbeats under a bare mpirun]
   if (!store) return nullptr;
   return std::make_unique<dist::StoreHeartbeat>(
@@ -94,7 +83,10 @@ std::unique_ptr<dist::StoreHeartbeat> peer_heartbeat(const Options& o, const std
       dist::StoreHeartbeatOptions{.timeout = timeout, .on_stopped = [rank](const std::string& line) {
         // A rank blocked in a collective with the stopped one cannot unwind: this thread ends the
         // process, as the launcher would have ended it.
-        std::fprintf(stderr, "mini_train: rank %d: %s. Ending the job\n", rank, line.c_str());
+        // The stopped rank itself, should it run again before it is killed, says nothing: its
+        // watchers speak for it.
+        if (line.rfind("rank " + std::to_string(rank) + " stopped", 0) != 0)
+          std::fprintf(stderr, "mini_train: rank %d: %s. Ending the job\n", rank, line.c_str());
         std::fflush(stdout);
         std::fflush(stderr);
         dist::ProcessGroupMPI::abort_job(1);  // Note [A failing rank aborts the job]; nothing without MPI

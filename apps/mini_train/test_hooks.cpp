@@ -4,6 +4,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
 #include "distributed/process_group/mpi/process_group_mpi.h"
 #include "tensor/check.h"
@@ -34,6 +35,15 @@ void test_kill_hook(int rank, int64_t step, bool resumed) {
                static_cast<long long>(step));
   std::fflush(stderr);
   std::raise(SIGKILL);
+}
+
+void test_stop_hook(int rank, dist::Phase phase) {
+  const char* r = std::getenv("MT_TEST_STOP_RANK");
+  const char* p = std::getenv("MT_TEST_STOP_PHASE");
+  if (!r || !p || std::atoi(r) != rank) return;
+  const std::string name = phase == dist::Phase::Init ? "init" : phase == dist::Phase::Finalize ? "finalize" : "";
+  if (name != p) return;
+  std::raise(SIGSTOP);  // silently: a stopped process says nothing
 }
 
 }  // namespace mt::app

@@ -12,9 +12,15 @@
 //                                              global step s (after any checkpoint of that step),
 //                                              in a run that did not resume (mini_train_test.sh
 //                                              step_resume, tests/distributed_launcher/restart.sh)
+//   MT_TEST_STOP_RANK=r MT_TEST_STOP_PHASE=p   rank r stops itself (SIGSTOP) in phase p: init (before
+//                                              it meets the others, who wait in MPI_Init or the
+//                                              rendezvous) or finalize (after its work, before
+//                                              MPI_Finalize) (tests/distributed_launcher/stopped_phase.sh)
 #pragma once
 
 #include <cstdint>
+
+#include "distributed/fault/heartbeat.h"
 
 namespace mt::app {
 
@@ -22,5 +28,7 @@ namespace mt::app {
 void test_fail_hook(int rank, int64_t epoch);
 // After each step.
 void test_kill_hook(int rank, int64_t step, bool resumed);
+// On entering init and finalize (main.cpp).
+void test_stop_hook(int rank, dist::Phase phase);
 
 }  // namespace mt::app

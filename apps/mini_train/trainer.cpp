@@ -90,7 +90,7 @@ Run set_up(const Options& o) {
   Run r;
   r.o = o;
   r.requested_batch = o.batch_size;
-  dist::set_phase(dist::Phase::Rendezvous);
+  dist::set_phase(dist::Phase::Init);
   // One rank of a distributed job when the environment says so (launcher, torchrun, srun).
   r.rdv = dist::rendezvous_from_env();
   // --gpus: this process's GPU (the LOCAL_RANK-th listed one) becomes current before anything
@@ -400,10 +400,8 @@ int train_set_up(Run& r, bool watched, Clock::time_point start) {
 
 }  // namespace
 
-int train(const Options& opts) {
+int train(const Options& opts, dist::Heartbeat* heartbeat) {
   validate(opts);
-  // Under --nproc's launcher, a thread tells it this process is alive, and where (Note [Heartbeat]).
-  const std::unique_ptr<dist::Heartbeat> heartbeat = dist::Heartbeat::from_env();
   const auto start = Clock::now();
   // The launcher hears why this rank fails while its connections are still open (`r` unwinds after
   // the catch), before any peer fails on them (Note [The first failure is the one reported]).

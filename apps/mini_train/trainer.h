@@ -4,9 +4,14 @@
 
 #include "apps/mini_train/options.h"
 
+namespace mt::dist {
+class Heartbeat;
+}
+
 namespace mt::app {
 
 // Runs the job the options describe. Throws mt::Error on bad input; returns the exit code.
-int train(const Options& opts);
+// `heartbeat`: this process's beat to its launcher (main.cpp starts it), null when none watches.
+int train(const Options& opts, dist::Heartbeat* heartbeat);
 
 }  // namespace mt::app

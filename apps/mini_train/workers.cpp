@@ -203,10 +203,10 @@ int supervise(std::vector<Worker>& workers, const sigset_t& watched, const Super
       std::fprintf(stderr, "mini_train: %s\n", line.c_str());
       return 1;
     }
-    if (const std::optional<std::string> stopped = how.watchdog ? how.watchdog() : std::nullopt) {
+    if (const std::optional<WatchdogStop> stop = how.watchdog ? how.watchdog() : std::nullopt) {
       stop_all(workers);
-      std::fprintf(stderr, "mini_train: %s\n", stopped->c_str());
-      return 1;
+      std::fprintf(stderr, "mini_train: %s%s\n", stop->work_done ? "warning: " : "", stop->line.c_str());
+      return stop->work_done ? 0 : 1;
     }
   }
   return 0;
@@ -239,16 +239,43 @@ void set_worker_env(const WorkerEnv& e) {
   setenv("OPENBLAS_NUM_THREADS", "1", 0);  // 0: keep the user's value
 }
 
-// The line that ends the job when a worker has sent no heartbeat for --heartbeat-timeout seconds.
-std::string describe_stopped(const dist::HeartbeatMonitor::Stale& stale, int64_t timeout) {
+}  // namespace
+
+WatchdogStop stopped_worker(const dist::HeartbeatMonitor::Stale& stale, int64_t timeout) {
   char silent[32];
   std::snprintf(silent, sizeof silent, "%.0f", stale.silent_seconds);
-  return "rank " + std::to_string(stale.rank) + " stopped: no heartbeat for " + silent + " s (--heartbeat-timeout " +
-         std::to_string(timeout) + "; the process is stopped or frozen, e.g. by SIGSTOP). Its last phase: " +
-         stale.last_phase + ". Stopped the workers";
+  const std::string rank = "rank " + std::to_string(stale.rank);
+  const std::string why = "no heartbeat for " + std::string(silent) + " s (--heartbeat-timeout " + std::to_string(timeout) +
+                          "; the process is stopped or frozen, e.g. by SIGSTOP)";
+  if (stale.finalizing)  // Note [Watched from start to exit]
+    return {.line = rank + " stopped in finalize, after its work: " + why + ". Every rank had finished its work " +
+                    "(rank 0 wrote its outputs), so the job is done; stopped the workers that had not exited",
+            .work_done = true};
+  return {.line = rank + " stopped: " + why + ". Its last phase: " + stale.last_phase + ". Stopped the workers"};
 }
 
-}  // namespace
+void kill_process_tree(pid_t root) {
+  namespace fs = std::filesystem;
+  // Every process's parent, from /proc/<pid>/stat: "pid (comm) state ppid ...", comm may hold spaces.
+  std::vector<std::pair<pid_t, pid_t>> parent_of;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator("/proc", ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(entry.path() / "stat");
+    std::string line;
+    if (!std::getline(stat, line)) continue;
+    const size_t close = line.rfind(')');
+    if (close == std::string::npos || close + 4 >= line.size()) continue;
+    const pid_t ppid = static_cast<pid_t>(std::atol(line.c_str() + close + 4));  // past ") S "
+    parent_of.emplace_back(static_cast<pid_t>(std::stol(name)), ppid);
+  }
+  std::vector<pid_t> tree{root};
+  for (size_t i = 0; i < tree.size(); ++i)
+    for (const auto& [pid, ppid] : parent_of)
+      if (ppid == tree[i]) tree.push_back(pid);
+  for (pid_t pid : tree) kill(pid, SIGKILL);
+}
 
 int run_workers(const Options& o, const std::vector<std::string>& worker_argv, int nproc, const AttemptHooks& hooks) {
   const int port = o.master_port > 0 ? o.master_port : dist::find_free_port();
@@ -282,15 +309,21 @@ int run_workers(const Options& o, const std::vector<std::string>& worker_argv, i
     workers[static_cast<size_t>(rank)] = {.pid = pid, .running = true};
   }
   heartbeats.close_worker_ends();
-  const auto stopped_worker = [&]() -> std::optional<std::string> {
+  const auto stopped = [&]() -> std::optional<WatchdogStop> {
+    for (int rank = 0; rank < nproc; ++rank)
+      if (!workers[static_cast<size_t>(rank)].running) heartbeats.exited(first_rank + rank);
     const auto stale = heartbeats.poll();
     if (!stale) return std::nullopt;
     kill(workers[static_cast<size_t>(stale->rank - first_rank)].pid, SIGKILL);  // stopped: SIGTERM would wait
-    return describe_stopped(*stale, o.heartbeat_timeout);
+    return stopped_worker(*stale, o.heartbeat_timeout);
   };
-  const auto watchdog = [&]() -> std::optional<std::string> {
-    if (const std::optional<std::string> line = stopped_worker()) return hooks.on_failure ? hooks.on_failure(*line) : *line;
-    return hooks.poll ? hooks.poll() : std::nullopt;
+  const auto watchdog = [&]() -> std::optional<WatchdogStop> {
+    if (std::optional<WatchdogStop> stop = stopped()) {
+      if (!stop->work_done && hooks.on_failure) stop->line = hooks.on_failure(stop->line);
+      return stop;
+    }
+    if (const auto line = hooks.poll ? hooks.poll() : std::nullopt) return WatchdogStop{.line = *line};
+    return std::nullopt;
   };
   return supervise(workers, signals.watched,
                    {.describe_failure = [first_rank](int index, std::optional<int> status) {

@@ -47,14 +47,28 @@ pid_t spawn(const std::vector<std::string>& argv, const sigset_t& child_mask, pi
 // SIGTERM to every worker still running, SIGKILL to those left after a grace period; reaps all.
 void stop_all(std::vector<Worker>& workers);
 
+// Why the watchdog stops the job: a line, and whether the job's work was done (a rank stopped in
+// finalize after every rank finished: Note [Watched from start to exit]): then it is a warning and
+// the launcher exits 0.
+struct WatchdogStop {
+  std::string line;
+  bool work_done = false;
+};
+
+// The watchdog's verdict on a stopped worker (HeartbeatMonitor::poll), with its one line.
+WatchdogStop stopped_worker(const dist::HeartbeatMonitor::Stale& stale, int64_t heartbeat_timeout);
+
+// SIGKILL to `root` and every process below it (mpirun and its ranks, stopped ones included).
+void kill_process_tree(pid_t root);
+
 struct Supervision {
   // (index, wait status) of the child that failed first -> the one line printed; no status: it has
   // not exited yet (Note [The first failure is the one reported] in distributed/fault/heartbeat.h).
   std::function<std::string(int index, std::optional<int> status)> describe_failure;
   // What child `index` reported of its failure through its heartbeat pipe, if it did (same Note).
   std::function<std::optional<dist::HeartbeatMonitor::Failure>(int index)> failure_report{};
-  // Asked at every wake-up: a line to print and stop them all (Note [Heartbeat]), or none.
-  std::function<std::optional<std::string>()> watchdog{};
+  // Asked at every wake-up: a reason to stop them all (Note [Heartbeat]), or none.
+  std::function<std::optional<WatchdogStop>()> watchdog{};
   // Called with a failing child's line before the others are stopped; returns the line to print.
   // The multi-node launcher posts it to the other nodes at once, and adds the cause another node
   // posted first (Note [Restarts across nodes] in node_restarts.h).
@@ -65,10 +79,11 @@ struct Supervision {
   std::string checkpoint_dir{};
 };
 
-// Waits for the children; a failure, a watchdog line, or SIGINT/SIGTERM stops them all. After a
+// Waits for the children; a failure, a watchdog stop, or SIGINT/SIGTERM stops them all. After a
 // failure it first waits up to 2 s for the child that failed first, and names that one
 // (Note [The first failure is the one reported]).
-// Returns the launcher's exit code: 0, 1 after a failure (its line printed), 128 + signal.
+// Returns the launcher's exit code: 0 (also after a warning that the job's work was done), 1 after a
+// failure (its line printed), 128 + signal.
 int supervise(std::vector<Worker>& workers, const sigset_t& watched, const Supervision& how);
 
 // What one run of the workers adds when it is one attempt of a multi-node job (node_restarts.h).

@@ -4,10 +4,13 @@
 // its peers in their next collective until the collective timeout (300 s), and then the message
 // names the peer that timed out, not the stopped one. So each worker runs a Heartbeat thread that
 // writes a small record to a pipe from its launcher every second: this process's phase (set_phase:
-// data, forward, backward bucket k, optimizer, checkpoint, ...) and step. The launcher's
-// HeartbeatMonitor reads every worker's pipe; a worker silent for longer than the heartbeat timeout
-// (mini_train --heartbeat-timeout, 30 s) has stopped, and the launcher ends the job with one line
-// naming that rank and the phase it was last in. The heartbeat comes from its own thread, not from
+// init, data, forward, backward bucket k, optimizer, checkpoint, evaluation, finalize) and step. The
+// launcher's HeartbeatMonitor reads every worker's pipe; a worker silent for longer than the heartbeat
+// timeout (mini_train --heartbeat-timeout, 30 s) has stopped, and the launcher ends the job with one
+// line naming that rank and the phase it was last in. The ranks of an mpirun that the launcher
+// started are not its children, and OpenMPI closes every inherited descriptor when it starts them,
+// so they beat to a store the launcher hosts instead (Heartbeat::from_env, MT_HEARTBEAT_STORE), and
+// the monitor reads that (watch_store). The heartbeat comes from its own thread, not from
 // the training loop, so a rank that is slow but alive (a long evaluation, a checkpoint write, a
 // rank waiting for a slow peer) keeps beating and is never taken for a stopped one; what a beating
 // rank that makes no progress does is for the collective timeout to catch.
@@ -30,6 +33,24 @@
 // and names it: its own failures before consequences, earlier before later; a worker that died
 // without a report (kill -9) is its own failure, timed by its exit.
 //
+// Note [Watched from start to exit]: a rank can stop in any phase, and under MPI two phases outside
+// training hang the whole job, silently, without a heartbeat: MPI_Init, which waits for every rank,
+// and MPI_Finalize, which does too. So a worker's heartbeat starts first thing, before MPI_Init
+// (phase init), and ends last, after MPI_Finalize (phase finalize; ProcessGroupMPI::finalize), and
+// the launcher counts a worker's silence from the moment it started it: one stopped before its
+// first beat is named too ("starting (no heartbeat yet)"). A worker whose heartbeat has ended (its
+// pipe closed, or "done" in the store) but that has not exited within the timeout is stopped in
+// finalize. A rank stopped in finalize has finished its work: the launcher lets the other ranks
+// finish theirs (rank 0 writes the model), and once every rank is in finalize or gone, the job's
+// results are written, so it stops what is left and exits 0 with a warning, instead of waiting on
+// a finalize that will never end or failing a job that did its work.
+//
+// Note [Current phase]: the beating thread looks at the phase every 50 ms and beats at once when it
+// changed (at least once a second when it did not), so the phase a stopped rank is named with is
+// the one it stopped in, give or take 50 ms, not a beat up to a second old. The phases that bound a
+// process's life, init and finalize, are beaten by the caller itself (beat_now) as it enters them:
+// a rank stopped a microsecond later is named in them.
+//
 // Not here: restarting a stopped rank; heartbeats of jobs that no mini_train launcher started
 // (torchrun, srun, by hand): those go through the store (heartbeat_store.h).
 #pragma once
@@ -44,7 +65,11 @@
 
 namespace mt::dist {
 
-enum class Phase : uint32_t { Starting, Rendezvous, Data, Forward, Backward, Optimizer, Checkpoint, Evaluation };
+class Store;
+
+// init: meeting the other ranks (rendezvous, MPI_Init); finalize: the work is done, the process is
+// closing its group and exiting (MPI_Finalize) (Note [Watched from start to exit]).
+enum class Phase : uint32_t { Starting, Init, Data, Forward, Backward, Optimizer, Checkpoint, Evaluation, Finalize };
 
 // This process's phase, for its heartbeat. `bucket`: for Backward, the bucket last launched or waited
 // for (-1: none yet).
@@ -59,20 +84,29 @@ struct PhaseNow {
 };
 PhaseNow current_phase();
 
-// The worker's side: a thread writing this process's phase to `fd` every `every` until destroyed.
+// The worker's side: a thread writing this process's phase to `fd` (or to "heartbeat/<rank>" in
+// `store`) every `every`, and at once when the phase changes (Note [Current phase]), until destroyed.
 class Heartbeat {
  public:
   Heartbeat(int fd, std::chrono::milliseconds every = std::chrono::seconds(1));
+  // To a store: "<seq> <phase> <bucket> <step> <pid>", and "done" when destroyed.
+  Heartbeat(std::shared_ptr<Store> store, int rank, std::chrono::milliseconds every = std::chrono::seconds(1));
   ~Heartbeat();
   Heartbeat(const Heartbeat&) = delete;
   Heartbeat& operator=(const Heartbeat&) = delete;
 
+  // A beat now, from the calling thread, with the phase just set (Note [Current phase]).
+  void beat_now();
+
   // Sends the launcher e.what() (its first 492 bytes) and whether it is a peer's consequence; only
-  // the first report of a process counts (Note [The first failure is the one reported]).
+  // the first report of a process counts (Note [The first failure is the one reported]). Through a
+  // pipe only: an MPI rank's failure reaches its launcher through mpirun.
   void report_failure(const std::exception& e);
 
-  // A heartbeat to the fd in MT_HEARTBEAT_FD, or null when the variable is not set (no launcher
-  // watches this process).
+  // A heartbeat to the fd in MT_HEARTBEAT_FD, or to the store at MT_HEARTBEAT_STORE=host:port as the
+  // rank its MPI launcher named (token MT_JOB_TOKEN), or null when neither is set (no launcher
+  // watches this process). A program's first line, so that it is watched from the start (Note
+  // [Watched from start to exit]).
   static std::unique_ptr<Heartbeat> from_env();
 
  private:
@@ -93,6 +127,11 @@ class HeartbeatMonitor {
   // that should keep it across exec clears that flag (keep_across_exec) between fork and exec.
   int add(int rank);
   static void keep_across_exec(int fd);
+  // Watches ranks first_rank .. first_rank + count - 1 through their beats in `store` (Heartbeat's
+  // store form), counting their silence from now.
+  void watch_store(std::shared_ptr<Store> store, int first_rank, int count);
+  // The launcher reaped this worker: no longer watched.
+  void exited(int rank);
   // Closes the workers' ends in this process (after every worker was forked), so that only they hold them.
   void close_worker_ends();
 
@@ -100,9 +139,12 @@ class HeartbeatMonitor {
     int rank;
     double silent_seconds;
     std::string last_phase;  // describe_phase of its last beat, or "starting (no heartbeat yet)"
+    int64_t pid = 0;         // from a store beat (0: unknown, or a pipe: the launcher knows it)
+    bool finalizing = false;  // stopped in finalize, its work done (Note [Watched from start to exit])
   };
-  // Reads what arrived; the first worker silent for longer than the timeout, if any. A worker whose
-  // pipe was closed (it exited) is not stale: the launcher sees its exit.
+  // Reads what arrived; the first worker silent for longer than the timeout, if any. One stopped in
+  // finalize is returned only once every watched worker is in finalize or gone: the job's work is
+  // done (Note [Watched from start to exit]); until then the others are left to finish theirs.
   std::optional<Stale> poll();
 
   // What worker `rank` reported of its failure (Note [The first failure is the one reported]).
@@ -116,9 +158,11 @@ class HeartbeatMonitor {
 
  private:
   struct Worker;
-  void read_pipes();
+  void read_pipes();  // and the store's beats
+  void read_store(Worker& w, std::chrono::steady_clock::time_point now);
   std::chrono::milliseconds timeout_;
   std::vector<Worker> workers_;
+  std::shared_ptr<Store> store_;  // watch_store's
 };
 
 }  // namespace mt::dist

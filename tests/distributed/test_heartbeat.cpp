@@ -8,9 +8,11 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <memory>
 #include <thread>
 
 #include "distributed/fault/heartbeat.h"
+#include "distributed/store/tcp_store.h"
 #include "multiprocess.h"
 
 using namespace mt;
@@ -79,4 +81,64 @@ TEST_CASE("Heartbeat: from_env beats on MT_HEARTBEAT_FD, and refuses a value tha
   ::setenv("MT_HEARTBEAT_FD", "9999", 1);
   CHECK_THROWS_WITH_AS(Heartbeat::from_env(), doctest::Contains("MT_HEARTBEAT_FD='9999'"), Error);
   ::unsetenv("MT_HEARTBEAT_FD");
+}
+
+// Note [Watched from start to exit]: a rank stopped in finalize has done its work; the monitor waits
+// while another still works (rank 0 writing the model), and names it, as finalizing, once every rank
+// is in finalize or gone. Its phase is the one it stopped in (Note [Current phase]: beat_now).
+TEST_CASE("Heartbeat: a rank stopped in finalize is reported once every rank has done its work") {
+  HeartbeatMonitor monitor(400ms);
+  std::vector<int> fds;
+  for (int rank = 0; rank < 3; ++rank) fds.push_back(monitor.add(rank));
+  test::Ranks ranks(3, [&](int rank) {
+    for (int r = 0; r < 3; ++r)
+      if (r != rank) ::close(fds[r]);
+    Heartbeat beat(fds[rank], 50ms);
+    set_step(9);
+    if (rank == 0) {  // still working, for over three timeouts, then stuck in finalize (beating)
+      set_phase(Phase::Checkpoint);
+      std::this_thread::sleep_for(1500ms);
+    }
+    set_phase(Phase::Finalize);
+    beat.beat_now();
+    if (rank == 1) ::kill(::getpid(), SIGSTOP);  // at once: no beat of the thread's after this
+    if (rank == 0) std::this_thread::sleep_for(10s);
+  });  // rank 2 exits: its pipe closes
+  monitor.close_worker_ends();
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto stale = watch(monitor, 10s);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  REQUIRE(stale.has_value());
+  CHECK(stale->rank == 1);
+  CHECK(stale->finalizing);
+  CHECK(stale->last_phase == "finalize, step 9");
+  CHECK(took >= 1.4);        // not before rank 0 left its checkpoint
+  CHECK(took < 1.5 + 2.0);   // and soon after
+}
+
+// MPI ranks beat in a store their launcher hosts (Heartbeat's store form, HeartbeatMonitor::watch_store):
+// one stopped in init is named with its phase and pid, counted from the start; one whose heartbeat
+// ended ("done") and that is gone is not stale.
+TEST_CASE("Heartbeat: ranks beating in a store, one stopped in init") {
+  auto server = std::make_shared<TCPStore>(TCPStoreOptions{.host = "127.0.0.1", .port = 0, .is_server = true,
+                                                           .job_token = "t", .loopback_only = true});
+  HeartbeatMonitor monitor(500ms);
+  const int port = server->port();
+  test::Ranks ranks(2, [port](int rank) {
+    auto store = std::make_shared<TCPStore>(TCPStoreOptions{.host = "127.0.0.1", .port = port, .job_token = "t"});
+    Heartbeat beat(store, rank, 50ms);
+    set_phase(Phase::Init);
+    beat.beat_now();
+    if (rank == 1) ::kill(::getpid(), SIGSTOP);
+    std::this_thread::sleep_for(200ms);  // rank 0: a few beats, then "done"
+  });
+  monitor.watch_store(server, 0, 2);
+  const auto stale = watch(monitor, 10s);
+  REQUIRE(stale.has_value());
+  CHECK(stale->rank == 1);
+  CHECK_FALSE(stale->finalizing);
+  CHECK(stale->last_phase == "init, step 0");
+  CHECK(stale->pid > 0);
+  CHECK(::kill(static_cast<pid_t>(stale->pid), 0) == 0);  // a live process: the stopped rank
+  CHECK(server->get_string("heartbeat/0") == "done");
 }

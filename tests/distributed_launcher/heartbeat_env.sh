@@ -4,7 +4,8 @@
 # other through the store. SIGSTOP of rank STOPPED: the job ends within --heartbeat-timeout + 5 s,
 # on every running rank, with a line naming that rank and its last phase.
 # With HOW=mpi the ranks are mpirun's, under `mini_train --nproc 2 --backend mpi`, whose launcher hosts
-# a store for their heartbeats alone (MT_HEARTBEAT_STORE): the job ends, naming the rank. With
+# a store for their heartbeats alone (MT_HEARTBEAT_STORE) and watches it: the job ends with the
+# launcher's line naming the rank and its phase (Note [Heartbeat] in distributed/fault/heartbeat.h). With
 # HOW=mpirun they are a bare `mpirun -np 2 mini_train`'s, and rank 0 hosts that store (Note
 # [Heartbeats under a bare mpirun], apps/mini_train/peer_heartbeat.cpp).
 #   heartbeat_env.sh MINI_TRAIN STOPPED [HOW]  (STOPPED 1: rank 0 names it; 0: rank 1 names it, or
@@ -48,10 +49,14 @@ if [[ $how == mpi || $how == mpirun ]]; then
   took=$((SECONDS - start))
   [[ $rc == 1 ]] || fail "the launcher exited with $rc, expected 1"
   (( took <= timeout + 8 )) || fail "the job took $took s to end (--heartbeat-timeout $timeout)"
-  named="rank $stopped stopped: no heartbeat in the store for [0-9]* s \(--heartbeat-timeout 2; .*Its last phase: "
-  # Under a bare mpirun rank 0 hosts the store, so its ranks may see a stopped rank 0 as a silent store.
+  # The launcher watches its mpirun's ranks itself (Note [Heartbeat]); a bare mpirun's ranks watch
+  # each other through rank 0's store, and may see a stopped rank 0 as a silent store.
+  named="^mini_train: rank $stopped stopped: no heartbeat for [0-9]* s \(--heartbeat-timeout 2; .*Its last phase: [a-z]+.*step [0-9]+"
+  [[ $how == mpirun ]] && named="rank $stopped stopped: no heartbeat in the store for [0-9]* s \(--heartbeat-timeout 2; .*Its last phase: "
   [[ $how == mpirun && $stopped == 0 ]] && named="($named|rank 1: the store .* has not answered)"
   grep -Eq "$named" "$work/rank-launcher.log" || fail "no line naming rank $stopped (and its phase)"
+  # The stopped rank itself says nothing (should it run again before it is killed).
+  ! grep -q "mini_train: rank $stopped: rank $stopped stopped" "$work/rank-launcher.log" || fail "the stopped rank spoke"
   cat "$work/rank-launcher.log" >&2
   echo "heartbeat_env.sh: $how: SIGSTOP of rank $stopped named, the job ended after $took s"
   exit 0

@@ -64,7 +64,9 @@ Runtime::Runtime() {
   MT_MPI_CHECK(MPI_Op_create(&half_sum, /*commute=*/1, &half_sum_op));
   MT_MPI_CHECK(MPI_Op_create(&half_max, /*commute=*/1, &half_max_op));
 }
-Runtime::~Runtime() {
+Runtime::~Runtime() { finalize(); }
+
+void Runtime::finalize() {
   int finalized = 0;
   if (MPI_Finalized(&finalized) != MPI_SUCCESS || finalized) return;
   MPI_Op_free(&half_sum_op);

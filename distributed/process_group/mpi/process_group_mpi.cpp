@@ -298,6 +298,12 @@ void ProcessGroupMPI::abort_job(int exit_code) {  // Note [A failing rank aborts
   MPI_Abort(MPI_COMM_WORLD, exit_code);
 }
 
+void ProcessGroupMPI::finalize() {
+  int initialized = 0;
+  if (MPI_Initialized(&initialized) != MPI_SUCCESS || !initialized) return;
+  Runtime::get().finalize();
+}
+
 ProcessGroupMPI::World ProcessGroupMPI::world() {
   Runtime& runtime = Runtime::get();
   std::lock_guard<std::mutex> lock(runtime.mutex);
@@ -335,6 +341,8 @@ ProcessGroupMPI::ProcessGroupMPI(World world, ProcessGroupMPIOptions opts)
 
 ProcessGroupMPI::~ProcessGroupMPI() {
   state_->progress_thread.reset();  // before the State can be shared by Works alone
+  int finalized = 0;
+  if (MPI_Finalized(&finalized) == MPI_SUCCESS && finalized) return;  // finalize() came first: nothing to free
   // Requests still in flight get until their own deadline; abandoned ones one more look. One that
   // never completes keeps the communicator, and MPI itself, from being freed (Note [Timeouts without
   // cancellation]).

@@ -80,6 +80,12 @@ class ProcessGroupMPI : public ProcessGroup {
   // code. It returns (doing nothing) when MPI was never initialised in this process, so callers can
   // call it on every error path and then exit as usual.
   static void abort_job(int exit_code);
+  // Finalizes MPI now, when this library initialised it and nothing is left in flight (Note [MPI is
+  // initialised once per process]); else, and in a build without MPI, does nothing. Without this
+  // call it happens at exit; a program whose heartbeat should cover MPI_Finalize, which waits for
+  // every rank, calls it before the heartbeat ends (Note [Watched from start to exit] in
+  // distributed/fault/heartbeat.h). No group may be used after it.
+  static void finalize();
 
   std::string backend() const override { return "mpi"; }
 

@@ -17,6 +17,7 @@ namespace {
 
 bool ProcessGroupMPI::is_available() { return false; }
 void ProcessGroupMPI::abort_job(int) {}
+void ProcessGroupMPI::finalize() {}
 ProcessGroupMPI::World ProcessGroupMPI::world() { no_mpi(); }
 std::string ProcessGroupMPI::thread_level() { return ""; }
 ProcessGroupMPI::ProcessGroupMPI(ProcessGroupMPIOptions opts) : ProcessGroup(0, 1, opts.timeout) { no_mpi(); }

@@ -28,7 +28,7 @@ const char* thread_level_name(int level);
 // Note [MPI is initialised once per process]: MPI_Init may be called once in a process's life, and
 // after MPI_Finalize MPI cannot be used again. So MPI's lifetime is not any group's: the first group
 // initialises it (unless the program already has), and it is finalized when the process exits, by
-// the destructor of the function-local static below. That static is constructed before the first
+// the destructor of the function-local static below, or earlier by ProcessGroupMPI::finalize(). That static is constructed before the first
 // group finishes constructing, hence destroyed after every group that lives in a static. A program
 // that initialised MPI itself also finalizes it itself. MPI_Finalize is skipped when a collective
 // was abandoned with its request still in flight (Note [Timeouts without cancellation]): it would
@@ -48,6 +48,7 @@ class Runtime {
   int provided = MPI_THREAD_SINGLE;
   std::atomic<bool> unfinished{false};  // an abandoned request is in flight: do not finalize
   MPI_Op half_sum_op = MPI_OP_NULL, half_max_op = MPI_OP_NULL;
+  void finalize();  // once; what the destructor does
 
  private:
   Runtime();
