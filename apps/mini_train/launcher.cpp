@@ -43,10 +43,12 @@ std::vector<std::string> worker_args(int argc, char** argv) {
   return args;
 }
 
-// --backend mpi: the job is `mpirun -np N <this binary> <args>`, one child, supervised like a worker.
+}  // namespace
+
+// --backend mpi: the job is `mpirun -np N <program> <args>`, one child, supervised like a worker.
 // mpirun starts the ranks (they find rank and size in OMPI_COMM_WORLD_*, backend.cpp) and ends the
 // job when one of them fails, printing which; we then print one line and exit 1.
-int launch_mpirun(const Options& o, int nproc, const std::vector<std::string>& args) {
+int run_mpirun(const Options& o, int nproc, const std::vector<std::string>& program, bool any_program) {
   const std::string mpirun = find_mpirun();
   MT_CHECK(!mpirun.empty(), "--backend mpi: no mpirun on the PATH (Debian: apt install openmpi-bin)");
   std::vector<std::string> argv{mpirun, "-np", std::to_string(nproc),
@@ -54,8 +56,7 @@ int launch_mpirun(const Options& o, int nproc, const std::vector<std::string>& a
                                 "--bind-to", "none"};
   // OpenMPI refuses more ranks than cores unless told that it is meant.
   if (nproc > static_cast<int>(std::thread::hardware_concurrency())) argv.push_back("--oversubscribe");
-  argv.push_back(self_path());
-  argv.insert(argv.end(), args.begin(), args.end());
+  argv.insert(argv.end(), program.begin(), program.end());
   // Note [mpirun as root]: OpenMPI refuses to start as root (containers often are) unless both of
   // these are set. Starting a job the user asked for is not the place to refuse; we say so once.
   const bool root = geteuid() == 0;
@@ -69,7 +70,7 @@ int launch_mpirun(const Options& o, int nproc, const std::vector<std::string>& a
   // start to exit] in distributed/fault/heartbeat.h).
   std::shared_ptr<dist::TCPStore> heartbeat_store;
   const std::string token = random_token();
-  dist::HeartbeatMonitor heartbeats(std::chrono::seconds(o.heartbeat_timeout));
+  dist::HeartbeatMonitor heartbeats(std::chrono::seconds(o.heartbeat_timeout), !any_program);
   if (o.heartbeat_timeout > 0)
     heartbeat_store = std::make_shared<dist::TCPStore>(dist::TCPStoreOptions{
         .host = "127.0.0.1", .port = 0, .is_server = true, .job_token = token, .loopback_only = true});
@@ -108,15 +109,8 @@ int launch_mpirun(const Options& o, int nproc, const std::vector<std::string>& a
     return "the MPI job failed: mpirun " + (WIFSIGNALED(status) ? "was killed by signal " + std::to_string(WTERMSIG(status))
                                                                  : "exited with code " + std::to_string(WEXITSTATUS(status))) +
            " (the failing rank's own line is above)";
-  }, .watchdog = watchdog, .checkpoint_dir = o.checkpoint_dir});
+  }, .watchdog = watchdog, .checkpoint_dir = o.checkpoint_dir, .trainer = !any_program});
 }
-
-// The arguments after the program name.
-std::vector<std::string> worker_argv_tail(const std::vector<std::string>& argv) {
-  return std::vector<std::string>(argv.begin() + 1, argv.end());
-}
-
-}  // namespace
 
 int launch(int argc, char** argv, const Options& o) {
   validate(o);  // refuse bad options once, not once per rank
@@ -144,7 +138,7 @@ int launch(int argc, char** argv, const Options& o) {
   // of a run that never failed. An interrupt (Ctrl-C) is never restarted.
   for (int restart = 0;; ++restart) {
     prune_stale_temporaries(o.checkpoint_dir);  // Note [Stale temporaries]
-    const int rc = o.gpus.empty() && launch_backend(o) == "mpi" ? launch_mpirun(o, nproc, worker_argv_tail(worker_argv))
+    const int rc = o.gpus.empty() && launch_backend(o) == "mpi" ? run_mpirun(o, nproc, worker_argv, false)
                                                                  : run_workers(o, worker_argv, nproc);
     if (rc == 0 || rc > 128 || restart >= o.max_restarts) return rc;
     if (!o.checkpoint_dir.empty()) worker_argv = resume_auto(worker_argv);

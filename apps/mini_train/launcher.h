@@ -31,11 +31,19 @@
 // (Note [Restarts across nodes] in node_restarts.h).
 #pragma once
 
+#include <string>
+#include <vector>
+
 #include "apps/mini_train/options.h"
 
 namespace mt::app {
 
 // Runs opts.nproc workers and supervises them; returns the launcher's exit code.
 int launch(int argc, char** argv, const Options& opts);
+
+// One run of `mpirun -np nproc program...` (program[0]: its path), supervised, its ranks' heartbeats
+// watched in a store this launcher hosts (from their first beat on when `any_program`: `mini_train
+// launch`); returns the launcher's exit code.
+int run_mpirun(const Options& opts, int nproc, const std::vector<std::string>& program, bool any_program);
 
 }  // namespace mt::app

@@ -191,8 +191,8 @@ int supervise(std::vector<Worker>& workers, const sigset_t& watched, const Super
     if (sig == SIGINT || sig == SIGTERM) {
       if (how.on_interrupt) how.on_interrupt(sig);
       stop_all(workers);
-      std::fprintf(stderr, "mini_train: interrupted (%s), stopped the workers: %s\n",
-                   sig == SIGINT ? "SIGINT" : "SIGTERM", what_is_saved(how.checkpoint_dir).c_str());
+      std::fprintf(stderr, "mini_train: interrupted (%s), stopped the workers%s%s\n", sig == SIGINT ? "SIGINT" : "SIGTERM",
+                   how.trainer ? ": " : "", how.trainer ? what_is_saved(how.checkpoint_dir).c_str() : "");
       return 128 + sig;
     }
     reap(workers);
@@ -291,7 +291,7 @@ int run_workers(const Options& o, const std::vector<std::string>& worker_argv, i
   std::vector<Worker> workers(static_cast<size_t>(nproc));
   // One pipe per worker; a worker silent for --heartbeat-timeout has stopped (Note [Heartbeat]), and
   // a failing one says why (Note [The first failure is the one reported]), even with the timeout 0.
-  dist::HeartbeatMonitor heartbeats(std::chrono::seconds(o.heartbeat_timeout));
+  dist::HeartbeatMonitor heartbeats(std::chrono::seconds(o.heartbeat_timeout), !hooks.any_program);
   std::vector<int> heartbeat_fds;
   for (int rank = 0; rank < nproc; ++rank) heartbeat_fds.push_back(heartbeats.add(first_rank + rank));
   std::fflush(stdout);
@@ -333,7 +333,8 @@ int run_workers(const Options& o, const std::vector<std::string>& worker_argv, i
                     .watchdog = watchdog,
                     .on_failure = hooks.on_failure,
                     .on_interrupt = hooks.on_interrupt,
-                    .checkpoint_dir = o.checkpoint_dir});
+                    .checkpoint_dir = o.checkpoint_dir,
+                    .trainer = !hooks.any_program});
 }
 
 // Note [Stale temporaries]: a save writes "<file>.tmp.<pid>" and renames it (Note [Output files]);

@@ -77,6 +77,7 @@ struct Supervision {
   std::function<void(int sig)> on_interrupt{};
   // Named in the line on SIGINT/SIGTERM: what a resume would start from (interrupt.h).
   std::string checkpoint_dir{};
+  bool trainer = true;  // false: the children are a program of the user's (`mini_train launch`), the line names nothing saved
 };
 
 // Waits for the children; a failure, a watchdog stop, or SIGINT/SIGTERM stops them all. After a
@@ -88,10 +89,13 @@ int supervise(std::vector<Worker>& workers, const sigset_t& watched, const Super
 
 // What one run of the workers adds when it is one attempt of a multi-node job (node_restarts.h).
 struct AttemptHooks {
-  std::string store_prefix;  // MT_STORE_PREFIX: node 0's launcher hosts the store (distributed/process_group/init_process_group.cpp)
+  std::string store_prefix{};  // MT_STORE_PREFIX: node 0's launcher hosts the store (distributed/process_group/init_process_group.cpp)
   std::function<std::string(const std::string& line)> on_failure{};  // a failure on this node (Supervision)
   std::function<std::optional<std::string>()> poll{};         // a failure elsewhere: a line, and stop
   std::function<void(int sig)> on_interrupt{};                 // this launcher was interrupted (Supervision)
+  // `mini_train launch`: the workers are a program of the user's, watched from its first heartbeat
+  // on, if it beats (Note [Launching any program] in launch_command.cpp).
+  bool any_program = false;
 };
 
 // One run of this node's workers: spawn them, supervise them (Note [Heartbeat] included). Returns

@@ -257,7 +257,8 @@ struct HeartbeatMonitor::Worker {
   std::vector<char> partial;  // a beat read in pieces (never split in practice: writes are atomic)
 };
 
-HeartbeatMonitor::HeartbeatMonitor(std::chrono::milliseconds timeout) : timeout_(timeout) {
+HeartbeatMonitor::HeartbeatMonitor(std::chrono::milliseconds timeout, bool silent_from_start)
+    : timeout_(timeout), silent_from_start_(silent_from_start) {
   MT_CHECK(timeout.count() >= 0, "HeartbeatMonitor: the timeout must not be negative, got ", format_ms(timeout));
 }
 
@@ -380,7 +381,7 @@ std::optional<HeartbeatMonitor::Stale> HeartbeatMonitor::poll() {
   std::optional<Stale> stopped_finalizing;
   bool all_done = true;
   for (const Worker& w : workers_) {
-    if (w.gone) continue;
+    if (w.gone || (!w.beat_once && !silent_from_start_ && !w.closed)) continue;
     all_done = all_done && finalizing(w);
     const Clock::duration silent = now - (w.closed ? w.closed_at : w.last_beat);
     if (silent <= timeout_) continue;

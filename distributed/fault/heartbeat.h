@@ -117,8 +117,10 @@ class Heartbeat {
 // The launcher's side: one pipe per worker, read without blocking.
 class HeartbeatMonitor {
  public:
-  // timeout 0: no worker is ever stale; the pipes still carry failure reports.
-  explicit HeartbeatMonitor(std::chrono::milliseconds timeout);
+  // timeout 0: no worker is ever stale; the pipes still carry failure reports. silent_from_start
+  // false: a worker is watched from its first beat on (a program that may never beat: `mini_train
+  // launch`'s); true: its silence counts from its start (Note [Watched from start to exit]).
+  explicit HeartbeatMonitor(std::chrono::milliseconds timeout, bool silent_from_start = true);
   ~HeartbeatMonitor();
   HeartbeatMonitor(const HeartbeatMonitor&) = delete;
   HeartbeatMonitor& operator=(const HeartbeatMonitor&) = delete;
@@ -161,6 +163,7 @@ class HeartbeatMonitor {
   void read_pipes();  // and the store's beats
   void read_store(Worker& w, std::chrono::steady_clock::time_point now);
   std::chrono::milliseconds timeout_;
+  bool silent_from_start_;
   std::vector<Worker> workers_;
   std::shared_ptr<Store> store_;  // watch_store's
 };

@@ -3,7 +3,7 @@
 # MASTER_PORT and sets TORCHELASTIC_USE_AGENT_STORE=True, and the workers join that store (Note
 # [torchrun's agent store] in distributed/process_group/init_process_group.cpp). The job must train exactly like mini_train's own
 # launcher: the same final weights, bit for bit. torchrun is Debian's python3-torch's, through
-# torchrun.py (its Python 3.11 fix).
+# scripts/torchrun.sh (its Python 3.11 fix).
 #   torchrun.sh MINI_TRAIN        (MT_TEST_PYTHON: the interpreter with torch, default /usr/bin/python3;
 #                                  exit 77: skipped without torch)
 set -euo pipefail
@@ -18,7 +18,7 @@ trap 'rm -rf "$work"' EXIT
 cd "$work"
 job=(--backend gloo --epochs 3 --seed 5 -q)
 port=$(( 20000 + RANDOM % 20000 ))
-timeout 120 "$python" "$here/torchrun.py" --nproc_per_node 2 --master_port "$port" --no_python "$bin" "${job[@]}" \
+MT_TORCHRUN_PYTHON=$python timeout 120 "$here/../../scripts/torchrun.sh" --nproc_per_node 2 --master_port "$port" --no_python "$bin" "${job[@]}" \
   --save torchrun.safetensors >torchrun.log 2>&1 || { cat torchrun.log; echo "torchrun.sh: the torchrun job failed"; exit 1; }
 "$bin" --nproc 2 "${job[@]}" --save launcher.safetensors >launcher.log 2>&1 ||
   { cat launcher.log; echo "torchrun.sh: the --nproc 2 job failed"; exit 1; }
