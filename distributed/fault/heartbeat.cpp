@@ -68,6 +68,10 @@ const char* phase_name(Phase p) {
 std::string beat_key(int rank) { return "heartbeat/" + std::to_string(rank); }
 constexpr const char* kDone = "done";  // a store heartbeat's last value: ended, not stopped
 
+// What a worker that has not beaten yet gets on top of the timeout: starting a process (mpirun's
+// ranks, a sanitizer's run-time, a loaded machine) is not silence (Note [Watched from start to exit]).
+constexpr auto kFirstBeatGrace = std::chrono::seconds(3);
+
 // How often the beating thread looks at the phase (Note [Current phase]).
 constexpr auto kLook = std::chrono::milliseconds(50);
 
@@ -384,7 +388,7 @@ std::optional<HeartbeatMonitor::Stale> HeartbeatMonitor::poll() {
     if (w.gone || (!w.beat_once && !silent_from_start_ && !w.closed)) continue;
     all_done = all_done && finalizing(w);
     const Clock::duration silent = now - (w.closed ? w.closed_at : w.last_beat);
-    if (silent <= timeout_) continue;
+    if (silent <= (w.beat_once || w.closed ? timeout_ : timeout_ + kFirstBeatGrace)) continue;
     Stale stale{.rank = w.rank,
                 .silent_seconds = std::chrono::duration<double>(silent).count(),
                 .last_phase = w.beat_once ? describe_phase(static_cast<Phase>(w.last.phase), w.last.bucket, w.last.step)

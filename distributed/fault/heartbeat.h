@@ -38,7 +38,8 @@
 // and MPI_Finalize, which does too. So a worker's heartbeat starts first thing, before MPI_Init
 // (phase init), and ends last, after MPI_Finalize (phase finalize; ProcessGroupMPI::finalize), and
 // the launcher counts a worker's silence from the moment it started it: one stopped before its
-// first beat is named too ("starting (no heartbeat yet)"). A worker whose heartbeat has ended (its
+// first beat is named too ("starting (no heartbeat yet)"), after the timeout and 3 s more, as
+// starting a process (mpirun's ranks, under a sanitizer, on a loaded machine) takes a while. A worker whose heartbeat has ended (its
 // pipe closed, or "done" in the store) but that has not exited within the timeout is stopped in
 // finalize. A rank stopped in finalize has finished its work: the launcher lets the other ranks
 // finish theirs (rank 0 writes the model), and once every rank is in finalize or gone, the job's

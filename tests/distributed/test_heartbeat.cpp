@@ -142,3 +142,23 @@ TEST_CASE("Heartbeat: ranks beating in a store, one stopped in init") {
   CHECK(::kill(static_cast<pid_t>(stale->pid), 0) == 0);  // a live process: the stopped rank
   CHECK(server->get_string("heartbeat/0") == "done");
 }
+
+// A worker stopped before its first beat is named too, after the timeout and the start-up grace of
+// 3 s (Note [Watched from start to exit]); under `mini_train launch` (silent_from_start false) a
+// program that never beats is never taken for a stopped one.
+TEST_CASE("Heartbeat: a worker that never beats is stale after the start-up grace, unless beats are optional") {
+  HeartbeatMonitor strict(300ms), lenient(300ms, /*silent_from_start=*/false);
+  const int fd_strict = strict.add(0), fd_lenient = lenient.add(0);
+  test::Ranks ranks(1, [&](int) { std::this_thread::sleep_for(10s); });  // holds both pipes, never beats
+  strict.close_worker_ends();
+  lenient.close_worker_ends();
+  (void)fd_strict, (void)fd_lenient;
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto stale = watch(strict, 10s);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  REQUIRE(stale.has_value());
+  CHECK(stale->last_phase == "starting (no heartbeat yet)");
+  CHECK(took >= 3.3);
+  CHECK(took < 3.3 + 2.0);
+  CHECK_FALSE(lenient.poll().has_value());
+}
