@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
+#include <chrono>
 
 #include "distributed/process_group/mpi/process_group_mpi.h"
 #include "tensor/check.h"
@@ -42,6 +44,8 @@ void test_stop_hook(int rank, dist::Phase phase) {
   const char* p = std::getenv("MT_TEST_STOP_PHASE");
   if (!r || !p || std::atoi(r) != rank) return;
   const std::string name = phase == dist::Phase::Init ? "init" : phase == dist::Phase::Finalize ? "finalize" : "";
+  if (name + "-hang" == p)  // alive and beating, but never leaving finalize
+    while (true) std::this_thread::sleep_for(std::chrono::hours(1));
   if (name != p) return;
   std::raise(SIGSTOP);  // silently: a stopped process says nothing
 }

@@ -15,7 +15,8 @@
 //   MT_TEST_STOP_RANK=r MT_TEST_STOP_PHASE=p   rank r stops itself (SIGSTOP) in phase p: init (before
 //                                              it meets the others, who wait in MPI_Init or the
 //                                              rendezvous) or finalize (after its work, before
-//                                              MPI_Finalize) (tests/distributed_launcher/stopped_phase.sh)
+//                                              MPI_Finalize); finalize-hang: rank r sleeps there for
+//                                              ever, beating (tests/distributed_launcher/stopped_phase.sh)
 #pragma once
 
 #include <cstdint>

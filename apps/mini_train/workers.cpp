@@ -247,7 +247,16 @@ WatchdogStop stopped_worker(const dist::HeartbeatMonitor::Stale& stale, int64_t 
   const std::string rank = "rank " + std::to_string(stale.rank);
   const std::string why = "no heartbeat for " + std::string(silent) + " s (--heartbeat-timeout " + std::to_string(timeout) +
                           "; the process is stopped or frozen, e.g. by SIGSTOP)";
-  if (stale.finalizing)  // Note [Watched from start to exit]
+  if (stale.finalizing && stale.beating) {  // Note [Watched from start to exit]
+    std::string ranks = stale.lingering.size() == 1 ? "rank " : "ranks ";
+    for (size_t i = 0; i < stale.lingering.size(); ++i) ranks += (i ? ", " : "") + std::to_string(stale.lingering[i]);
+    return {.line = ranks + (stale.lingering.size() == 1 ? " has" : " have") + " not exited " + silent +
+                    " s after every rank finished its work (--heartbeat-timeout " + std::to_string(timeout) +
+                    "; stuck in finalize, e.g. in MPI_Finalize, or waiting there for one that is). The job is done " +
+                    "(rank 0 wrote its outputs); stopped the workers that had not exited",
+            .work_done = true};
+  }
+  if (stale.finalizing)
     return {.line = rank + " stopped in finalize, after its work: " + why + ". Every rank had finished its work " +
                     "(rank 0 wrote its outputs), so the job is done; stopped the workers that had not exited",
             .work_done = true};

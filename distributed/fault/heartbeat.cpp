@@ -257,6 +257,8 @@ struct HeartbeatMonitor::Worker {
   Beat last{};
   int64_t pid = 0;
   std::string value{};     // its last value in the store
+  bool done_working = false;            // seen in finalize, or its heartbeat ended
+  Clock::time_point done_working_at{};  // since when
   std::optional<HeartbeatMonitor::Failure> failure{};
   std::vector<char> partial;  // a beat read in pieces (never split in practice: writes are atomic)
 };
@@ -382,6 +384,8 @@ std::optional<HeartbeatMonitor::Stale> HeartbeatMonitor::poll() {
   const auto finalizing = [](const Worker& w) {
     return w.closed || (w.beat_once && static_cast<Phase>(w.last.phase) == Phase::Finalize);
   };
+  for (Worker& w : workers_)
+    if (!w.done_working && finalizing(w)) w.done_working = true, w.done_working_at = now;
   std::optional<Stale> stopped_finalizing;
   bool all_done = true;
   for (const Worker& w : workers_) {
@@ -398,7 +402,29 @@ std::optional<HeartbeatMonitor::Stale> HeartbeatMonitor::poll() {
     if (!stale.finalizing) return stale;
     if (!stopped_finalizing) stopped_finalizing = stale;
   }
-  return all_done ? stopped_finalizing : std::nullopt;
+  if (!all_done) return std::nullopt;
+  if (stopped_finalizing) return stopped_finalizing;
+  // Every worker has done its work and beats, yet one has not exited a timeout later: stuck in its
+  // finalize (MPI_Finalize waiting for ever, an exit that hangs). The job's work is done all the same.
+  // Under MPI the ranks wait in MPI_Finalize for each other, so which one hangs cannot be told: all
+  // that are left are named.
+  const Worker* stuck = nullptr;
+  Clock::time_point last_done{};
+  std::vector<int> lingering;
+  for (const Worker& w : workers_) {
+    if (w.gone || !w.done_working) continue;
+    last_done = std::max(last_done, w.done_working_at);
+    if (!stuck) stuck = &w;
+    lingering.push_back(w.rank);
+  }
+  if (!stuck || now - last_done <= timeout_) return std::nullopt;
+  return Stale{.rank = stuck->rank,
+               .silent_seconds = std::chrono::duration<double>(now - last_done).count(),
+               .last_phase = describe_phase(Phase::Finalize, -1, stuck->last.step),
+               .pid = stuck->pid,
+               .finalizing = true,
+               .beating = true,
+               .lingering = lingering};
 }
 
 std::optional<HeartbeatMonitor::Failure> HeartbeatMonitor::failure(int rank) {

@@ -44,7 +44,8 @@
 // finalize. A rank stopped in finalize has finished its work: the launcher lets the other ranks
 // finish theirs (rank 0 writes the model), and once every rank is in finalize or gone, the job's
 // results are written, so it stops what is left and exits 0 with a warning, instead of waiting on
-// a finalize that will never end or failing a job that did its work.
+// a finalize that will never end or failing a job that did its work. The same when every rank has
+// done its work and one still beats but has not exited a timeout later (stuck in MPI_Finalize).
 //
 // Note [Current phase]: the beating thread looks at the phase every 50 ms and beats at once when it
 // changed (at least once a second when it did not), so the phase a stopped rank is named with is
@@ -144,6 +145,8 @@ class HeartbeatMonitor {
     std::string last_phase;  // describe_phase of its last beat, or "starting (no heartbeat yet)"
     int64_t pid = 0;         // from a store beat (0: unknown, or a pipe: the launcher knows it)
     bool finalizing = false;  // stopped in finalize, its work done (Note [Watched from start to exit])
+    bool beating = false;     // finalizing: not stopped but stuck, every rank's work done a timeout ago
+    std::vector<int> lingering{};  // beating: every rank still there (under MPI they wait for each other)
   };
   // Reads what arrived; the first worker silent for longer than the timeout, if any. One stopped in
   // finalize is returned only once every watched worker is in finalize or gone: the job's work is

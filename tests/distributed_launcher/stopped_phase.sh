@@ -6,6 +6,8 @@
 #             line naming rank 1 and the phase init
 #   finalize  rank R stops after its work (rank 0: right after writing the model): the job ends with
 #             exit 0 and a warning naming rank R, the model written and its "saved" line printed
+#   finalize-hang  rank R never leaves finalize but beats (as in an MPI_Finalize that never returns):
+#             once every rank has done its work, a timeout later, exit 0 and a warning naming it
 # Either way within --heartbeat-timeout + 5 s of the stop, and no process of the job is left.
 #   stopped_phase.sh MINI_TRAIN BACKEND PHASE [RANK]   (77: skipped, no MPI in this build)
 set -euo pipefail
@@ -42,6 +44,15 @@ case $phase in
       fail "the launcher's last line is '$last'"
     [[ -s $work/m.safetensors ]] || fail "no model was written"
     grep -q "^saved $work/m.safetensors (2 epochs" "$work/out" || fail "no 'saved' line"
+    ;;
+  finalize-hang)
+    (( rc == 0 )) || fail "the launcher exited with $rc, expected 0"
+    # Every rank left is named, rank R among them: under Gloo the others exit (on a loaded machine
+    # one may still be exiting), under MPI they wait in MPI_Finalize for it.
+    [[ $last =~ ^"mini_train: warning: rank"s?" "([0-9]+", ")*$stopped(", "[0-9]+)*" ha"(s|ve)" not exited "[0-9]+" s after every rank finished its work (--heartbeat-timeout $timeout; stuck in finalize" ]] ||
+      fail "the launcher's last line is '$last'"
+    [[ $backend == gloo || $last == "mini_train: warning: ranks 0, 1, 2 have"* ]] || fail "not every MPI rank is named: '$last'"
+    [[ -s $work/m.safetensors ]] || fail "no model was written"
     ;;
   *) echo "stopped_phase.sh: unknown phase '$phase'" >&2; exit 2 ;;
 esac
