@@ -45,10 +45,10 @@ std::vector<std::string> worker_args(int argc, char** argv) {
 
 }  // namespace
 
-// --backend mpi: the job is `mpirun -np N <program> <args>`, one child, supervised like a worker.
-// mpirun starts the ranks (they find rank and size in OMPI_COMM_WORLD_*, backend.cpp) and ends the
-// job when one of them fails, printing which; we then print one line and exit 1.
-int run_mpirun(const Options& o, int nproc, const std::vector<std::string>& program, bool any_program) {
+namespace {
+
+// `mpirun -np N <program> <args>`, with what this machine needs.
+std::vector<std::string> mpirun_argv(int nproc, const std::vector<std::string>& program) {
   const std::string mpirun = find_mpirun();
   MT_CHECK(!mpirun.empty(), "--backend mpi: no mpirun on the PATH (Debian: apt install openmpi-bin)");
   std::vector<std::string> argv{mpirun, "-np", std::to_string(nproc),
@@ -57,6 +57,16 @@ int run_mpirun(const Options& o, int nproc, const std::vector<std::string>& prog
   // OpenMPI refuses more ranks than cores unless told that it is meant.
   if (nproc > static_cast<int>(std::thread::hardware_concurrency())) argv.push_back("--oversubscribe");
   argv.insert(argv.end(), program.begin(), program.end());
+  return argv;
+}
+
+}  // namespace
+
+// --backend mpi: the job is `mpirun -np N <program> <args>`, one child, supervised like a worker.
+// mpirun starts the ranks (they find rank and size in OMPI_COMM_WORLD_*, backend.cpp) and ends the
+// job when one of them fails, printing which; we then print one line and exit 1.
+int run_mpirun(const Options& o, int nproc, const std::vector<std::string>& program, bool any_program) {
+  const std::vector<std::string> argv = mpirun_argv(nproc, program);
   // Note [mpirun as root]: OpenMPI refuses to start as root (containers often are) unless both of
   // these are set. Starting a job the user asked for is not the place to refuse; we say so once.
   const bool root = geteuid() == 0;

@@ -404,10 +404,14 @@ std::optional<HeartbeatMonitor::Stale> HeartbeatMonitor::poll() {
   }
   if (!all_done) return std::nullopt;
   if (stopped_finalizing) return stopped_finalizing;
-  // Every worker has done its work and beats, yet one has not exited a timeout later: stuck in its
-  // finalize (MPI_Finalize waiting for ever, an exit that hangs). The job's work is done all the same.
-  // Under MPI the ranks wait in MPI_Finalize for each other, so which one hangs cannot be told: all
-  // that are left are named.
+  return stuck_finalizing(now);
+}
+
+// Every worker has done its work and beats, yet one has not exited a timeout later: stuck in its
+// finalize (MPI_Finalize waiting for ever, an exit that hangs). The job's work is done all the same.
+// Under MPI the ranks wait in MPI_Finalize for each other, so which one hangs cannot be told: all
+// that are left are named.
+std::optional<HeartbeatMonitor::Stale> HeartbeatMonitor::stuck_finalizing(Clock::time_point now) const {
   const Worker* stuck = nullptr;
   Clock::time_point last_done{};
   std::vector<int> lingering;

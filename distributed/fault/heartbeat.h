@@ -166,6 +166,7 @@ class HeartbeatMonitor {
   struct Worker;
   void read_pipes();  // and the store's beats
   void read_store(Worker& w, std::chrono::steady_clock::time_point now);
+  std::optional<Stale> stuck_finalizing(std::chrono::steady_clock::time_point now) const;
   std::chrono::milliseconds timeout_;
   bool silent_from_start_;
   std::vector<Worker> workers_;
