@@ -29,7 +29,7 @@ Checkpoint checkpoint_of(const Run& r, int64_t epoch, double loss) {
   c.rng_seed = default_generator().seed(), c.rng_offset = default_generator().offset();
   // What a resumed run must match (the trainer's reconcile).
   c.info = {{"model", r.signature}, {"optimizer", r.o.optimizer}, {"batch_size", std::to_string(r.o.batch_size)},
-            {"max_steps", std::to_string(r.o.max_steps)}};
+            {"max_steps", std::to_string(r.o.max_steps)}, {"accumulate", std::to_string(r.o.accumulate)}};
   return c;
 }
 

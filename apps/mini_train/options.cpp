@@ -123,6 +123,9 @@ void add_training_options(CLI::App& app, Options& o, RawFlags& raw) {
   app.add_option("--num-workers", o.num_workers, "background threads building batches")->group(kGroup);
   app.add_option("--threads", raw.threads, "intra-op threads per process for the CPU kernels and GEMM (default: "
                  "MT_NUM_THREADS, else the cores divided among this machine's ranks)")->group(kGroup);
+  app.add_option("--accumulate", o.accumulate, "micro-batches of --batch-size per optimizer step: gradients "
+                 "add up over K batches (DDP communicates once per step), so --batch-size B --accumulate K "
+                 "trains like --batch-size K*B")->group(kGroup);
   app.add_flag("--allow-nonfinite", o.allow_nonfinite, "train on after a NaN or infinite loss (default: stop at "
                "the first one, naming the step)")->group(kGroup);
 }
@@ -333,6 +336,8 @@ void validate_training(const Options& o) {
   MT_CHECK(o.stop_after == 0 || !o.checkpoint_dir.empty(), "--stop-after without --checkpoint-dir would lose "
            "the run: give a --checkpoint-dir to resume from");
   MT_CHECK(o.batch_size >= 1, "--batch-size must be at least 1, got ", o.batch_size);
+  MT_CHECK(o.accumulate >= 1 && o.accumulate <= 65536, "--accumulate must be in 1..65536 micro-batches, got ",
+           o.accumulate);
   MT_CHECK(std::isfinite(o.lr) && o.lr > 0, "--lr must be a positive number, got ", o.lr);
   MT_CHECK(o.momentum >= 0 && o.momentum < 1, "--momentum must be in [0, 1), got ", o.momentum);
   MT_CHECK(o.weight_decay >= 0 && std::isfinite(o.weight_decay), "--weight-decay must be >= 0, got ", o.weight_decay);

@@ -85,6 +85,8 @@ struct Options {
   // ---- added with issue 16: seeing a step (tracing.h) ----
   std::string trace;                  // a Chrome-trace / Perfetto JSON of every rank goes here; empty: off
   std::string trace_steps = "1:3";    // the steps traced, A:B inclusive: the first (warm-up) and two more
+  // ---- added with issue 41: what a PyTorch user expects of a trainer ----
+  int64_t accumulate = 1;             // micro-batches per optimizer step (accumulate.h)
 };
 
 // Parses argv. Returns true to go on; false when the process should exit with *exit_code (--help,

@@ -39,6 +39,10 @@ void reconcile(Run& r, const Checkpoint& c, const std::string& from) {
   MT_CHECK(batch.empty() || batch == std::to_string(r.o.batch_size), "--resume ", from, ": the checkpoint was "
            "trained with --batch-size ", batch, ", this run asks for ", r.requested_batch, "; the batch size fixes the "
            "steps per epoch and the schedule, so it cannot change mid-run: use --batch-size ", batch);
+  const std::string accumulate = info("accumulate").empty() ? "1" : info("accumulate");  // older checkpoints: 1
+  MT_CHECK(accumulate == std::to_string(r.o.accumulate), "--resume ", from, ": the checkpoint was trained with "
+           "--accumulate ", accumulate, ", this run asks for ", r.o.accumulate, "; the micro-batches per step fix the "
+           "steps per epoch and the schedule, so they cannot change mid-run: use --accumulate ", accumulate);
   const std::string max_steps = info("max_steps");  // checkpoints from before --max-steps have none
   MT_CHECK(max_steps.empty() || !r.scheduler || max_steps == std::to_string(r.o.max_steps), "--resume ", from,
            ": the checkpoint's learning-rate schedule spans --max-steps ", max_steps, ", this run asks for ",

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "apps/mini_train/accumulate.h"
 #include "apps/mini_train/checkpoint_step.h"
 #include "apps/mini_train/job.h"
 #include "apps/mini_train/options.h"
@@ -43,7 +44,8 @@ struct Run {
   std::shared_ptr<nn::Loss> loss_fn;
   std::unique_ptr<optim::Optimizer> opt;
   std::optional<data::DataLoader> loader;
-  int64_t steps_per_epoch = 0;
+  Accumulation acc;              // --accumulate's micro-batches per step (accumulate.h)
+  int64_t steps_per_epoch = 0;   // optimizer steps: acc.steps()
   std::unique_ptr<optim::LRScheduler> scheduler;
   std::shared_ptr<dist::DistributedDataParallel> ddp;
   int64_t first_epoch = 1, step = 0;

@@ -4,8 +4,8 @@
 // epoch: train_epoch (shuffle seeded by seed + epoch, steps), report_epoch (the epoch line,
 // validation with --eval, the JSON log) and write_checkpoint (and with --checkpoint-every a step
 // checkpoint every N steps; both in checkpoint_writer.h); finally the --eval score and save_model. A
-// step is forward, backward, --clip-grad, the optimizer and the schedule; --max-steps can end the
-// last epoch early. What a run holds between the phases is a Run (run.h). See trainer.h.
+// step is the forward and backward of --accumulate's micro-batches (accumulate.h), --clip-grad, the
+// optimizer and the schedule; --max-steps can end the last epoch early. What a run holds between the phases is a Run (run.h). See trainer.h.
 //
 // Distributed (RANK and WORLD_SIZE in the environment: mini_train's launcher, torchrun, srun; or an
 // MPI launcher's variables): this process is one rank. It meets the others through
@@ -130,7 +130,10 @@ Run set_up(const Options& o) {
     r.loader.emplace(examples, data::DataLoaderOptions{.batch_size = r.o.batch_size, .shuffle = o.shuffle,
                                                         .num_workers = o.num_workers, .seed = o.seed,
                                                         .device = r.device, .pin_memory = r.device.is_cuda()});
-  r.steps_per_epoch = r.loader->size();
+  r.acc = {.k = o.accumulate, .batch_size = r.o.batch_size, .samples = share};  // Note [Gradient accumulation]
+  MT_CHECK(r.acc.batches() == r.loader->size(), "internal: the loader's ", r.loader->size(),
+           " batches are not the ", r.acc.batches(), " micro-batches --accumulate counts");
+  r.steps_per_epoch = r.acc.steps();
   r.scheduler = build_scheduler(o, *r.opt, total_steps(o, r.steps_per_epoch));
   return r;
 }
@@ -159,8 +162,11 @@ void print_config(const Run& r) {
                             : where + ", 1 process");
   const std::string clamped = o.batch_size == r.requested_batch ? "" : " (--batch-size " +
       std::to_string(r.requested_batch) + " is more than the " + std::to_string(o.batch_size) + " examples per process)";
-  row("batch", std::to_string(o.batch_size) + " per device, " + std::to_string(o.batch_size * r.world) + " global, " +
-                   std::to_string(r.steps_per_epoch) + " steps per epoch" + clamped);
+  const int64_t per_step = o.batch_size * o.accumulate;  // --accumulate: examples per device and step
+  const std::string micro = o.accumulate == 1 ? "" : " (" + std::to_string(o.accumulate) + " micro-batches of " +
+                                                          std::to_string(o.batch_size) + ", --accumulate)";
+  row("batch", std::to_string(per_step) + " per device" + micro + ", " + std::to_string(per_step * r.world) +
+                   " global, " + std::to_string(r.steps_per_epoch) + " steps per epoch" + clamped);
   row("optimizer", optimizer_description(o));
   row("epochs", std::to_string(o.epochs) + (o.max_steps > 0 ? ", at most " + std::to_string(o.max_steps) +
                                                                    " steps (--max-steps)" : "") +
@@ -181,9 +187,9 @@ struct EpochResult {
   double seconds = 0;
 };
 
-// One step on one batch: forward, backward, clip, update, schedule. Returns the batch's loss.
-// `batch_number` (1-based, in the epoch) only names the step in an error.
-double train_step(Run& r, nn::Module& net, const data::Batch& batch, int64_t epoch, int64_t batch_number) {
+// One micro-batch's forward and backward (batch j, 0-based, of the epoch), its loss scaled into
+// its group (Note [Gradient accumulation]). Returns the micro-batch's loss, unscaled.
+double forward_backward(Run& r, nn::Module& net, const data::Batch& batch, int64_t epoch, int64_t j) {
   trace::Span forward_span("forward");
   // Already on r.device: on a GPU the loader copied it through pinned memory while the previous
   // step computed, and the compute stream waits for that copy (data/dataloader.h).
@@ -191,13 +197,27 @@ double train_step(Run& r, nn::Module& net, const data::Batch& batch, int64_t epo
   const double l = loss.item();
   // Stop before a NaN/inf reaches the weights: they stay as they were after the last good step.
   MT_CHECK(std::isfinite(l) || r.o.allow_nonfinite, "the loss is ", l, " at step ", r.step + 1, " (epoch ", epoch,
-           ", batch ", batch_number, " of ", r.steps_per_epoch, "); stopped before it reaches the weights. Check "
+           ", batch ", j + 1, " of ", r.acc.batches(), "); stopped before it reaches the weights. Check "
            "the data for NaN/inf, or lower --lr; --allow-nonfinite trains on");
   forward_span.end();
-  r.opt->zero_grad();  // under DDP too: the next backward writes into its buckets
+  // A group's first micro-batch; under DDP too: the next backward writes into its buckets.
+  if (j % r.acc.k == 0) r.opt->zero_grad();
   trace::Span backward_span("backward");
-  loss.backward();
-  backward_span.end();
+  const double scale = r.acc.loss_scale(j, batch.size());
+  (scale == 1 ? loss : loss * scale).backward();
+  return l;
+}
+
+// One micro-batch, and after the last of its group the update: clip, optimizer, schedule. Returns
+// the micro-batch's loss.
+double train_step(Run& r, nn::Module& net, const data::Batch& batch, int64_t epoch, int64_t j) {
+  if (!r.acc.ends_step(j)) {
+    // DDP: a group's earlier micro-batches only accumulate; forward too runs inside no_sync (ddp.h).
+    if (!r.ddp) return forward_backward(r, net, batch, epoch, j);
+    const auto no_sync = r.ddp->no_sync();
+    return forward_backward(r, net, batch, epoch, j);
+  }
+  const double l = forward_backward(r, net, batch, epoch, j);
   if (r.o.clip_grad > 0) clip_gradients(r);  // DDP: reduced grads
   dist::set_phase(dist::Phase::Optimizer);
   trace::Span optimizer_span("optimizer");
@@ -220,6 +240,20 @@ EpochResult epoch_result(const Run& r, double loss_sum, int64_t seen, double sec
           .seconds = seconds};
 }
 
+// After an optimizer step: count it, and what follows a step (--check-replicas, --checkpoint-every).
+// `progress`: this rank's part of the epoch so far.
+void after_step(Run& r, int64_t epoch, const EpochProgress& progress) {
+  ++r.step;
+  dist::set_step(r.step);
+  note_progress(epoch, r.step);  // for the line on Ctrl-C (interrupt.h)
+  dist::set_phase(dist::Phase::Data);  // the loader builds the next batch
+  if (r.ddp && r.o.check_replicas > 0 && r.step % r.o.check_replicas == 0)  // replica_guard.h
+    r.ddp->check_replicas("after step " + std::to_string(r.step) + " (--check-replicas)");
+  if (step_checkpoint_due(r.o, r.step, progress.batches == r.acc.batches()))  // --checkpoint-every
+    write_step_checkpoint(r, epoch, progress);
+  test_kill_hook(r.rank, r.step, !r.resumed_from.empty());
+}
+
 EpochResult train_epoch(Run& r, int64_t epoch) {
   const auto start = Clock::now();
   if (r.pg) test_fail_hook(r.rank, epoch);
@@ -230,9 +264,9 @@ EpochResult train_epoch(Run& r, int64_t epoch) {
   const EpochProgress from = epoch == r.first_epoch ? r.resumed_at : EpochProgress{};
   double loss_sum = from.loss_sum;
   int64_t seen = from.seen, done = from.batches;
-  const int64_t steps = r.o.max_steps > 0 ? std::min(r.steps_per_epoch, done + r.o.max_steps - r.step)
-                                          : r.steps_per_epoch;
-  ProgressBar bar(r.talk, epoch, r.o.epochs, steps);
+  const int64_t batches = r.o.max_steps > 0 ? std::min(r.acc.batches(), done + (r.o.max_steps - r.step) * r.acc.k)
+                                            : r.acc.batches();
+  ProgressBar bar(r.talk, epoch, r.o.epochs, batches);
   int64_t data_from = r.tracer ? trace::now_ns() : 0;  // --trace: when the loader started on the next batch
   for (auto it = r.loader->begin_at(done); it != r.loader->end(); ++it) {
     const data::Batch& batch = *it;
@@ -241,18 +275,12 @@ EpochResult train_epoch(Run& r, int64_t epoch) {
     trace::record_since("data", data_from);
     trace::Span step_span("step");
     step_span.arg("step", r.step + 1);
-    const double l = train_step(r, net, batch, epoch, done + 1);
-    ++r.step, ++done;
-    dist::set_step(r.step);
-    note_progress(epoch, r.step);  // for the line on Ctrl-C (interrupt.h)
-    dist::set_phase(dist::Phase::Data);  // the loader builds the next batch
-    if (r.ddp && r.o.check_replicas > 0 && r.step % r.o.check_replicas == 0)  // replica_guard.h
-      r.ddp->check_replicas("after step " + std::to_string(r.step) + " (--check-replicas)");
+    const double l = train_step(r, net, batch, epoch, done);
+    const bool stepped = r.acc.ends_step(done);  // --accumulate: else the next micro-batch continues the step
+    ++done;
     loss_sum += l * static_cast<double>(batch.size());
     seen += batch.size();
-    if (step_checkpoint_due(r.o, r.step, done == r.steps_per_epoch))  // --checkpoint-every
-      write_step_checkpoint(r, epoch, {.batches = done, .loss_sum = loss_sum, .seen = seen});
-    test_kill_hook(r.rank, r.step, !r.resumed_from.empty());
+    if (stepped) after_step(r, epoch, {.batches = done, .loss_sum = loss_sum, .seen = seen});
     bar.update(done, seen, loss_sum / static_cast<double>(seen));
     step_span.end();
     if (r.tracer) data_from = trace::now_ns();
