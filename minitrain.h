@@ -38,6 +38,8 @@
 #include "distributed/zero/zero.h"
 #include "nn/checkpoint.h"
 #include "nn/crc32c.h"
+#include "nn/model_file.h"
+#include "nn/networks.h"
 #include "nn/nn.h"
 #include "nn/safetensors.h"
 #include "optim/optim.h"

@@ -3,13 +3,9 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
-#include <nlohmann/json.hpp>
-#include <sstream>
 #include <vector>
 
 #include "tensor/check.h"
-#include "tensor/output_file.h"
 
 namespace mt::app {
 
@@ -52,26 +48,6 @@ EpochProgress resumed_progress(const Checkpoint& c, int world, int rank, const s
   const std::vector<double> v = sums.to(kCPU).to_vector<double>();
   return {.batches = c.epoch_batches, .loss_sum = v[static_cast<size_t>(2 * rank)],
           .seen = static_cast<int64_t>(v[static_cast<size_t>(2 * rank + 1)])};
-}
-
-void trim_json_log(const std::string& path, int64_t completed_epochs) {
-  std::ifstream in(path);
-  if (!in) return;  // no log yet: nothing to trim
-  std::ostringstream kept;
-  std::string line;
-  bool dropped = false;
-  while (std::getline(in, line)) {
-    const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (j.is_object() && j.contains("epoch") && j["epoch"].is_number_integer() &&
-        j["epoch"].get<int64_t>() > completed_epochs) {
-      dropped = true;
-      continue;
-    }
-    kept << line << '\n';
-  }
-  in.close();
-  if (!dropped) return;
-  write_file_atomically(path, kept.str(), "--log-json");  // a crash here keeps the old log whole
 }
 
 }  // namespace mt::app

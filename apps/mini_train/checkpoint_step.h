@@ -16,8 +16,8 @@
 //     far, gathered from every rank into one (world, 2) float64 tensor ("progress/loss_sums") by one
 //     small all-reduce (rank r fills row r, the others add zeros: exact). Each resumed rank takes its
 //     row back, so the epoch-end all-reduce sums the same numbers in the same order;
-//   - the JSON log: lines of epochs the checkpoint has not completed are dropped on resume (a
-//     failure after an epoch's line but before its checkpoint would otherwise log that epoch twice).
+//   - the JSON log: records past the checkpoint are dropped on resume (a failure after a record but
+//     before the next checkpoint would otherwise log those steps and epochs twice: Note [Log records]).
 // A mid-epoch checkpoint resumes only with the same number of ranks (the epoch's split depends on it).
 #pragma once
 
@@ -51,8 +51,5 @@ void add_progress(Checkpoint& c, int64_t batches, const Tensor& loss_sums);
 // This rank's EpochProgress from checkpoint `c` (read from `from`): all zeros for an epoch
 // checkpoint. Refuses a mid-epoch checkpoint of another world size, naming both.
 EpochProgress resumed_progress(const Checkpoint& c, int world, int rank, const std::string& from);
-
-// --log-json after a resume: keeps the lines of epochs 1..completed_epochs, drops later ones.
-void trim_json_log(const std::string& path, int64_t completed_epochs);
 
 }  // namespace mt::app

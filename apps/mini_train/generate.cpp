@@ -6,10 +6,9 @@
 #include <cstdio>
 #include <vector>
 
-#include "apps/mini_train/model_file.h"
-#include "apps/mini_train/model_gpt.h"
 #include "apps/mini_train/options.h"
 #include "autograd/grad_mode.h"
+#include "nn/model_file.h"
 #include "tensor/generator.h"
 #include "tensor/raw_ops.h"
 
@@ -52,13 +51,14 @@ int run_generate(int argc, char** argv) {
   MT_CHECK(s.seed >= 0, "--seed must be >= 0, got ", s.seed);
   MT_CHECK(!s.prompt.empty(), "--prompt is empty: give at least one byte to continue");
 
-  const SafetensorsFile file = load_safetensors(s.init);
-  const nn::GPTOptions shape = read_gpt_options(file.metadata, s.init);
+  const nn::LoadedModel model = nn::load_model(s.init);  // nn/model_file.h
+  MT_CHECK(model.info.kind == "gpt", s.init, ": the model is '", model.info.signature, "', not a GPT; mini_train "
+           "generate needs a model saved by mini_train --model gpt");
+  const nn::GPTOptions shape = model.info.gpt;
   // Note [Prompt longer than the context] (generate.h).
   MT_CHECK(static_cast<int64_t>(s.prompt.size()) <= shape.context, "--prompt is ", s.prompt.size(),
            " bytes, more than the model's context of ", shape.context, " bytes: give at most ", shape.context,
            " (the model cannot see further back)");
-  const std::shared_ptr<nn::GPT> gpt = load_saved_gpt(file, s.init);
 
   NoGradGuard no_grad;
   Generator gen(static_cast<uint64_t>(s.seed));
@@ -67,7 +67,7 @@ int run_generate(int argc, char** argv) {
   for (int64_t n = 0; n < s.tokens; ++n) {
     const int64_t t = std::min<int64_t>(static_cast<int64_t>(text.size()), shape.context);
     const Tensor window = from_vector(std::vector<int64_t>(text.end() - t, text.end()), {1, t});
-    const Tensor logits = gpt->forward(window);  // (1, t, vocab)
+    const Tensor logits = model.module->forward(window);  // (1, t, vocab)
     text.push_back(sample(raw::contiguous(raw::narrow(logits, 1, t - 1, 1)).to_vector<float>(), s, gen));
   }
   std::string out(text.begin(), text.end());

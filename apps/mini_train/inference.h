@@ -4,10 +4,12 @@
 //       trained on by default (its test split), with the training run's standardisation applied
 //       (a GPT, model_gpt.h: its test loss in nats per byte on the last 10 % of the corpus it was
 //       trained on, or of --text)
-//   mini_train predict --init model.safetensors --inputs x.npy --output y.npy
-//       predictions for every row of x: class indices (int64, shape (n)) for a classifier, values
+//   mini_train predict --init model.safetensors --inputs x.npy --output y.npy [--probabilities]
+//       predictions for every row of x: class indices (int64, shape (n)) for a classifier, or with
+//       --probabilities its softmax (float32, shape (n, classes), rows summing to 1); values
 //       (float32, shape (n, outputs)) for a regression
-// Both run on the CPU, in this process; neither trains nor changes the model file.
+// Both load the file with nn::load_model (nn/model_file.h), as any C++ program can, and run on the
+// CPU, in this process; neither trains nor changes the model file.
 #pragma once
 
 namespace mt::app {

@@ -12,9 +12,7 @@
 #include "data/fashion_mnist.h"
 #include "data/npy.h"
 #include "data/standardize.h"
-#include "nn/activation.h"
-#include "nn/linear.h"
-#include "nn/sequential.h"
+#include "nn/networks.h"
 #include "optim/adam.h"
 #include "optim/sgd.h"
 #include "tensor/generator.h"
@@ -169,17 +167,7 @@ std::shared_ptr<nn::Module> build_model(const Options& o, const Data& d) {
   manual_seed(o.seed);  // initial weights depend on --seed only
   if (o.model == "gpt") return build_gpt(o);
   if (o.model == "cnn") return build_cnn(d);  // model_cnn.h
-  auto net = std::make_shared<nn::Sequential>();
-  int64_t width = d.in_features;
-  if (o.model == "mlp") {
-    for (int64_t h : o.hidden) {
-      net->push_back(std::make_shared<nn::Linear>(width, h));
-      net->push_back(std::make_shared<nn::ReLU>());
-      width = h;
-    }
-  }
-  net->push_back(std::make_shared<nn::Linear>(width, d.out_features));
-  return net;
+  return nn::make_mlp(d.in_features, o.model == "mlp" ? o.hidden : std::vector<int64_t>{}, d.out_features);
 }
 
 std::shared_ptr<nn::Loss> build_loss(const Data& d) {

@@ -3,21 +3,14 @@
 #include "apps/mini_train/model_gpt.h"
 
 #include <algorithm>
-#include <cerrno>
-#include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <set>
-#include <sstream>
 
-#include "autograd/grad_mode.h"
 #include "tensor/raw_ops.h"
 
 namespace mt::app {
 
 namespace {
-
-constexpr const char* kModelFormat = "minitrain-model-1";
 
 // A double as a string that reads back as the same double.
 std::string exact(double v) {
@@ -71,19 +64,8 @@ std::string suggest_prefix(const std::vector<std::string>& model_names, const st
 
 }  // namespace
 
-int64_t metadata_count(const Metadata& m, const std::string& key, const std::string& path, int64_t min) {
-  const auto it = m.find(key);
-  MT_CHECK(it != m.end(), path, ": the metadata has no '", key, "' (a mini_train model file has)");
-  char* end = nullptr;
-  errno = 0;
-  const long long v = std::strtoll(it->second.c_str(), &end, 10);
-  MT_CHECK(!it->second.empty() && *end == '\0' && errno == 0 && v >= min, path, ": metadata '", key, "' is '",
-           it->second, "', not a whole number >= ", min);
-  return v;
-}
-
 Metadata model_metadata(const Options& o, const Data& d, const std::string& signature) {
-  Metadata m = {{"format", kModelFormat},
+  Metadata m = {{"format", nn::kModelFormat},
                 {"model", signature},
                 {"task", d.classification ? "classification" : "regression"},
                 {d.classification ? "classes" : "outputs", std::to_string(d.out_features)},
@@ -102,48 +84,8 @@ Metadata model_metadata(const Options& o, const Data& d, const std::string& sign
   return m;
 }
 
-ModelInfo read_model_info(const Metadata& m, const std::string& path) {
-  const auto format = m.find("format");
-  MT_CHECK(format != m.end() && format->second == kModelFormat, path, ": not a model file saved by mini_train "
-           "(its metadata has no \"format\": \"", kModelFormat, "\"); mini_train eval/predict need the model's "
-           "shape, task and preprocessing from there");
-  ModelInfo info;
-  info.metadata = m;
-  MT_CHECK(m.count("model"), path, ": the metadata has no 'model' (a mini_train model file has)");
-  info.signature = m.at("model");
-  const size_t colon = info.signature.find(':');
-  info.model = info.signature.substr(0, colon);
-  std::vector<int64_t> widths;
-  std::stringstream ss(colon == std::string::npos ? "" : info.signature.substr(colon + 1));
-  for (std::string part; std::getline(ss, part, '-');) widths.push_back(std::atoll(part.c_str()));
-  MT_CHECK((info.model == "linear" || info.model == "mlp" || info.model == "cnn") && widths.size() >= 2, path, ": metadata 'model' is '",
-           info.signature, "', not a model mini_train builds");
-  info.in_features = widths.front(), info.out_features = widths.back();
-  info.hidden.assign(widths.begin() + 1, widths.end() - 1);
-  MT_CHECK(m.count("task") && (m.at("task") == "classification" || m.at("task") == "regression"), path,
-           ": metadata 'task' must be classification or regression");
-  info.classification = m.at("task") == "classification";
-  MT_CHECK(metadata_count(m, info.classification ? "classes" : "outputs", path, 1) == info.out_features &&
-               metadata_count(m, "inputs", path, 1) == info.in_features,
-           path, ": the metadata's widths disagree with its model '", info.signature, "'");
-  info.standardized = m.count("standardize_mean") && m.count("standardize_std");
-  if (info.standardized) {
-    info.mean = std::strtod(m.at("standardize_mean").c_str(), nullptr);
-    info.std = std::strtod(m.at("standardize_std").c_str(), nullptr);
-    MT_CHECK(std::isfinite(info.mean) && info.std > 0, path, ": standardize_mean/std are not usable numbers");
-  }
-  return info;
-}
-
-Tensor standardize_with(const Tensor& x, double mean, double std) {
-  return raw::unary(UnaryOp::MulScalar, raw::unary(UnaryOp::AddScalar, x, -mean), 1.0 / std);
-}
-
 void load_init(nn::Module& model, const std::string& path, const std::string& prefix) {
-  load_weights(model, load_safetensors(path).tensors, path, prefix);
-}
-
-void load_weights(nn::Module& model, const NamedTensors& tensors, const std::string& path, const std::string& prefix) {
+  const NamedTensors tensors = load_safetensors(path).tensors;
   const size_t eq = prefix.find('=');
   MT_CHECK(prefix.empty() || eq != std::string::npos, "--init-prefix '", prefix, "': expected OLD=NEW, e.g. "
            "net.=0. (OLD may be empty: =0. turns 'weight' into '0.weight')");

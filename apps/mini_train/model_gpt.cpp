@@ -108,48 +108,18 @@ void add_gpt_metadata(Metadata& m, const Options& o) {
   m["text"] = o.text.empty() ? data::kDefaultTextCorpus : o.text;
 }
 
-nn::GPTOptions read_gpt_options(const Metadata& m, const std::string& path) {
-  const auto format = m.find("format");
-  MT_CHECK(format != m.end() && format->second.rfind("minitrain-model-", 0) == 0, path,
-           ": not a model file saved by mini_train (its metadata has no minitrain-model format); mini_train "
-           "generate needs a model saved by mini_train --model gpt");
-  const auto model = m.find("model");
-  const std::string signature = model == m.end() ? "?" : model->second;
-  MT_CHECK(signature.rfind("gpt:", 0) == 0, path, ": the model is '", signature, "', not a GPT; mini_train "
-           "generate needs a model saved by mini_train --model gpt");
-  const nn::GPTOptions g{.vocab = metadata_count(m, "vocab", path, 1), .context = metadata_count(m, "context", path, 1),
-                         .dim = metadata_count(m, "dim", path, 1), .layers = metadata_count(m, "layers", path, 1),
-                         .heads = metadata_count(m, "heads", path, 1)};
-  MT_CHECK(g.vocab == kVocab && g.dim % g.heads == 0, path, ": metadata vocab ", g.vocab, ", dim ", g.dim,
-           ", heads ", g.heads, " is not a byte-level GPT mini_train builds");
-  return g;
-}
-
-bool holds_gpt(const Metadata& m) {
-  const auto model = m.find("model");
-  return model != m.end() && model->second.rfind("gpt:", 0) == 0;
-}
-
-std::shared_ptr<nn::GPT> load_saved_gpt(const SafetensorsFile& file, const std::string& path) {
-  auto gpt = std::make_shared<nn::GPT>(read_gpt_options(file.metadata, path));
-  load_weights(*gpt, file.tensors, path, "");
-  gpt->eval();
-  return gpt;
-}
-
-Score evaluate_saved_gpt(const SafetensorsFile& file, const std::string& path, std::string text) {
-  const std::shared_ptr<nn::GPT> gpt = load_saved_gpt(file, path);
+Score evaluate_saved_gpt(const nn::LoadedModel& gpt, const std::string& path, std::string text) {
   if (text.empty()) {
-    const auto it = file.metadata.find("text");
-    MT_CHECK(it != file.metadata.end(), path, ": the metadata does not say which text the model was trained on; "
-             "give --text");
+    const auto it = gpt.info.metadata.find("text");
+    MT_CHECK(it != gpt.info.metadata.end(), path, ": the metadata does not say which text the model was trained "
+             "on; give --text");
     text = it->second;
   }
   Options o;
-  o.text = text, o.context = gpt->options.context;
+  o.text = text, o.context = gpt.info.gpt.context;
   Data d;
   load_text_data(o, d);
-  return evaluate_text(*gpt, *d.text_validation, kCPU);
+  return evaluate_text(*gpt.module, *d.text_validation, kCPU);
 }
 
 }  // namespace mt::app

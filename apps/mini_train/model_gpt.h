@@ -1,8 +1,8 @@
 // mini_train's GPT job (--model gpt, --dataset text): the byte-level corpus, the model, its recipe
 // (AdamW with weight decay on matrices only, warm-up then cosine decay), the next-byte loss, the
 // test score in nats per byte, and what the model file says about the model's shape. job.cpp,
-// trainer.cpp and model_file.cpp call in here when the options ask for a GPT; `mini_train generate`
-// (generate.h) reads a saved GPT back.
+// trainer.cpp and model_file.cpp call in here when the options ask for a GPT; nn::load_model
+// (nn/model_file.h) reads a saved GPT back for `mini_train generate` (generate.h) and `eval`.
 //
 // The recipe (GPT-2's, scaled down; the preset of options.cpp):
 //   AdamW lr 1e-3, betas (0.9, 0.95), weight decay 0.1 on tensors with >= 2 dims (linear and
@@ -22,6 +22,7 @@
 #include "apps/mini_train/model_file.h"
 #include "apps/mini_train/options.h"
 #include "data/text.h"
+#include "nn/model_file.h"
 #include "nn/transformer.h"
 #include "optim/lr_scheduler.h"
 #include "optim/optimizer.h"
@@ -55,14 +56,8 @@ Score evaluate_text(nn::Module& model, const data::TextWindowDataset& set, const
 
 // The model file's shape keys: "layers", "heads", "dim", "context", "vocab", and "text" (the corpus).
 void add_gpt_metadata(Metadata& metadata, const Options& opts);
-// A GPT's shape from a model file's metadata; an error names the file when it holds no GPT.
-nn::GPTOptions read_gpt_options(const Metadata& metadata, const std::string& path);
-// Whether a model file's metadata says it holds a GPT ("model": "gpt:...").
-bool holds_gpt(const Metadata& metadata);
-// A saved GPT (`path`, already read as `file`), rebuilt from its metadata with its weights, in eval mode.
-std::shared_ptr<nn::GPT> load_saved_gpt(const SafetensorsFile& file, const std::string& path);
-// `mini_train eval` of a saved GPT: its test loss (nats per byte) on the validation part of `text`,
-// by default the corpus its metadata names.
-Score evaluate_saved_gpt(const SafetensorsFile& file, const std::string& path, std::string text);
+// `mini_train eval` of a saved GPT (nn::load_model's, from `path`): its test loss (nats per byte) on
+// the validation part of `text`, by default the corpus its metadata names.
+Score evaluate_saved_gpt(const nn::LoadedModel& gpt, const std::string& path, std::string text);
 
 }  // namespace mt::app

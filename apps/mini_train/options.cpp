@@ -142,8 +142,11 @@ void add_file_options(CLI::App& app, Options& o) {
                  "epoch ends); --resume continues mid-epoch at that step, exactly")->group(kGroup);
   app.add_option("--resume", o.resume, "continue from a checkpoint file, or 'auto': the newest in "
                  "--checkpoint-dir (none there: start fresh)")->group(kGroup);
-  app.add_option("--log-json", o.log_json, "write one JSON object per epoch (loss, rate, lr, test score with "
-                 "--eval) to this file: emptied at the start of a run, appended to by --resume")->group(kGroup);
+  app.add_option("--log-json", o.log_json, "write the run as JSON lines to this file: a record per epoch (loss, "
+                 "rate, lr), per evaluation with --eval, and per --log-every steps; emptied at the start of a run, "
+                 "appended to by --resume")->group(kGroup);
+  app.add_option("--log-every", o.log_every, "with --log-json: also a record every N optimizer steps (that step's "
+                 "loss and lr; 0: none)")->group(kGroup);
 }
 
 void add_distributed_options(CLI::App& app, Options& o) {
@@ -325,6 +328,8 @@ bool parse_predict_options(int argc, char** argv, PredictOptions& p, int* exit_c
   app.add_option("--inputs", p.inputs, "rows to predict, .npy or .csv")->required();
   app.add_option("--output", p.output, "where the predictions go (.npy): class indices (int64) or values (float32)")
       ->required();
+  app.add_flag("--probabilities", p.probabilities, "a classifier: each row's softmax probabilities per class "
+               "(float32, shape (n, classes)) instead of its class index");
   return parse_command_line(app, argc - 1, argv + 1, exit_code);
 }
 
@@ -370,6 +375,9 @@ void validate_distributed(const Options& o) {
 void validate_files(const Options& o) {
   MT_CHECK(o.keep >= 1, "--keep must be at least 1, got ", o.keep);
   MT_CHECK(o.checkpoint_every >= 0, "--checkpoint-every must be >= 0 steps, got ", o.checkpoint_every);
+  MT_CHECK(o.log_every >= 0, "--log-every must be >= 0 steps, got ", o.log_every);
+  MT_CHECK(o.log_every == 0 || !o.log_json.empty(), "--log-every ", o.log_every, " writes step records into "
+           "--log-json: give a --log-json FILE");
   MT_CHECK(o.checkpoint_every == 0 || !o.checkpoint_dir.empty(), "--checkpoint-every ", o.checkpoint_every,
            " needs a --checkpoint-dir to write to");
   for (int64_t h : o.hidden) MT_CHECK(h >= 1 && h <= 1 << 20, "--hidden widths must be in 1..1048576, got ", h);

@@ -87,6 +87,7 @@ struct Options {
   std::string trace_steps = "1:3";    // the steps traced, A:B inclusive: the first (warm-up) and two more
   // ---- added with issue 41: what a PyTorch user expects of a trainer ----
   int64_t accumulate = 1;             // micro-batches per optimizer step (accumulate.h)
+  int64_t log_every = 0;              // > 0: a --log-json step record every N steps (json_log.h)
 };
 
 // Parses argv. Returns true to go on; false when the process should exit with *exit_code (--help,
@@ -107,6 +108,7 @@ struct EvalOptions {  // `mini_train eval` (inference.h); an empty dataset or te
 };
 struct PredictOptions {  // `mini_train predict` (inference.h)
   std::string init, inputs, output;
+  bool probabilities = false;  // a classifier's softmax instead of its class indices
 };
 bool parse_generate_options(int argc, char** argv, GenerateOptions& g, int* exit_code);
 bool parse_eval_options(int argc, char** argv, EvalOptions& e, int* exit_code);

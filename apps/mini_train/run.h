@@ -5,8 +5,8 @@
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
-#include <fstream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -15,6 +15,7 @@
 #include "apps/mini_train/accumulate.h"
 #include "apps/mini_train/checkpoint_step.h"
 #include "apps/mini_train/job.h"
+#include "apps/mini_train/json_log.h"
 #include "apps/mini_train/options.h"
 #include "data/dataloader.h"
 #include "distributed/ddp/ddp.h"
@@ -52,7 +53,10 @@ struct Run {
   EpochProgress resumed_at;      // a mid-epoch checkpoint's place in epoch first_epoch (checkpoint_step.h)
   std::string resumed_from;      // the checkpoint's path, "" for a fresh run
   std::vector<std::string> notes;  // what the checkpoint overrode, for the config table
-  std::ofstream json_log;
+  JsonLog log;                   // --log-json (json_log.h); closed: off
+  double step_lr = 0;            // the learning rate of the last step (group 0's), for its step record
+  int64_t log_seen = 0;          // this rank's examples since the last step record ...
+  std::chrono::steady_clock::time_point log_since;  // ... and when that record was written
   std::unique_ptr<trace::Tracer> tracer;  // --trace (tracing.h); null: off
   // Without --nproc's launcher, the ranks watching each other (peer_heartbeat.h); last, so that it
   // stops before the process group it watches through goes.

@@ -24,7 +24,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
 
@@ -36,6 +35,7 @@
 #include "apps/mini_train/gpus.h"
 #include "apps/mini_train/interrupt.h"
 #include "apps/mini_train/job.h"
+#include "apps/mini_train/json_log.h"
 #include "apps/mini_train/model_file.h"
 #include "apps/mini_train/model_gpt.h"
 #include "apps/mini_train/outputs.h"
@@ -221,6 +221,7 @@ double train_step(Run& r, nn::Module& net, const data::Batch& batch, int64_t epo
   if (r.o.clip_grad > 0) clip_gradients(r);  // DDP: reduced grads
   dist::set_phase(dist::Phase::Optimizer);
   trace::Span optimizer_span("optimizer");
+  r.step_lr = r.opt->lr(0);  // what this step uses, for its --log-every record
   r.opt->step();
   if (r.scheduler) r.scheduler->step();
   return l;
@@ -240,13 +241,27 @@ EpochResult epoch_result(const Run& r, double loss_sum, int64_t seen, double sec
           .seconds = seconds};
 }
 
-// After an optimizer step: count it, and what follows a step (--check-replicas, --checkpoint-every).
-// `progress`: this rank's part of the epoch so far.
-void after_step(Run& r, int64_t epoch, const EpochProgress& progress) {
+// --log-every N: every N steps a step record (Note [Log records]) with the loss of this step's
+// examples on every rank (`loss_sum`, `seen`: this rank's). Every rank calls it, for the all-reduce.
+void log_step(Run& r, int64_t epoch, double loss_sum, int64_t seen) {
+  r.log_seen += seen;
+  if (r.o.log_every == 0 || r.step % r.o.log_every != 0) return;
+  const double seconds = seconds_since(r.log_since);
+  const EpochResult step = epoch_result(r, loss_sum, seen, seconds);
+  if (r.log.is_open())
+    r.log.write(StepRecord{.epoch = epoch, .step = r.step, .loss = step.loss, .lr = r.step_lr,
+                           .samples_per_s = static_cast<double>(r.log_seen * r.world) / std::max(seconds, 1e-9)});
+  r.log_seen = 0, r.log_since = Clock::now();
+}
+
+// After an optimizer step: count it, and what follows a step (--log-every, --check-replicas,
+// --checkpoint-every). `progress`: this rank's part of the epoch so far; `loss_sum`, `seen`: of this step.
+void after_step(Run& r, int64_t epoch, const EpochProgress& progress, double loss_sum, int64_t seen) {
   ++r.step;
   dist::set_step(r.step);
   note_progress(epoch, r.step);  // for the line on Ctrl-C (interrupt.h)
   dist::set_phase(dist::Phase::Data);  // the loader builds the next batch
+  log_step(r, epoch, loss_sum, seen);  // before a checkpoint of this step: a resume keeps its record
   if (r.ddp && r.o.check_replicas > 0 && r.step % r.o.check_replicas == 0)  // replica_guard.h
     r.ddp->check_replicas("after step " + std::to_string(r.step) + " (--check-replicas)");
   if (step_checkpoint_due(r.o, r.step, progress.batches == r.acc.batches()))  // --checkpoint-every
@@ -262,8 +277,8 @@ EpochResult train_epoch(Run& r, int64_t epoch) {
   nn::Module& net = r.ddp ? static_cast<nn::Module&>(*r.ddp) : *r.model;
   // A mid-epoch resume starts where its checkpoint was taken (Note [Mid-epoch resume]).
   const EpochProgress from = epoch == r.first_epoch ? r.resumed_at : EpochProgress{};
-  double loss_sum = from.loss_sum;
-  int64_t seen = from.seen, done = from.batches;
+  double loss_sum = from.loss_sum, step_loss_sum = 0;  // step_: of the step in progress (--accumulate)
+  int64_t seen = from.seen, done = from.batches, step_seen = 0;
   const int64_t batches = r.o.max_steps > 0 ? std::min(r.acc.batches(), done + (r.o.max_steps - r.step) * r.acc.k)
                                             : r.acc.batches();
   ProgressBar bar(r.talk, epoch, r.o.epochs, batches);
@@ -278,9 +293,12 @@ EpochResult train_epoch(Run& r, int64_t epoch) {
     const double l = train_step(r, net, batch, epoch, done);
     const bool stepped = r.acc.ends_step(done);  // --accumulate: else the next micro-batch continues the step
     ++done;
-    loss_sum += l * static_cast<double>(batch.size());
-    seen += batch.size();
-    if (stepped) after_step(r, epoch, {.batches = done, .loss_sum = loss_sum, .seen = seen});
+    loss_sum += l * static_cast<double>(batch.size()), step_loss_sum += l * static_cast<double>(batch.size());
+    seen += batch.size(), step_seen += batch.size();
+    if (stepped) {
+      after_step(r, epoch, {.batches = done, .loss_sum = loss_sum, .seen = seen}, step_loss_sum, step_seen);
+      step_loss_sum = 0, step_seen = 0;
+    }
     bar.update(done, seen, loss_sum / static_cast<double>(seen));
     step_span.end();
     if (r.tracer) data_from = trace::now_ns();
@@ -299,14 +317,18 @@ Score score(const Run& r) {
   return evaluate(*r.model, eval_set(r), r.d.classification, r.device);
 }
 
-// The epoch line, and with --eval the validation line; one JSON object per epoch with --log-json.
-// Returns the --eval score it printed (rank 0 only), for the run's final report.
+// The epoch line, and with --eval the validation line; an epoch record and an eval record with
+// --log-json (Note [Log records]). Returns the --eval score it printed (rank 0 only), for the run's
+// final report.
 std::optional<Score> report_epoch(Run& r, int64_t epoch, const EpochResult& e) {
   if (!r.lead) return std::nullopt;
   std::optional<Score> score;
+  double eval_seconds = 0;
   if (r.o.eval) {
     dist::set_phase(dist::Phase::Evaluation);
+    const auto start = Clock::now();
     score = app::score(r);
+    eval_seconds = seconds_since(start);
   }
   if (r.talk) {
     std::printf("Epoch [%lld/%lld], Loss: %.4f, %.0f samples/s\n", static_cast<long long>(epoch),
@@ -316,14 +338,12 @@ std::optional<Score> report_epoch(Run& r, int64_t epoch, const EpochResult& e) {
                   eval_split(r), score->metric(), score->value);
     std::fflush(stdout);
   }
-  if (r.json_log.is_open()) {
-    nlohmann::json line = {{"epoch", epoch},   {"loss", e.loss}, {"samples_per_s", e.samples_per_s},
-                           {"seconds", e.seconds}, {"steps", r.step}, {"lr", r.opt->lr(0)}};
-    if (score) {
-      line["eval_split"] = eval_split(r);
-      line[std::string("eval_") + score->metric()] = score->value;
-    }
-    r.json_log << line.dump() << '\n' << std::flush;
+  if (r.log.is_open()) {
+    r.log.write(EpochRecord{.epoch = epoch, .step = r.step, .loss = e.loss, .samples_per_s = e.samples_per_s,
+                            .seconds = e.seconds, .lr = r.opt->lr(0)});
+    if (score)
+      r.log.write(EvalRecord{.epoch = epoch, .step = r.step, .split = eval_split(r), .metric = score->metric(),
+                             .value = score->value, .seconds = eval_seconds});
   }
   return score;
 }
@@ -383,14 +403,9 @@ void prepare(Run& r, bool watched) {
   MT_CHECK(!r.o.zero || r.ddp, "--zero ", r.o.zero, " shards the optimizer state over the ranks of a distributed run, and this "
            "run is one process: add --nproc N (CPU) or --gpus (or leave --zero 0)");
   if (r.talk) print_config(r);
-  if (r.lead && !r.o.log_json.empty()) {
-    if (!r.resumed_from.empty()) trim_json_log(r.o.log_json, r.first_epoch - 1);  // Note [Mid-epoch resume]
-    // A log grows line by line, so it is not replaced atomically like the other outputs; it is
-    // opened where a symlink leads, and a device was refused up front (Note [Output files]).
-    r.json_log.open(resolve_output_path(r.o.log_json, "--log-json"),
-                    r.resumed_from.empty() ? std::ios::trunc : std::ios::app);
-    MT_CHECK(r.json_log.good(), "--log-json ", r.o.log_json, ": cannot open for writing");
-  }
+  if (r.lead && !r.o.log_json.empty())  // json_log.h; a resume drops what followed its checkpoint
+    r.log.open(r.o.log_json, !r.resumed_from.empty(), r.first_epoch - 1, r.step);
+  r.log_since = Clock::now();
 }
 
 // The run, once set up: prepare, train, evaluate, save.

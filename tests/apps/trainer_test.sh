@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # End-to-end tests of mini_train's trainer features: gradient accumulation, per-step logs, the
 # validation split and early stopping, loss curves, options refused or warned about, and models
-# loaded from their files. Usage: trainer_test.sh MINI_TRAIN PYTHON CASE (tests/CMakeLists.txt
-# registers one CTest test per case). Each case runs in a fresh temp folder.
+# loaded from their files. Usage: trainer_test.sh MINI_TRAIN PYTHON CASE [EXAMPLE_LOAD_MODEL]
+# (tests/CMakeLists.txt registers one CTest test per case). Each case runs in a fresh temp folder.
 set -uo pipefail
 bin=$1
 py=$2
 case_name=$3
+load_model=${4:-}  # examples/load_model.cpp's binary, for case load_model
 here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -37,6 +38,23 @@ for name in a:
     worst = max(abs(x - y) for x, y in zip(a[name], b[name])) / scale
     print(f"{name}: {worst:.2e}")
     assert worst <= tol, f"{name}: relative difference {worst:.2e} > {tol}"
+PY
+}
+
+# Writes .npy files with Python's standard library: `write_npy NAME DTYPE SHAPE EXPR`, EXPR a Python
+# expression of `i` (the flat index) and `rnd` (random.Random(0)) giving each value.
+write_npy() {
+  "$py" - "$@" <<'PY' || fail "could not write $1"
+import array, random, sys
+name, dtype, shape, expr = sys.argv[1], sys.argv[2], tuple(int(d) for d in sys.argv[3].split(",")), sys.argv[4]
+rnd, n = random.Random(0), 1
+for d in shape:
+    n *= d
+code = {"<f4": "f", "<i8": "q"}[dtype]
+values = array.array(code, [eval(expr, {"rnd": rnd, "i": i}) for i in range(n)])
+header = "{'descr': '%s', 'fortran_order': False, 'shape': (%s), }" % (dtype, "".join(f"{d}, " for d in shape))
+header += " " * (63 - (10 + len(header)) % 64) + "\n"
+open(name, "wb").write(b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header.encode() + values.tobytes())
 PY
 }
 
@@ -75,6 +93,118 @@ accumulate)
   expect_error "trained with --accumulate 4, this run asks for 2" --batch-size 8 --accumulate 2 --samples 1000 \
     --epochs 2 --checkpoint-dir b --resume auto
   expect_error "--accumulate must be in 1..65536 micro-batches, got 0" --accumulate 0
+  ;;
+load_model)
+  # nn::load_model (nn/model_file.h) in a C++ program of its own (examples/load_model.cpp) gives what
+  # mini_train predict writes, byte for byte, for each network the trainer saves; a GPT continues a
+  # prompt as mini_train generate --temperature 0 does.
+  [[ -x $load_model ]] || fail "no examples/load_model binary given"
+  write_npy x10.npy "<f4" 50,10 "rnd.gauss(0, 1)"
+  "$bin" -q --epochs 1 --save linear.safetensors >/dev/null || fail "linear training failed"
+  # An MLP classifier on standardised inputs: (x - mean) / std comes from the file, not the data.
+  write_npy x4.npy "<f4" 300,4 "rnd.gauss(5, 3)"
+  write_npy y4.npy "<i8" 300 "i % 3"
+  "$bin" -q --inputs x4.npy --targets y4.npy --model mlp --hidden 8,8 --standardize --epochs 2 \
+    --save mlp.safetensors >/dev/null || fail "mlp training failed"
+  write_npy x784.npy "<f4" 40,28,28 "rnd.random() * 255"
+  write_npy y784.npy "<i8" 40 "i % 10"
+  "$bin" -q --inputs x784.npy --targets y784.npy --model cnn --epochs 1 --batch-size 20 --save cnn.safetensors \
+    >/dev/null || fail "cnn training failed"
+  for m in linear:x10 mlp:x4 cnn:x784; do
+    model=${m%%:*} x=${m##*:}
+    probabilities=--probabilities
+    [[ $model == linear ]] && probabilities=
+    "$bin" predict --init $model.safetensors --inputs $x.npy --output $model-predict.npy $probabilities >/dev/null ||
+      fail "mini_train predict $model failed"
+    "$load_model" $model.safetensors $x.npy $model-cpp.npy >out.txt || fail "example_load_model $model failed"
+    cmp $model-predict.npy $model-cpp.npy || fail "$model: nn::load_model's outputs are not mini_train predict's"
+  done
+  grep -q "^cnn.safetensors (cnn:784-10): 40 rows$" out.txt || { cat out.txt; fail "example_load_model's line"; }
+  # --probabilities: rows of the softmax (summing to 1), whose largest is predict's class index.
+  "$bin" predict --init mlp.safetensors --inputs x4.npy --output classes.npy >out.txt || fail "predict classes"
+  grep -q "^wrote classes.npy: 300 class indices (int64), shape \[300\]$" out.txt || { cat out.txt; fail "predict's line"; }
+  "$py" - mlp-predict.npy classes.npy <<'PY' || fail "--probabilities are not the classes' softmax"
+import array, ast, sys
+def npy(path):
+    raw = open(path, "rb").read()
+    n = int.from_bytes(raw[8:10], "little")
+    header = ast.literal_eval(raw[10:10 + n].decode())
+    return header["shape"], array.array({"<f4": "f", "<i8": "q"}[header["descr"]], raw[10 + n:])
+(shape, p), (_, classes) = npy(sys.argv[1]), npy(sys.argv[2])
+assert shape == (300, 3), shape
+for r in range(300):
+    row = p[3 * r:3 * r + 3]
+    assert abs(sum(row) - 1) < 1e-5 and min(row) >= 0, row
+    assert max(range(3), key=lambda c: row[c]) == classes[r], (row, classes[r])
+PY
+  for i in $(seq 40); do echo "the quick brown fox $i jumps over the lazy dog"; done >t.txt
+  "$bin" -q --text t.txt --layers 1 --dim 16 --context 16 --max-steps 20 --save gpt.safetensors >/dev/null ||
+    fail "gpt training failed"
+  "$bin" generate --init gpt.safetensors --prompt "the quick" --tokens 30 --temperature 0 >generate.txt ||
+    fail "generate failed"
+  "$load_model" gpt.safetensors --greedy "the quick" 30 >cpp.txt || fail "example_load_model --greedy failed"
+  cmp generate.txt cpp.txt || { cat generate.txt cpp.txt; fail "the loaded GPT continues differently"; }
+  # What is not a model file, or not a classifier, is one line.
+  expect_error "holds a regression model ('linear:10-1'), whose outputs are values, not classes" predict \
+    --init linear.safetensors --inputs x10.npy --output p.npy --probabilities
+  "$bin" -q --epochs 1 --checkpoint-dir ck --save m.safetensors >/dev/null || fail "checkpoint run failed"
+  "$load_model" ck/checkpoint-epoch-000001.safetensors x10.npy o.npy >out.txt 2>err.txt && fail "a checkpoint loaded"
+  [[ $(wc -l <err.txt) == 1 ]] && grep -q "not a model file saved by mini_train" err.txt || { cat err.txt; fail "error"; }
+  ;;
+log_json)
+  # --log-json's records (Note [Log records] in apps/mini_train/json_log.h): step records every
+  # --log-every N steps, an epoch record and an eval record per epoch. 1024 examples in batches of
+  # 32: every step sees 32 of them, so an epoch's loss is the mean of its steps' losses, and a
+  # cosine schedule's first step uses the base lr; with 2 processes the step losses are global.
+  for run in "1:" "2:--nproc 2 --backend gloo --batch-size 16"; do
+    nproc=${run%%:*} extra=${run#*:}
+    # shellcheck disable=SC2086
+    "$bin" --samples 1024 --epochs 2 --schedule cosine --eval --log-json log$nproc.jsonl --log-every 1 $extra \
+      --save "$work/m$nproc.safetensors" >out$nproc.txt 2>err.txt || { cat err.txt; fail "run with --nproc $nproc failed"; }
+    "$py" - log$nproc.jsonl out$nproc.txt <<'PY' || fail "--nproc $nproc: the records are not the run's"
+import json, math, re, sys
+records = [json.loads(line) for line in open(sys.argv[1])]
+steps = [r for r in records if r["type"] == "step"]
+assert [r["step"] for r in steps] == list(range(1, 65)), [r["step"] for r in steps]
+assert [r["type"] for r in records if r["type"] != "step"] == ["epoch", "eval"] * 2, records
+assert records[32]["type"] == "epoch" and records[32]["step"] == 32, records[32]  # after step 32's record
+for r in records:
+    assert {"type", "epoch", "step"} <= r.keys() and r["epoch"] in (1, 2), r
+assert steps[0]["lr"] == 0.01 and steps[63]["lr"] < steps[62]["lr"] < steps[0]["lr"], (steps[0], steps[63])
+assert all(s["samples_per_s"] > 0 and math.isfinite(s["loss"]) for s in steps)
+epochs = [r for r in records if r["type"] == "epoch"]
+for e in epochs:
+    mean = sum(s["loss"] for s in steps if s["epoch"] == e["epoch"]) / 32
+    assert abs(mean - e["loss"]) <= 1e-9 * e["loss"], (mean, e)
+# The eval records say what the screen says.
+screen = re.findall(r"^Epoch \[(\d)/2\] test loss: ([0-9.]+)$", open(sys.argv[2]).read(), re.M)
+evals = [(str(r["epoch"]), "%.4f" % r["value"]) for r in records if r["type"] == "eval"]
+assert screen == evals, (screen, evals)
+assert all(r["split"] == "test" and r["metric"] == "loss" for r in records if r["type"] == "eval")
+PY
+  done
+  # Killed after step 23 and resumed from its step checkpoint of step 21, the log is the
+  # uninterrupted run's: the records past the checkpoint went, then the run wrote them again.
+  flags=(--model mlp --hidden 8 --samples 500 --epochs 3 --eval --log-every 1 --checkpoint-every 7 -q)
+  "$bin" "${flags[@]}" --log-json a.jsonl --checkpoint-dir a --save full.safetensors >/dev/null || fail "full run"
+  rc=0
+  MT_TEST_KILL_STEP=23 "$bin" "${flags[@]}" --log-json b.jsonl --checkpoint-dir b --save x.safetensors >/dev/null \
+    2>&1 || rc=$?
+  [[ $rc == 137 ]] || fail "the run to be killed exited with $rc, not 137 (SIGKILL)"
+  grep -q '"step":23,"type":"step"' b.jsonl || { cat b.jsonl; fail "no record of step 23 before the kill"; }
+  "$bin" "${flags[@]}" --log-json b.jsonl --checkpoint-dir b --resume auto --save y.safetensors >/dev/null ||
+    fail "resume failed"
+  "$py" - a.jsonl b.jsonl <<'PY' || fail "the resumed run's log is not the uninterrupted run's"
+import json, sys
+def records(path):  # without the rates and times, which differ from run to run
+    out = [json.loads(line) for line in open(path)]
+    for r in out:
+        r.pop("samples_per_s", None), r.pop("seconds", None)
+    return out
+a, b = records(sys.argv[1]), records(sys.argv[2])
+assert len(a) == 48 + 3 + 3 and a == b, (len(a), len(b))
+PY
+  expect_error "--log-every 5 writes step records into --log-json: give a --log-json FILE" --log-every 5
   ;;
 *)
   fail "unknown case $case_name"
