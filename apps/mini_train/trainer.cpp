@@ -1,11 +1,10 @@
 // mini_train's training loop, one function per phase, in the order a run goes through them:
 // set_up (process group, data, model, output checks, optimizer, loader), resume (resume.h: checkpoint state,
 // and what it overrides), the data-parallel wrapping (data_parallel.h), the config table, then per
-// epoch: train_epoch (shuffle seeded by seed + epoch, steps), report_epoch (the epoch line,
-// validation with --eval, the JSON log) and write_checkpoint (and with --checkpoint-every a step
-// checkpoint every N steps; both in checkpoint_writer.h); finally the --eval score and save_model. A
-// step is the forward and backward of --accumulate's micro-batches (accumulate.h), --clip-grad, the
-// optimizer and the schedule; --max-steps can end the last epoch early. What a run holds between the phases is a Run (run.h). See trainer.h.
+// epoch: train_epoch (train_epoch.h: the steps, with their --log-every records and --checkpoint-every
+// checkpoints), report_epoch (the epoch line, validation with --eval, the JSON log: json_log.h) and
+// write_checkpoint (checkpoint_writer.h); finally the --eval score and save_model. --max-steps can
+// end the last epoch early. What a run holds between the phases is a Run (run.h). See trainer.h.
 //
 // Distributed (RANK and WORLD_SIZE in the environment: mini_train's launcher, torchrun, srun; or an
 // MPI launcher's variables): this process is one rank. It meets the others through
@@ -22,13 +21,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
 #include <optional>
-#include <sstream>
 
 #include "apps/mini_train/backend.h"
-#include "apps/mini_train/checkpoint_step.h"
 #include "apps/mini_train/checkpoint_writer.h"
 #include "apps/mini_train/data_parallel.h"
 #include "apps/mini_train/evaluate.h"
@@ -40,12 +35,10 @@
 #include "apps/mini_train/model_gpt.h"
 #include "apps/mini_train/outputs.h"
 #include "apps/mini_train/peer_heartbeat.h"
-#include "apps/mini_train/progress.h"
 #include "apps/mini_train/resume.h"
 #include "apps/mini_train/run.h"
-#include "apps/mini_train/test_hooks.h"
 #include "apps/mini_train/tracing.h"
-#include "autograd/ops.h"
+#include "apps/mini_train/train_epoch.h"
 #include "data/dataloader.h"
 #include "data/sampler.h"
 #include "distributed/ddp/ddp.h"
@@ -53,8 +46,6 @@
 #include "distributed/process_group/init_process_group.h"
 #include "nn/checkpoint.h"
 #include "tensor/backend.h"
-#include "tensor/output_file.h"
-#include "tensor/generator.h"
 #include "tensor/parallel.h"
 
 namespace mt::app {
@@ -177,135 +168,6 @@ void print_config(const Run& r) {
                      (o.gpus.empty() ? std::string(", GEMM via ") + cpu_gemm_library() : " (host-side work)"));
   if (!o.checkpoint_dir.empty()) row("checkpoints", o.checkpoint_dir + " (keep " + std::to_string(o.keep) + ")");
   std::fflush(stdout);
-}
-
-// ================================== one epoch ==================================================
-
-struct EpochResult {
-  double loss = 0;           // mean over every rank's samples
-  double samples_per_s = 0;  // every rank's samples
-  double seconds = 0;
-};
-
-// One micro-batch's forward and backward (batch j, 0-based, of the epoch), its loss scaled into
-// its group (Note [Gradient accumulation]). Returns the micro-batch's loss, unscaled.
-double forward_backward(Run& r, nn::Module& net, const data::Batch& batch, int64_t epoch, int64_t j) {
-  trace::Span forward_span("forward");
-  // Already on r.device: on a GPU the loader copied it through pinned memory while the previous
-  // step computed, and the compute stream waits for that copy (data/dataloader.h).
-  const Tensor loss = (*r.loss_fn)(net.forward(batch.input), batch.target);
-  const double l = loss.item();
-  // Stop before a NaN/inf reaches the weights: they stay as they were after the last good step.
-  MT_CHECK(std::isfinite(l) || r.o.allow_nonfinite, "the loss is ", l, " at step ", r.step + 1, " (epoch ", epoch,
-           ", batch ", j + 1, " of ", r.acc.batches(), "); stopped before it reaches the weights. Check "
-           "the data for NaN/inf, or lower --lr; --allow-nonfinite trains on");
-  forward_span.end();
-  // A group's first micro-batch; under DDP too: the next backward writes into its buckets.
-  if (j % r.acc.k == 0) r.opt->zero_grad();
-  trace::Span backward_span("backward");
-  const double scale = r.acc.loss_scale(j, batch.size());
-  (scale == 1 ? loss : loss * scale).backward();
-  return l;
-}
-
-// One micro-batch, and after the last of its group the update: clip, optimizer, schedule. Returns
-// the micro-batch's loss.
-double train_step(Run& r, nn::Module& net, const data::Batch& batch, int64_t epoch, int64_t j) {
-  if (!r.acc.ends_step(j)) {
-    // DDP: a group's earlier micro-batches only accumulate; forward too runs inside no_sync (ddp.h).
-    if (!r.ddp) return forward_backward(r, net, batch, epoch, j);
-    const auto no_sync = r.ddp->no_sync();
-    return forward_backward(r, net, batch, epoch, j);
-  }
-  const double l = forward_backward(r, net, batch, epoch, j);
-  if (r.o.clip_grad > 0) clip_gradients(r);  // DDP: reduced grads
-  dist::set_phase(dist::Phase::Optimizer);
-  trace::Span optimizer_span("optimizer");
-  r.step_lr = r.opt->lr(0);  // what this step uses, for its --log-every record
-  r.opt->step();
-  if (r.scheduler) r.scheduler->step();
-  return l;
-}
-
-// The epoch's loss over every rank's samples: one small all-reduce of (sum of loss·n, sum of n), on
-// the group's device (NCCL reduces GPU tensors only).
-EpochResult epoch_result(const Run& r, double loss_sum, int64_t seen, double seconds) {
-  double total_seen = static_cast<double>(seen);
-  if (r.pg) {
-    Tensor sums = from_vector(std::vector<double>{loss_sum, total_seen}, {2}).to(r.pg->device());
-    r.pg->allreduce(sums, dist::ReduceOp::Sum)->wait();
-    const std::vector<double> summed = sums.to(kCPU).to_vector<double>();
-    loss_sum = summed[0], total_seen = summed[1];
-  }
-  return {.loss = loss_sum / std::max(total_seen, 1.0), .samples_per_s = total_seen / std::max(seconds, 1e-9),
-          .seconds = seconds};
-}
-
-// --log-every N: every N steps a step record (Note [Log records]) with the loss of this step's
-// examples on every rank (`loss_sum`, `seen`: this rank's). Every rank calls it, for the all-reduce.
-void log_step(Run& r, int64_t epoch, double loss_sum, int64_t seen) {
-  r.log_seen += seen;
-  if (r.o.log_every == 0 || r.step % r.o.log_every != 0) return;
-  const double seconds = seconds_since(r.log_since);
-  const EpochResult step = epoch_result(r, loss_sum, seen, seconds);
-  if (r.log.is_open())
-    r.log.write(StepRecord{.epoch = epoch, .step = r.step, .loss = step.loss, .lr = r.step_lr,
-                           .samples_per_s = static_cast<double>(r.log_seen * r.world) / std::max(seconds, 1e-9)});
-  r.log_seen = 0, r.log_since = Clock::now();
-}
-
-// After an optimizer step: count it, and what follows a step (--log-every, --check-replicas,
-// --checkpoint-every). `progress`: this rank's part of the epoch so far; `loss_sum`, `seen`: of this step.
-void after_step(Run& r, int64_t epoch, const EpochProgress& progress, double loss_sum, int64_t seen) {
-  ++r.step;
-  dist::set_step(r.step);
-  note_progress(epoch, r.step);  // for the line on Ctrl-C (interrupt.h)
-  dist::set_phase(dist::Phase::Data);  // the loader builds the next batch
-  log_step(r, epoch, loss_sum, seen);  // before a checkpoint of this step: a resume keeps its record
-  if (r.ddp && r.o.check_replicas > 0 && r.step % r.o.check_replicas == 0)  // replica_guard.h
-    r.ddp->check_replicas("after step " + std::to_string(r.step) + " (--check-replicas)");
-  if (step_checkpoint_due(r.o, r.step, progress.batches == r.acc.batches()))  // --checkpoint-every
-    write_step_checkpoint(r, epoch, progress);
-  test_kill_hook(r.rank, r.step, !r.resumed_from.empty());
-}
-
-EpochResult train_epoch(Run& r, int64_t epoch) {
-  const auto start = Clock::now();
-  if (r.pg) test_fail_hook(r.rank, epoch);
-  r.loader->set_epoch(epoch);
-  dist::set_phase(dist::Phase::Data);
-  nn::Module& net = r.ddp ? static_cast<nn::Module&>(*r.ddp) : *r.model;
-  // A mid-epoch resume starts where its checkpoint was taken (Note [Mid-epoch resume]).
-  const EpochProgress from = epoch == r.first_epoch ? r.resumed_at : EpochProgress{};
-  double loss_sum = from.loss_sum, step_loss_sum = 0;  // step_: of the step in progress (--accumulate)
-  int64_t seen = from.seen, done = from.batches, step_seen = 0;
-  const int64_t batches = r.o.max_steps > 0 ? std::min(r.acc.batches(), done + (r.o.max_steps - r.step) * r.acc.k)
-                                            : r.acc.batches();
-  ProgressBar bar(r.talk, epoch, r.o.epochs, batches);
-  int64_t data_from = r.tracer ? trace::now_ns() : 0;  // --trace: when the loader started on the next batch
-  for (auto it = r.loader->begin_at(done); it != r.loader->end(); ++it) {
-    const data::Batch& batch = *it;
-    if (steps_exhausted(r)) break;  // --max-steps, mid-epoch
-    if (r.tracer) r.tracer->begin_step(r.step + 1);  // --trace-steps
-    trace::record_since("data", data_from);
-    trace::Span step_span("step");
-    step_span.arg("step", r.step + 1);
-    const double l = train_step(r, net, batch, epoch, done);
-    const bool stepped = r.acc.ends_step(done);  // --accumulate: else the next micro-batch continues the step
-    ++done;
-    loss_sum += l * static_cast<double>(batch.size()), step_loss_sum += l * static_cast<double>(batch.size());
-    seen += batch.size(), step_seen += batch.size();
-    if (stepped) {
-      after_step(r, epoch, {.batches = done, .loss_sum = loss_sum, .seen = seen}, step_loss_sum, step_seen);
-      step_loss_sum = 0, step_seen = 0;
-    }
-    bar.update(done, seen, loss_sum / static_cast<double>(seen));
-    step_span.end();
-    if (r.tracer) data_from = trace::now_ns();
-  }
-  bar.clear();
-  if (r.ddp) r.ddp->check_replicas("at the end of epoch " + std::to_string(epoch));  // replica_guard.h
-  return epoch_result(r, loss_sum, seen, seconds_since(start));
 }
 
 // The set --eval scores: the test split, or the training data when there is none; for text the

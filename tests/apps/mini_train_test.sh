@@ -391,7 +391,7 @@ nonfinite)
   { for i in $(seq 100); do echo "$((2 * i)).5"; done; echo "1.5"; } >y.csv
   expect_error "the loss is nan at step 4 (epoch 1, batch 4 of 4)" --inputs x.csv --targets y.csv --no-shuffle
   # Its source location is repository-relative (apps/..., not ../apps/... nor this machine's path).
-  grep -q ' (apps/mini_train/trainer.cpp:[0-9]*)$' err.txt ||
+  grep -q ' (apps/mini_train/train_epoch.cpp:[0-9]*)$' err.txt ||
     { cat err.txt; fail "the error's source location is not repository-relative"; }
   "$bin" --inputs x.csv --targets y.csv --no-shuffle --allow-nonfinite --epochs 1 -q >out.txt 2>err.txt ||
     { cat err.txt; fail "--allow-nonfinite stopped"; }
