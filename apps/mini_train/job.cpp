@@ -1,6 +1,7 @@
 // Builds mini_train's data, model, loss, optimizer and schedule from its options (see job.h).
 #include "apps/mini_train/job.h"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -11,6 +12,7 @@
 #include "data/csv.h"
 #include "data/fashion_mnist.h"
 #include "data/npy.h"
+#include "data/sampler.h"
 #include "data/standardize.h"
 #include "nn/networks.h"
 #include "optim/adam.h"
@@ -133,6 +135,28 @@ void shape_targets(const Options& o, Tables& t, Data& d) {
   }
 }
 
+// --val-split F: of the file's rows, round(F·n) are held out for validation, picked by a permutation
+// from Generator(--seed) (the same rows for the same seed and data, whatever the number of ranks),
+// and both parts keep the file's order. Before any standardisation: its statistics are the
+// training rows' alone.
+void hold_out_validation(const Options& o, Tables& t, Data& d) {
+  const int64_t n = t.x_train.size(0), held = std::llround(o.val_split * static_cast<double>(n));
+  MT_CHECK(held >= 1 && held < n, "--val-split ", o.val_split, " of ", n, " rows holds out ", held, " and trains on ",
+           n - held, ": each part needs at least one row");
+  Generator gen(o.seed);
+  std::vector<int64_t> order = data::randperm(n, gen);
+  std::sort(order.begin(), order.end() - held), std::sort(order.end() - held, order.end());
+  const Tensor train_rows = from_vector(std::vector<int64_t>(order.begin(), order.end() - held), {n - held});
+  const Tensor held_rows = from_vector(std::vector<int64_t>(order.end() - held, order.end()), {held});
+  t.x_test = raw::index_select(t.x_train, 0, held_rows), t.y_test = raw::index_select(t.y_train, 0, held_rows);
+  t.x_train = raw::index_select(t.x_train, 0, train_rows), t.y_train = raw::index_select(t.y_train, 0, train_rows);
+  d.validation = true;
+  std::ostringstream os;
+  os << o.inputs << " -> " << o.targets << " (" << n << " rows: " << n - held << " train, " << held
+     << " validation by --val-split " << o.val_split << " and --seed " << o.seed << ")";
+  d.description = os.str();
+}
+
 Data load_data(const Options& o) {
   Data d;
   if (o.dataset == "text") {
@@ -141,6 +165,7 @@ Data load_data(const Options& o) {
   }
   Tables t = read_tables(o, d);
   shape_targets(o, t, d);
+  if (o.val_split > 0) hold_out_validation(o, t, d);
   Tensor &x_train = t.x_train, &y_train = t.y_train, &x_test = t.x_test, &y_test = t.y_test;
   x_train = raw::contiguous(raw::cast(x_train, kFloat32));
   if (x_test.defined()) x_test = raw::contiguous(raw::cast(x_test, kFloat32));

@@ -18,6 +18,7 @@ namespace mt::app {
 
 struct Data {
   std::shared_ptr<data::TensorDataset> train, test;  // test may be null (no split available)
+  bool validation = false;                           // test holds --val-split's rows of the training data
   bool classification = false;
   int64_t in_features = 0, out_features = 0;  // out: classes, or target width
   std::string description;                    // for the config table

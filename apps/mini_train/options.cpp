@@ -83,6 +83,8 @@ void add_data_options(CLI::App& app, Options& o) {
       ->check(CLI::IsMember({"auto", "regression", "classification"}))->group(kGroup);
   app.add_option("--samples", o.samples, "synthetic examples")->group(kGroup);
   app.add_option("--features", o.features, "synthetic input width")->group(kGroup);
+  app.add_option("--val-split", o.val_split, "hold out this share of --inputs' rows (picked by --seed) as a "
+                 "validation split, scored after every epoch (turns --eval on)")->group(kGroup);
   app.add_flag("--standardize,!--no-standardize", o.standardize,
                "scale inputs to zero mean and unit variance (default on for fashion-mnist)")->group(kGroup);
   app.add_option("--text", o.text, "--dataset text's corpus: a file, or a folder of text files (default: Debian's "
@@ -126,6 +128,8 @@ void add_training_options(CLI::App& app, Options& o, RawFlags& raw) {
   app.add_option("--accumulate", o.accumulate, "micro-batches of --batch-size per optimizer step: gradients "
                  "add up over K batches (DDP communicates once per step), so --batch-size B --accumulate K "
                  "trains like --batch-size K*B")->group(kGroup);
+  app.add_option("--early-stop", o.early_stop, "stop when the --eval score has not improved for this many epochs, "
+                 "and save the best epoch's weights (0: off)")->group(kGroup);
   app.add_flag("--allow-nonfinite", o.allow_nonfinite, "train on after a NaN or infinite loss (default: stop at "
                "the first one, naming the step)")->group(kGroup);
 }
@@ -282,6 +286,7 @@ bool parse_options(int argc, char** argv, Options& o, int* exit_code) {
   o.seed = static_cast<uint64_t>(raw.seed);
   if (!o.inputs.empty() || !o.targets.empty()) o.dataset = "files";
   if (o.data_dir.empty()) o.data_dir = data::kFashionMnistDir;
+  if (o.val_split > 0) o.eval = true;  // a validation split is there to be scored
   apply_presets(app, o);
   parse_hidden(o, raw.hidden);
   return true;
@@ -375,6 +380,13 @@ void validate_distributed(const Options& o) {
 void validate_files(const Options& o) {
   MT_CHECK(o.keep >= 1, "--keep must be at least 1, got ", o.keep);
   MT_CHECK(o.checkpoint_every >= 0, "--checkpoint-every must be >= 0 steps, got ", o.checkpoint_every);
+  MT_CHECK(std::isfinite(o.val_split) && o.val_split >= 0 && o.val_split < 1, "--val-split must be in [0, 1), got ",
+           o.val_split);
+  MT_CHECK(o.val_split == 0 || o.dataset == "files", "--val-split holds out rows of --inputs/--targets; --dataset ",
+           o.dataset, " has its own test split, which --eval scores");
+  MT_CHECK(o.early_stop >= 0, "--early-stop must be >= 0 epochs, got ", o.early_stop);
+  MT_CHECK(o.early_stop == 0 || o.eval, "--early-stop ", o.early_stop, " watches the score --eval takes after each "
+           "epoch: add --eval (or --val-split F for your own data)");
   MT_CHECK(o.log_every >= 0, "--log-every must be >= 0 steps, got ", o.log_every);
   MT_CHECK(o.log_every == 0 || !o.log_json.empty(), "--log-every ", o.log_every, " writes step records into "
            "--log-json: give a --log-json FILE");

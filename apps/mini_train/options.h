@@ -88,6 +88,8 @@ struct Options {
   // ---- added with issue 41: what a PyTorch user expects of a trainer ----
   int64_t accumulate = 1;             // micro-batches per optimizer step (accumulate.h)
   int64_t log_every = 0;              // > 0: a --log-json step record every N steps (json_log.h)
+  double val_split = 0;               // > 0: this share of --inputs' rows validates (job.h), and --eval is on
+  int64_t early_stop = 0;             // > 0: stop after this many epochs without a better --eval score (early_stop.h)
 };
 
 // Parses argv. Returns true to go on; false when the process should exit with *exit_code (--help,

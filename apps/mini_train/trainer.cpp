@@ -26,6 +26,7 @@
 #include "apps/mini_train/backend.h"
 #include "apps/mini_train/checkpoint_writer.h"
 #include "apps/mini_train/data_parallel.h"
+#include "apps/mini_train/early_stop.h"
 #include "apps/mini_train/evaluate.h"
 #include "apps/mini_train/gpus.h"
 #include "apps/mini_train/interrupt.h"
@@ -173,7 +174,9 @@ void print_config(const Run& r) {
 // The set --eval scores: the test split, or the training data when there is none; for text the
 // validation windows (cross-entropy in nats per byte, model_gpt.h).
 const data::TensorDataset& eval_set(const Run& r) { return r.d.test ? *r.d.test : *r.d.train; }
-const char* eval_split(const Run& r) { return r.d.test || r.d.text_validation ? "test" : "train"; }
+const char* eval_split(const Run& r) {
+  return r.d.validation ? "validation" : r.d.test || r.d.text_validation ? "test" : "train";
+}
 Score score(const Run& r) {
   if (r.d.text_validation) return evaluate_text(*r.model, *r.d.text_validation, r.device);
   return evaluate(*r.model, eval_set(r), r.d.classification, r.device);
@@ -214,7 +217,8 @@ std::optional<Score> report_epoch(Run& r, int64_t epoch, const EpochResult& e) {
 
 // The final weights with what it takes to use them elsewhere (model_file.h), and the summary
 // line that even --quiet prints.
-void save_model(const Run& r, double last_loss, double seconds) {
+// `epochs`: the epochs the run trained (fewer than --epochs when --early-stop ended it).
+void save_model(const Run& r, double last_loss, int64_t epochs, double seconds) {
   NamedTensors weights = r.model->state_dict();
   for (auto& [name, t] : weights) t = t.detach().to(kCPU);  // files are written from host memory
   save_safetensors(r.o.save, weights, model_metadata(r.o, r.d, r.signature));
@@ -222,7 +226,7 @@ void save_model(const Run& r, double last_loss, double seconds) {
   if (!std::isnan(last_loss)) std::snprintf(loss, sizeof loss, "%.4f", last_loss);
   // A run that --max-steps ended says so: its last epoch may not have run to its end.
   const bool by_steps = steps_exhausted(r);
-  const long long done = by_steps ? r.step : r.o.epochs;
+  const long long done = by_steps ? r.step : epochs;
   std::printf("saved %s (%lld %s%s, last loss %s, %.1f s)\n", r.o.save.c_str(), done, by_steps ? "step" : "epoch",
               done == 1 ? "" : "s", loss, seconds);
 }
@@ -242,7 +246,7 @@ void report_end(Run& r, const std::optional<Score>& last_score) {
   // test split again would cost one more pass over it, half the evaluation of a 1-epoch run.
   dist::set_phase(dist::Phase::Evaluation);
   const Score s = last_score ? *last_score : score(r);
-  const char* split = r.d.test || r.d.text_validation ? "Test" : "Train (no test split)";
+  const char* split = r.d.validation ? "Validation" : r.d.test || r.d.text_validation ? "Test" : "Train (no test split)";
   if (s.classification) std::printf("%s accuracy: %.4f\n", split, s.value);
   else if (r.d.text_validation) std::printf("%s loss: %.6f nats per byte (%.4f bits per byte)\n", split, s.value,
                                             s.value / std::log(2.0));
@@ -270,6 +274,14 @@ void prepare(Run& r, bool watched) {
   r.log_since = Clock::now();
 }
 
+// Rank 0's yes or no, on every rank (--early-stop: every rank leaves after the same epoch).
+bool rank0_says(const Run& r, bool yes) {
+  if (!r.pg) return yes;
+  Tensor flag = from_vector(std::vector<double>{yes ? 1.0 : 0.0}, {1}).to(r.pg->device());
+  r.pg->broadcast(flag, 0)->wait();
+  return flag.to(kCPU).item() != 0;
+}
+
 // The run, once set up: prepare, train, evaluate, save.
 int train_set_up(Run& r, bool watched, Clock::time_point start) {
   prepare(r, watched);
@@ -279,11 +291,15 @@ int train_set_up(Run& r, bool watched, Clock::time_point start) {
   // invocation early.
   const int64_t last_epoch = r.o.stop_after > 0 ? std::min(r.o.epochs, r.first_epoch + r.o.stop_after - 1) : r.o.epochs;
   const bool nothing_left = steps_exhausted(r);
-  for (int64_t epoch = r.first_epoch; epoch <= last_epoch && !steps_exhausted(r); ++epoch) {
+  EarlyStop early(r.o.early_stop);  // early_stop.h
+  int64_t stopped_after = 0;        // --early-stop ended training after this epoch; 0: it did not
+  for (int64_t epoch = r.first_epoch; epoch <= last_epoch && !steps_exhausted(r) && !stopped_after; ++epoch) {
     const EpochResult e = train_epoch(r, epoch);
     last_loss = e.loss;
     last_score = report_epoch(r, epoch, e);
     write_checkpoint(r, epoch, e.loss);
+    if (r.o.early_stop > 0 && rank0_says(r, last_score && early.update(epoch, *last_score, *r.model)))
+      stopped_after = epoch;
   }
   if (r.tracer) finish_trace(*r.tracer, r.pg.get(), r.o.trace, r.talk);  // every rank: a collective
   if (r.first_epoch > r.o.epochs && r.talk)
@@ -292,14 +308,18 @@ int train_set_up(Run& r, bool watched, Clock::time_point start) {
   else if (nothing_left && r.talk)
     std::printf("nothing to train: the checkpoint already has %lld of --max-steps %lld steps\n",
                 static_cast<long long>(r.step), static_cast<long long>(r.o.max_steps));
-  if (last_epoch < r.o.epochs && !steps_exhausted(r)) {
+  if (last_epoch < r.o.epochs && !steps_exhausted(r) && !stopped_after) {
     if (r.talk)
       std::printf("stopped after epoch %lld of %lld (--stop-after); resume with --resume auto\n",
                   static_cast<long long>(last_epoch), static_cast<long long>(r.o.epochs));
     return 0;
   }
+  if (r.lead && early.best_epoch() > 0) {  // the saved model is the best epoch's, and a line says so
+    std::printf("%s\n", early.restore_best(*r.model, eval_split(r), stopped_after).c_str());
+    last_score = early.best();
+  }
   report_end(r, last_score);
-  if (r.lead) save_model(r, last_loss, seconds_since(start));
+  if (r.lead) save_model(r, last_loss, stopped_after ? stopped_after : r.o.epochs, seconds_since(start));
   return 0;
 }
 

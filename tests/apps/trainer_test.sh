@@ -206,6 +206,68 @@ assert len(a) == 48 + 3 + 3 and a == b, (len(a), len(b))
 PY
   expect_error "--log-every 5 writes step records into --log-json: give a --log-json FILE" --log-every 5
   ;;
+val_split_early_stop)
+  # --val-split F holds out round(F·n) rows picked by --seed; --early-stop PATIENCE ends training
+  # when the validation score has not improved for PATIENCE epochs and saves the best epoch's
+  # weights. The data: 400 rows whose class is the sign of a noisy first column, so that a wide MLP
+  # at a high lr overfits within a few epochs.
+  write_npy x.npy "<f4" 400,6 "rnd.gauss(0, 1)"
+  "$py" - <<'PY' || fail "could not write y.npy"
+import array
+x = array.array("f", open("x.npy", "rb").read()[128:])
+y = array.array("q", [int(x[6 * i] + 0.3 * ((i * 7919) % 13 - 6) / 6 > 0) for i in range(400)])
+header = "{'descr': '<i8', 'fortran_order': False, 'shape': (400,), }"
+header += " " * (63 - (10 + len(header)) % 64) + "\n"
+open("y.npy", "wb").write(b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header.encode() + y.tobytes())
+PY
+  data=(--inputs x.npy --targets y.npy --model mlp --hidden 64 --optimizer adam --lr 0.05)
+  flags=("${data[@]}" --val-split 0.25)
+  "$bin" "${flags[@]}" --epochs 2 --save a.safetensors >out.txt || fail "--val-split run failed"
+  grep -q "x.npy -> y.npy (400 rows: 300 train, 100 validation by --val-split 0.25 and --seed 0)$" out.txt &&
+    grep -q "10 steps per epoch" out.txt && grep -q "^Epoch \[2/2\] validation accuracy: [0-9.]*$" out.txt &&
+    grep -q "^Validation accuracy: [0-9.]*$" out.txt || { cat out.txt; fail "--val-split: config table or scores"; }
+  # The same seed holds out the same rows (the same bytes after training); another seed, others.
+  "$bin" "${flags[@]}" --epochs 2 -q --save b.safetensors >/dev/null || fail "second run failed"
+  cmp -s a.safetensors b.safetensors || fail "--val-split with the same seed trained differently"
+  "$bin" "${flags[@]}" --epochs 2 -q --no-shuffle --save c.safetensors >/dev/null || fail "--no-shuffle run failed"
+  "$bin" "${flags[@]}" --epochs 2 -q --no-shuffle --seed 1 --save d.safetensors >/dev/null || fail "--seed 1 run failed"
+  ! cmp -s c.safetensors d.safetensors || fail "--seed 1 held out the same rows (same weights without shuffling)"
+  # Early stop: the line says when and what is kept (also under -q); the saved weights are the best
+  # epoch's checkpoint's; the log's eval records agree.
+  "$bin" "${flags[@]}" --epochs 40 --early-stop 3 -q --checkpoint-dir ck --keep 100 --log-json log.jsonl \
+    --save es.safetensors >out.txt || fail "--early-stop run failed"
+  "$py" - out.txt log.jsonl es.safetensors ck <<'PY' || { cat out.txt; fail "--early-stop did not keep the best epoch"; }
+import json, re, struct, sys
+out, log = open(sys.argv[1]).read(), [json.loads(line) for line in open(sys.argv[2])]
+m = re.search(r"^early stop after epoch (\d+): the validation accuracy has not improved for 3 epochs; "
+              r"the saved model is epoch (\d+)'s \(validation accuracy ([0-9.]+)\)$", out, re.M)
+assert m, out
+stopped, best = int(m.group(1)), int(m.group(2))
+evals = {r["epoch"]: r["value"] for r in log if r["type"] == "eval"}
+assert sorted(evals) == list(range(1, stopped + 1)) and stopped < 40, evals
+assert best == max(evals, key=lambda e: (evals[e], -e)) and stopped - best == 3, (best, stopped, evals)
+assert "%.4f" % evals[best] == m.group(3) and f"Validation accuracy: {m.group(3)}" in out, out
+assert re.search(rf"^saved es.safetensors \({stopped} epochs, ", out, re.M), out
+def tensors(path, prefix=""):
+    raw = open(path, "rb").read()
+    (n,) = struct.unpack("<Q", raw[:8])
+    h = json.loads(raw[8:8 + n])
+    return {k[len(prefix):]: raw[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]]
+            for k, v in h.items() if k.startswith(prefix) and k != "__metadata__"}
+kept = tensors(sys.argv[3])
+assert kept == tensors(f"{sys.argv[4]}/checkpoint-epoch-{best:06d}.safetensors", "model/"), "not the best epoch's"
+assert kept != tensors(f"{sys.argv[4]}/checkpoint-epoch-{stopped:06d}.safetensors", "model/")
+PY
+  # Two processes stop together after the same epoch (rank 0 decides), and say so once.
+  "$bin" "${flags[@]}" --epochs 40 --early-stop 2 --nproc 2 --backend gloo -q --save "$work/es2.safetensors" >out.txt 2>err.txt ||
+    { cat err.txt; fail "--early-stop with 2 processes failed"; }
+  [[ $(grep -c "^early stop after epoch" out.txt) == 1 ]] || { cat out.txt; fail "2 processes: the early-stop line"; }
+  expect_error "--val-split holds out rows of --inputs/--targets; --dataset synthetic has its own test split" \
+    --val-split 0.2
+  expect_error "--val-split must be in [0, 1), got 1" "${data[@]}" --val-split 1
+  expect_error "--val-split 0.001 of 400 rows holds out 0 and trains on 400" "${data[@]}" --val-split 0.001
+  expect_error "--early-stop 3 watches the score --eval takes after each epoch: add --eval" --early-stop 3
+  ;;
 *)
   fail "unknown case $case_name"
   ;;
