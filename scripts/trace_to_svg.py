@@ -18,6 +18,7 @@ events this reads are the ones trace/tracer.h, distributed/ddp/detail/ddp_trace.
 import argparse
 import json
 import math
+import os
 import sys
 from xml.sax.saxutils import escape
 
@@ -32,10 +33,21 @@ COLORS = {
 }
 
 
+class TraceError(Exception):
+    """A problem with the input or the output, reported as one line (main)."""
+
+
 def load(path):
-    with open(path) as f:
-        trace = json.load(f)
-    return [e for e in trace["traceEvents"] if e.get("ph") != "M"]
+    try:
+        with open(path, encoding="utf-8") as f:
+            trace = json.load(f)
+    except OSError as e:
+        raise TraceError(f"{path}: {e.strerror}")
+    except (ValueError, UnicodeDecodeError) as e:
+        raise TraceError(f"{path}: not JSON ({e})")
+    if not isinstance(trace, dict) or not isinstance(trace.get("traceEvents"), list):
+        raise TraceError(f'{path}: no "traceEvents" list, so not a Chrome trace (mini_train --trace writes one)')
+    return [e for e in trace["traceEvents"] if isinstance(e, dict) and e.get("ph") != "M"]
 
 
 def pick_step(events, wanted):
@@ -47,10 +59,10 @@ def pick_step(events, wanted):
     ranks = {e["pid"] for e in events}
     complete = sorted(s for s, by_rank in steps.items() if set(by_rank) == ranks)
     if not complete:
-        sys.exit("trace_to_svg: no step that every rank recorded (the trace has no 'step' spans)")
+        raise TraceError("no step that every rank recorded (the trace has no 'step' spans)")
     step = complete[-1] if wanted is None else wanted
     if step not in complete:
-        sys.exit(f"trace_to_svg: step {step} is not in the trace on every rank; it has {complete}")
+        raise TraceError(f"step {step} is not in the trace on every rank; it has {complete}")
     return step, steps[step]
 
 
@@ -218,17 +230,51 @@ def draw(events, step, step_spans, title):
     return head + "\n".join(svg.parts) + "</svg>\n"
 
 
+def write_svg(path, text):
+    """Writes `text` where `path` leads (through a symlink), replacing a regular file atomically; a
+    device, FIFO or folder is refused (the project's output rule, Note [Output files])."""
+    target = os.path.realpath(path)
+    if os.path.exists(target) and not os.path.isfile(target):
+        raise TraceError(f"{path}: not a regular file (a device, FIFO or folder); give a file path for the SVG")
+    temp = f"{target}.tmp.{os.getpid()}"
+    try:
+        with open(temp, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(temp, target)
+    except OSError as e:
+        if os.path.exists(temp):
+            os.unlink(temp)
+        raise TraceError(f"{path}: {e.strerror}")
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, with a usage error as one line (its default is the usage, then the error)."""
+
+    def error(self, message):
+        self.exit(2, f"trace_to_svg: {message} (--help lists the options)\n")
+
+
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = OneLineParser(description=__doc__.splitlines()[0])
     p.add_argument("trace", help="a mini_train --trace file")
     p.add_argument("-o", "--output", required=True, help="the SVG to write")
     p.add_argument("--step", type=int, help="the step to draw (default: the last one every rank recorded)")
     p.add_argument("--title", help="the heading")
     a = p.parse_args()
-    events = load(a.trace)
-    step, spans = pick_step(events, a.step)
-    with open(a.output, "w") as f:
-        f.write(draw(events, step, spans, a.title))
+    # Every problem is one line and exit code 1: a traceback helps no one who gave a wrong file.
+    try:
+        events = load(a.trace)
+        step, spans = pick_step(events, a.step)
+        svg = draw(events, step, spans, a.title)
+    except TraceError as e:
+        sys.exit(f"trace_to_svg: {e}")
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:
+        sys.exit(f"trace_to_svg: {a.trace}: an event is not what mini_train --trace writes "
+                 f"({e.__class__.__name__}: {e})")
+    try:
+        write_svg(a.output, svg)
+    except TraceError as e:
+        sys.exit(f"trace_to_svg: {e}")
 
 
 if __name__ == "__main__":

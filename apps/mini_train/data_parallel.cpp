@@ -1,7 +1,10 @@
 // DDP, --sync-bn, --zero 1|2 and the clip over shards for mini_train (see data_parallel.h).
 #include "apps/mini_train/data_parallel.h"
 
+#include <cstdio>
 #include <memory>
+#include <string>
+#include <utility>
 
 #include "distributed/ddp/sync_batchnorm.h"
 #include "distributed/zero/zero.h"
@@ -21,10 +24,30 @@ void shard_optimizer(Run& r) {
   if (r.scheduler) r.scheduler->load_state_dict(schedule);
 }
 
+// A run of one process has no DDP. --zero 1|2 and --comm-hook change what DDP sends, so asking for them
+// where nothing is sent is refused; the options that only tune or report DDP are ignored with a
+// warning on rank 0's stderr, which --quiet does not hide.
+void check_one_process(const Run& r) {
+  const char* how = "this run is one process: add --nproc N (CPU) or --gpus";
+  MT_CHECK(!r.o.zero, "--zero ", r.o.zero, " shards the optimizer state over the ranks of a distributed run, and ", how,
+           " (or leave --zero 0)");
+  MT_CHECK(r.o.comm_hook == "allreduce", "--comm-hook ", r.o.comm_hook, " compresses DDP's gradient all-reduce, and ",
+           how, " (or drop --comm-hook)");
+  std::string ignored;
+  const Options defaults;
+  for (const auto& [flag, set] : {std::pair{"--bucket-cap-mb", r.o.bucket_cap_mb != defaults.bucket_cap_mb},
+                                  std::pair{"--sync-bn", r.o.sync_bn}, std::pair{"--check-replicas", r.o.check_replicas > 0},
+                                  std::pair{"--ddp-stats", r.o.ddp_stats}})
+    if (set) ignored += (ignored.empty() ? "" : ", ") + std::string(flag);
+  if (r.lead && !ignored.empty())
+    std::fprintf(stderr, "mini_train: warning: ignored in a run of one process (they tune or report DDP between "
+                 "processes): %s\n", ignored.c_str());
+}
+
 }  // namespace
 
 void set_up_data_parallel(Run& r) {
-  if (!r.pg) return;
+  if (!r.pg) return check_one_process(r);
   // --sync-bn: the BatchNorms switch to statistics over every rank's batch (Note [Sync batch norm]).
   if (r.o.sync_bn) dist::convert_sync_batchnorm(*r.model, r.pg);
   r.ddp = std::make_shared<dist::DistributedDataParallel>(r.model, r.pg,

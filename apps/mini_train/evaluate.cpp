@@ -8,7 +8,8 @@
 
 namespace mt::app {
 
-Score evaluate(nn::Module& model, const data::TensorDataset& set, bool classification, const Device& device) {
+Score evaluate(nn::Module& model, const data::TensorDataset& set, bool classification, const Device& device,
+               ProgressBar* bar) {
   NoGradGuard no_grad;
   model.eval();
   double total = 0;
@@ -23,6 +24,7 @@ Score evaluate(nn::Module& model, const data::TensorDataset& set, bool classific
       const Tensor diff = raw::binary(BinaryOp::Sub, out, y);
       total += raw::sum(raw::binary(BinaryOp::Mul, diff, diff)).item() / static_cast<double>(out.size(1));
     }
+    if (bar) bar->update(start + len, start + len);
   }
   model.train();
   return {.value = total / static_cast<double>(n), .classification = classification};

@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "apps/mini_train/progress.h"
 #include "data/dataset.h"
 #include "nn/module.h"
 #include "tensor/device.h"
@@ -17,6 +18,8 @@ struct Score {
   const char* metric() const { return classification ? "accuracy" : "loss"; }  // JSON: "test_accuracy"
 };
 
-Score evaluate(nn::Module& model, const data::TensorDataset& set, bool classification, const Device& device);
+// `bar` (may be null): advanced after each chunk, rows as its steps (progress.h).
+Score evaluate(nn::Module& model, const data::TensorDataset& set, bool classification, const Device& device,
+               ProgressBar* bar = nullptr);
 
 }  // namespace mt::app

@@ -10,6 +10,7 @@
 #include "apps/mini_train/model_gpt.h"
 #include "apps/mini_train/options.h"
 #include "apps/mini_train/outputs.h"
+#include "apps/mini_train/progress.h"
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 #include "data/csv.h"
@@ -71,7 +72,9 @@ int run_eval(int argc, char** argv) {
   o.standardize = false;  // the model file's own statistics, not fresh ones from this data
   const Data d = load_data(o);
   const auto set = prepared(d.test ? d.test : d.train, m, d.test ? "the test split" : o.inputs);
-  const Score s = evaluate(*m.module, *set, m.info.classification, kCPU);
+  ProgressBar bar(true, d.test ? "Evaluating test" : "Evaluating", set->size());  // in a terminal only
+  const Score s = evaluate(*m.module, *set, m.info.classification, kCPU, &bar);
+  bar.clear();
   const char* split = d.test ? "Test" : "Data";
   if (s.classification) std::printf("%s accuracy: %.4f\n", split, s.value);
   else std::printf("%s loss: %.6f\n", split, s.value);

@@ -80,7 +80,7 @@ std::unique_ptr<optim::LRScheduler> build_gpt_scheduler(optim::Optimizer& opt, i
   return std::make_unique<optim::LambdaLR>(opt, [total_steps](int64_t t) { return gpt_lr_factor(t, total_steps); });
 }
 
-Score evaluate_text(nn::Module& model, const data::TextWindowDataset& set, const Device& device) {
+Score evaluate_text(nn::Module& model, const data::TextWindowDataset& set, const Device& device, ProgressBar* bar) {
   NoGradGuard no_grad;
   model.eval();
   constexpr int64_t kChunk = 64;  // windows per forward
@@ -94,6 +94,7 @@ Score evaluate_text(nn::Module& model, const data::TextWindowDataset& set, const
     const Tensor loss = nn::F::cross_entropy(logits.reshape({-1, kVocab}), b.target.to(device).reshape({-1}),
                                              {.reduction = nn::kSum});
     total += loss.to(kCPU).item();
+    if (bar) bar->update(start + static_cast<int64_t>(indices.size()), start + static_cast<int64_t>(indices.size()));
   }
   model.train();
   return {.value = total / static_cast<double>(set.size() * set.context()), .classification = false};
@@ -119,7 +120,8 @@ Score evaluate_saved_gpt(const nn::LoadedModel& gpt, const std::string& path, st
   o.text = text, o.context = gpt.info.gpt.context;
   Data d;
   load_text_data(o, d);
-  return evaluate_text(*gpt.module, *d.text_validation, kCPU);
+  ProgressBar bar(true, "Evaluating test", d.text_validation->size());  // in a terminal only
+  return evaluate_text(*gpt.module, *d.text_validation, kCPU, &bar);
 }
 
 }  // namespace mt::app

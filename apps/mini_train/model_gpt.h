@@ -52,7 +52,9 @@ std::unique_ptr<optim::LRScheduler> build_gpt_scheduler(optim::Optimizer& opt, i
 double gpt_lr_factor(int64_t t, int64_t total_steps);
 
 // Mean next-byte cross-entropy in nats over every window of `set` (no-grad, eval mode).
-Score evaluate_text(nn::Module& model, const data::TextWindowDataset& set, const Device& device);
+// `bar` (may be null): advanced after each chunk, windows as its steps.
+Score evaluate_text(nn::Module& model, const data::TextWindowDataset& set, const Device& device,
+                    ProgressBar* bar = nullptr);
 
 // The model file's shape keys: "layers", "heads", "dim", "context", "vocab", and "text" (the corpus).
 void add_gpt_metadata(Metadata& metadata, const Options& opts);

@@ -205,7 +205,8 @@ void add_output_options(CLI::App& app, Options& o) {
   constexpr const char* kGroup = "Output";
   app.add_flag("--eval", o.eval, "report accuracy (or loss) on the test split after every epoch and at the end")
       ->group(kGroup);
-  app.add_flag("--quiet,-q", o.quiet, "print only errors and the final summary")->group(kGroup);
+  app.add_flag("--quiet,-q", o.quiet, "print only errors, warnings and the end (the --eval score, --early-stop's "
+               "line, the saved file)")->group(kGroup);
   app.add_flag("--env", o.env, "describe this machine (CPU, GPUs, CUDA, NCCL, Gloo) and exit")->group(kGroup);
   app.add_flag("--version", o.version, "print the version, the commit and the backends built in, and exit")
       ->group(kGroup);
@@ -248,6 +249,29 @@ void apply_presets(CLI::App& app, Options& o) {
              o.model, " has no such setting");
 }
 
+// Flags given explicitly that this job would not use: each is a request the run cannot honour, so
+// it is refused in one line rather than dropped without a word. (Options that act on DDP only are
+// checked once the run knows its processes: data_parallel.h.)
+void refuse_unused_flags(const CLI::App& app, const Options& o) {
+  const auto given = [&](const char* flag) { return app.get_option(flag)->count() > 0; };
+  const std::string data = o.dataset == "files" ? "--inputs/--targets" : "--dataset " + o.dataset;
+  MT_CHECK(!given("--dataset") || o.dataset != "files", "--dataset ", app.get_option("--dataset")->as<std::string>(),
+           " and --inputs/--targets both choose the data: give one of them");
+  for (const char* flag : {"--samples", "--features"})
+    MT_CHECK(!given(flag) || o.dataset == "synthetic", flag, " sizes --dataset synthetic; this run's data is ", data);
+  MT_CHECK(!given("--data-dir") || o.dataset == "fashion-mnist", "--data-dir is Fashion-MNIST's folder; this run's "
+           "data is ", data);
+  MT_CHECK(!given("--text") || o.dataset == "text", "--text is the corpus of --dataset text (--model gpt); this "
+           "run's data is ", data);
+  for (const char* flag : {"--standardize", "--task"})
+    MT_CHECK(!given(flag) || o.dataset != "text", flag, " applies to rows of numbers; --dataset text is bytes, whose "
+             "next byte the GPT predicts");
+  MT_CHECK(!given("--keep") || !o.checkpoint_dir.empty(), "--keep counts the checkpoints of --checkpoint-dir: give one");
+  MT_CHECK(!given("--trace-steps") || !o.trace.empty(), "--trace-steps chooses the steps --trace records: give "
+           "--trace FILE");
+  MT_CHECK(!given("--init-prefix") || !o.init.empty(), "--init-prefix renames the tensors of --init: give --init FILE");
+}
+
 // --hidden's widths; --model mlp only. Default 512,256 for Fashion-MNIST, else 64.
 void parse_hidden(Options& o, const std::string& hidden) {
   MT_CHECK(hidden.empty() || o.model == "mlp", "--hidden ", hidden, " applies to --model mlp; --model ", o.model,
@@ -288,6 +312,7 @@ bool parse_options(int argc, char** argv, Options& o, int* exit_code) {
   if (o.data_dir.empty()) o.data_dir = data::kFashionMnistDir;
   if (o.val_split > 0) o.eval = true;  // a validation split is there to be scored
   apply_presets(app, o);
+  refuse_unused_flags(app, o);
   parse_hidden(o, raw.hidden);
   return true;
 }

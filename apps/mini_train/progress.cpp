@@ -1,13 +1,15 @@
-// The progress bar of mini_train's epochs (see progress.h).
+// The progress bar of mini_train's epochs and evaluations (see progress.h).
 #include "apps/mini_train/progress.h"
 
 #include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 namespace mt::app {
 
@@ -48,23 +50,23 @@ bool progress_wanted() {
   return true;
 }
 
-ProgressBar::ProgressBar(bool enabled, int64_t epoch, int64_t epochs, int64_t total_steps)
-    : enabled_(enabled && progress_wanted()), epoch_(epoch), epochs_(epochs), total_(total_steps),
+ProgressBar::ProgressBar(bool enabled, std::string head, int64_t total)
+    : enabled_(enabled && progress_wanted()), head_(std::move(head)), total_(total),
       start_(std::chrono::steady_clock::now()) {}
 
-std::string ProgressBar::line(int64_t epoch, int64_t epochs, int64_t done, int64_t total, double loss,
-                              double samples_per_s, double eta_s, int columns) {
+std::string ProgressBar::line(const std::string& head, int64_t done, int64_t total, double loss, double samples_per_s,
+                              double eta_s, int columns) {
   const int room = columns - 1;  // never the last column: writing there wraps some terminals
-  char head[64], tail[160];
-  std::snprintf(head, sizeof head, "Epoch %lld/%lld ", static_cast<long long>(epoch), static_cast<long long>(epochs));
+  char tail[160], shown_loss[32] = "";
+  if (!std::isnan(loss)) std::snprintf(shown_loss, sizeof shown_loss, " loss %.4f", loss);
   // What gives way when the terminal is narrow, in order: the bar, then the word "samples".
   for (const char* unit : {" samples/s", "/s"}) {
-    std::snprintf(tail, sizeof tail, "%lld/%lld loss %.4f %s%s ETA %s", static_cast<long long>(done),
-                  static_cast<long long>(total), loss, short_count(samples_per_s).c_str(), unit,
+    std::snprintf(tail, sizeof tail, "%lld/%lld%s %s%s ETA %s", static_cast<long long>(done),
+                  static_cast<long long>(total), shown_loss, short_count(samples_per_s).c_str(), unit,
                   clock_time(eta_s).c_str());
-    if (static_cast<int>(std::strlen(head) + std::strlen(tail)) <= room) break;
+    if (static_cast<int>(head.size() + 1 + std::strlen(tail)) <= room) break;
   }
-  std::string out = head;
+  std::string out = head + " ";
   const int bar = std::min<int>(30, room - static_cast<int>(out.size() + std::strlen(tail)) - 3);
   if (bar >= 5) {  // the bar only where it fits; the numbers matter more
     const int filled = total > 0 ? static_cast<int>(bar * done / total) : bar;
@@ -85,7 +87,7 @@ void ProgressBar::update(int64_t done, int64_t samples, double running_loss) {
   const double elapsed = std::chrono::duration<double>(now - start_).count();
   const double rate = samples / std::max(elapsed, 1e-9);
   const double eta = done > 0 ? elapsed / static_cast<double>(done) * static_cast<double>(total_ - done) : 0;
-  const std::string text = line(epoch_, epochs_, done, total_, running_loss, rate, eta, terminal_columns());
+  const std::string text = line(head_, done, total_, running_loss, rate, eta, terminal_columns());
   // Pad over what the previous, possibly longer, line left.
   std::printf("\r%s%*s", text.c_str(), std::max(drawn_width_ - static_cast<int>(text.size()), 0), "");
   std::fflush(stdout);

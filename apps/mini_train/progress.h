@@ -1,5 +1,6 @@
-// A one-line progress bar for the steps of an epoch:
+// A one-line progress bar for the steps of an epoch, and for the rows of an evaluation:
 //   Epoch 2/5 [=========>          ] 412/938 loss 0.4312 61k samples/s ETA 0:09
+//   Evaluating test [=====>        ] 4096/10000 210k samples/s ETA 0:01
 // redrawn in place (carriage return) at most ten times a second and cut to the terminal's width,
 // so a narrow terminal never wraps it into one new line per redraw. The loss is the epoch's
 // running mean; the rate and ETA are this process's.
@@ -11,6 +12,7 @@
 #pragma once
 
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <string>
 
@@ -21,25 +23,28 @@ bool progress_wanted();
 
 class ProgressBar {
  public:
-  // enabled: the caller's wish (rank 0, not --quiet); progress_wanted() must agree too.
-  ProgressBar(bool enabled, int64_t epoch, int64_t epochs, int64_t total_steps);
+  // enabled: the caller's wish (rank 0, not --quiet); progress_wanted() must agree too. `head`
+  // starts the line ("Epoch 2/5", "Evaluating test"); `total`: the steps or rows to come.
+  ProgressBar(bool enabled, std::string head, int64_t total);
   ~ProgressBar() { clear(); }
   ProgressBar(const ProgressBar&) = delete;
   ProgressBar& operator=(const ProgressBar&) = delete;
 
-  // After step `done` of the epoch: `samples` seen so far, `running_loss` their mean loss.
-  void update(int64_t done, int64_t samples, double running_loss);
+  // After step (or row) `done`: `samples` seen so far, `running_loss` their mean loss (NaN: no loss
+  // to show, as in an evaluation).
+  void update(int64_t done, int64_t samples, double running_loss = std::nan(""));
   // Erases the bar (before the epoch line is printed).
   void clear();
 
   // The bar's text for a terminal `columns` wide (at most columns - 1 characters, so the cursor
   // never wraps). Public for tests and for reading.
-  static std::string line(int64_t epoch, int64_t epochs, int64_t done, int64_t total, double loss,
-                          double samples_per_s, double eta_s, int columns);
+  static std::string line(const std::string& head, int64_t done, int64_t total, double loss, double samples_per_s,
+                          double eta_s, int columns);
 
  private:
   bool enabled_;
-  int64_t epoch_, epochs_, total_;
+  std::string head_;
+  int64_t total_;
   int drawn_width_ = 0;  // characters on screen, 0 when nothing is drawn
   std::chrono::steady_clock::time_point start_, last_{};
 };

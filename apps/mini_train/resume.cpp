@@ -55,12 +55,15 @@ void reconcile(Run& r, const Checkpoint& c, const std::string& from) {
       {"--lr", r.o.lr, base_lr},
       {"--weight-decay", r.o.weight_decay, group_setting(c, "weight_decay", r.o.weight_decay)},
       {"--momentum", r.o.momentum, group_setting(c, "momentum", r.o.momentum)}};
+  // A warning on stderr, which --quiet does not hide: the run does not do what its command line says.
   for (const Setting& s : settings) {
     if (s.resumed == s.value) continue;
-    std::ostringstream os;
-    os << "the checkpoint's " << (s.flag + 2) << " " << s.resumed << " continues, not " << s.flag << " "
-       << s.value << " (a resumed optimizer keeps its settings)";
-    r.notes.push_back(os.str());
+    if (r.lead) {
+      std::ostringstream os;
+      os << "mini_train: warning: --resume " << from << ": the checkpoint's " << (s.flag + 2) << " " << s.resumed
+         << " continues, not " << s.flag << " " << s.value << " (a resumed optimizer keeps its settings)\n";
+      std::fputs(os.str().c_str(), stderr);
+    }
     s.value = s.resumed;
   }
 }

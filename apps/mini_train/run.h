@@ -52,7 +52,6 @@ struct Run {
   int64_t first_epoch = 1, step = 0;
   EpochProgress resumed_at;      // a mid-epoch checkpoint's place in epoch first_epoch (checkpoint_step.h)
   std::string resumed_from;      // the checkpoint's path, "" for a fresh run
-  std::vector<std::string> notes;  // what the checkpoint overrode, for the config table
   JsonLog log;                   // --log-json (json_log.h); closed: off
   double step_lr = 0;            // the learning rate of the last step (group 0's), for its step record
   int64_t log_seen = 0;          // this rank's examples since the last step record ...

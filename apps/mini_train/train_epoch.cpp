@@ -122,7 +122,7 @@ EpochResult train_epoch(Run& r, int64_t epoch) {
   int64_t seen = from.seen, done = from.batches, step_seen = 0;
   const int64_t batches = r.o.max_steps > 0 ? std::min(r.acc.batches(), done + (r.o.max_steps - r.step) * r.acc.k)
                                             : r.acc.batches();
-  ProgressBar bar(r.talk, epoch, r.o.epochs, batches);
+  ProgressBar bar(r.talk, "Epoch " + std::to_string(epoch) + "/" + std::to_string(r.o.epochs), batches);
   int64_t data_from = r.tracer ? trace::now_ns() : 0;  // --trace: when the loader started on the next batch
   for (auto it = r.loader->begin_at(done); it != r.loader->end(); ++it) {
     const data::Batch& batch = *it;

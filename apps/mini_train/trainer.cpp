@@ -36,6 +36,7 @@
 #include "apps/mini_train/model_gpt.h"
 #include "apps/mini_train/outputs.h"
 #include "apps/mini_train/peer_heartbeat.h"
+#include "apps/mini_train/progress.h"
 #include "apps/mini_train/resume.h"
 #include "apps/mini_train/run.h"
 #include "apps/mini_train/tracing.h"
@@ -163,7 +164,6 @@ void print_config(const Run& r) {
   row("epochs", std::to_string(o.epochs) + (o.max_steps > 0 ? ", at most " + std::to_string(o.max_steps) +
                                                                    " steps (--max-steps)" : "") +
                    (r.resumed_from.empty() ? "" : ", resuming from " + r.resumed_from));
-  for (const std::string& note : r.notes) row("", note);
   row("seed", std::to_string(o.seed));
   row("threads", std::to_string(get_num_threads()) + " per process" +
                      (o.gpus.empty() ? std::string(", GEMM via ") + cpu_gemm_library() : " (host-side work)"));
@@ -178,8 +178,10 @@ const char* eval_split(const Run& r) {
   return r.d.validation ? "validation" : r.d.test || r.d.text_validation ? "test" : "train";
 }
 Score score(const Run& r) {
-  if (r.d.text_validation) return evaluate_text(*r.model, *r.d.text_validation, r.device);
-  return evaluate(*r.model, eval_set(r), r.d.classification, r.device);
+  const int64_t rows = r.d.text_validation ? r.d.text_validation->size() : eval_set(r).size();
+  ProgressBar bar(r.talk, std::string("Evaluating ") + eval_split(r), rows);  // progress.h
+  if (r.d.text_validation) return evaluate_text(*r.model, *r.d.text_validation, r.device, &bar);
+  return evaluate(*r.model, eval_set(r), r.d.classification, r.device, &bar);
 }
 
 // The epoch line, and with --eval the validation line; an epoch record and an eval record with
@@ -266,8 +268,6 @@ void prepare(Run& r, bool watched) {
   // After --init/--resume (every rank loaded the same state; DDP checks and broadcasts rank 0's).
   set_up_data_parallel(r);  // data_parallel.h: DDP, --sync-bn, --zero 1|2
   if (!r.o.trace.empty()) r.tracer = start_trace(r.o.trace_steps, r.pg.get(), *r.model);  // tracing.h
-  MT_CHECK(!r.o.zero || r.ddp, "--zero ", r.o.zero, " shards the optimizer state over the ranks of a distributed run, and this "
-           "run is one process: add --nproc N (CPU) or --gpus (or leave --zero 0)");
   if (r.talk) print_config(r);
   if (r.lead && !r.o.log_json.empty())  // json_log.h; a resume drops what followed its checkpoint
     r.log.open(r.o.log_json, !r.resumed_from.empty(), r.first_epoch - 1, r.step);

@@ -378,10 +378,15 @@ resume_overrides)
     --batch-size 64
   expect_error "the checkpoint's optimizer is sgd, this run asks for adam" --epochs 4 --checkpoint-dir ck \
     --resume auto --optimizer adam
+  cp -r ck ck2
   "$bin" --epochs 4 --checkpoint-dir ck --resume auto --lr 0.05 --save resumed.safetensors >out.txt 2>err.txt ||
     { cat err.txt; fail "resume with --lr failed"; }
-  grep -q "optimizer    sgd lr=0.01$" out.txt && grep -q "the checkpoint's lr 0.01 continues, not --lr 0.05" out.txt ||
-    { cat out.txt; fail "the config table does not show the lr in effect"; }
+  grep -q "optimizer    sgd lr=0.01$" out.txt || { cat out.txt; fail "the config table does not show the lr in effect"; }
+  # The explicit --lr that does not apply is a warning, which --quiet does not hide.
+  "$bin" -q --epochs 4 --checkpoint-dir ck2 --resume auto --lr 0.05 --save quiet.safetensors >out.txt 2>err.txt ||
+    { cat err.txt; fail "resume with --lr -q failed"; }
+  [[ $(cat err.txt) == "mini_train: warning: --resume ck2/checkpoint-epoch-000002.safetensors: the checkpoint's lr 0.01 continues, not --lr 0.05 (a resumed optimizer keeps its settings)" ]] ||
+    { cat err.txt; fail "no warning about --lr under -q"; }
   "$bin" -q --epochs 4 --save full.safetensors >/dev/null || fail "full run failed"
   cmp -s full.safetensors resumed.safetensors || fail "the resumed run did not use the checkpoint's lr"
   ;;
@@ -590,15 +595,18 @@ PY
   ;;
 progress_bar)
   # In a terminal 50 columns wide: every redraw fits in 49 columns and shows the rate, ETA and
-  # loss. Not in a file, and not under mpirun even in a terminal.
+  # loss; --eval's scoring of the 40000 test rows has a bar of its own. Not in a file, and not under
+  # mpirun even in a terminal.
   command -v script >/dev/null || { echo "SKIP: no script(1)"; exit 77; }
-  flags="--epochs 2 --samples 200000 --save $work/m.safetensors"
+  flags="--epochs 2 --samples 200000 --eval --save $work/m.safetensors"
   COLUMNS=50 script -qec "stty cols 50 2>/dev/null; $bin $flags" /dev/null >tty.txt 2>&1 || { cat tty.txt; fail "run failed"; }
   grep -q $'\r' tty.txt || fail "no progress bar in a terminal"
   tr '\r' '\n' <tty.txt | grep 'ETA' >bars.txt
   [[ -s bars.txt ]] || { cat -A tty.txt | head; fail "no bar with an ETA"; }
   awk 'length($0) > 49 { bad = 1 } END { exit bad }' bars.txt || { cat bars.txt; fail "a bar is wider than the terminal"; }
   grep -Eq 'loss [0-9.]+ [0-9.]+[kM]?( samples)?/s ETA [0-9]+:[0-9][0-9]$' bars.txt || { cat bars.txt; fail "bar fields"; }
+  grep -Eq '^Evaluating test .*40000/40000 [0-9.]+[kM]?( samples)?/s ETA [0-9]+:[0-9][0-9] *$' bars.txt ||
+    { cat bars.txt; fail "no progress bar during evaluation"; }
   # shellcheck disable=SC2086
   "$bin" $flags >file.txt 2>&1 || fail "run failed"
   ! grep -q $'\r' file.txt || fail "carriage returns in a file"

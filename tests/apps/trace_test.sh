@@ -50,4 +50,24 @@ grep -q '"step":1\b' one.json && fail "step 1 was recorded outside --trace-steps
 [[ $(wc -l <err3.txt) -eq 1 ]] && grep -q -- "--trace no/such/dir/t.json: the folder no/such/dir does not exist" err3.txt ||
   { cat err3.txt; fail "--trace error"; }
 grep -q '^Epoch' out3.txt && fail "the run trained before refusing its --trace path"
+# scripts/trace_to_svg.py on bad input: one line naming the problem, a non-zero exit, no traceback.
+svg_error() {
+  local want=$1
+  shift
+  "$py" "$here/../../scripts/trace_to_svg.py" "$@" >svg_out.txt 2>svg_err.txt && fail "trace_to_svg.py $* succeeded"
+  [[ $(wc -l <svg_err.txt) -eq 1 ]] && grep -qF -- "$want" svg_err.txt && ! grep -q Traceback svg_err.txt ||
+    { cat svg_err.txt; fail "trace_to_svg.py $*: expected one line with '$want'"; }
+}
+svg_error "trace_to_svg: missing.json: No such file or directory" missing.json -o s.svg
+printf '{"traceEvents": [' >cut.json
+svg_error "trace_to_svg: cut.json: not JSON" cut.json -o s.svg
+echo '[1, 2]' >list.json
+svg_error 'list.json: no "traceEvents" list, so not a Chrome trace' list.json -o s.svg
+echo '{"traceEvents": [{"ph": "X", "name": "step", "tid": 0}]}' >odd.json
+svg_error "odd.json: an event is not what mini_train --trace writes (KeyError: 'args')" odd.json -o s.svg
+svg_error "step 9 is not in the trace on every rank; it has [1, 2]" t.json -o s.svg --step 9
+svg_error "/dev/null: not a regular file" t.json -o /dev/null
+svg_error "no/such/dir/s.svg: No such file or directory" t.json -o no/such/dir/s.svg
+svg_error "trace_to_svg: the following arguments are required: -o/--output" t.json
+[[ ! -e s.svg ]] || fail "trace_to_svg.py wrote an SVG after an error"
 echo "trace_test: ok"

@@ -268,6 +268,38 @@ PY
   expect_error "--val-split 0.001 of 400 rows holds out 0 and trains on 400" "${data[@]}" --val-split 0.001
   expect_error "--early-stop 3 watches the score --eval takes after each epoch: add --eval" --early-stop 3
   ;;
+unused_options)
+  # An option the run would not use is refused in one line (before any work), or, when it only
+  # tunes or reports DDP in a run of one process, ignored with a warning that --quiet does not hide.
+  write_npy x.npy "<f4" 64,3 "rnd.gauss(0, 1)"
+  write_npy y.npy "<f4" 64 "rnd.gauss(0, 1)"
+  expect_error "--dataset fashion-mnist and --inputs/--targets both choose the data: give one of them" \
+    --dataset fashion-mnist --inputs x.npy --targets y.npy
+  expect_error "--samples sizes --dataset synthetic; this run's data is --inputs/--targets" --inputs x.npy \
+    --targets y.npy --samples 10
+  expect_error "--features sizes --dataset synthetic; this run's data is --dataset fashion-mnist" \
+    --dataset fashion-mnist --features 3
+  expect_error "--data-dir is Fashion-MNIST's folder; this run's data is --dataset synthetic" --data-dir /tmp
+  expect_error "--text is the corpus of --dataset text (--model gpt); this run's data is --dataset fashion-mnist" \
+    --dataset fashion-mnist --text t.txt
+  expect_error "--standardize applies to rows of numbers; --dataset text is bytes" --model gpt --standardize
+  expect_error "--keep counts the checkpoints of --checkpoint-dir: give one" --keep 5
+  expect_error "--trace-steps chooses the steps --trace records: give --trace FILE" --trace-steps 2:4
+  expect_error "--init-prefix renames the tensors of --init: give --init FILE" --init-prefix =0.
+  expect_error "--comm-hook fp16 compresses DDP's gradient all-reduce, and this run is one process" \
+    --comm-hook fp16 --epochs 1
+  expect_error "--zero 1 shards the optimizer state over the ranks of a distributed run, and this run is one" \
+    --zero 1 --epochs 1
+  "$bin" -q --epochs 1 --ddp-stats --bucket-cap-mb 4 --check-replicas 2 --save m.safetensors >out.txt 2>err.txt ||
+    { cat err.txt; fail "one process with DDP options failed"; }
+  [[ "$(cat err.txt)" == "mini_train: warning: ignored in a run of one process (they tune or report DDP between processes): --bucket-cap-mb, --check-replicas, --ddp-stats" ]] ||
+    { cat err.txt; fail "no warning for the DDP options of a one-process run"; }
+  # ... and none where they apply, or without them.
+  "$bin" -q --epochs 1 --nproc 2 --backend gloo --ddp-stats --bucket-cap-mb 4 --save "$work/m2.safetensors" \
+    >out.txt 2>err.txt || { cat err.txt; fail "two processes with DDP options failed"; }
+  [[ ! -s err.txt ]] || { cat err.txt; fail "two processes: a warning"; }
+  "$bin" -q --epochs 1 --save m.safetensors >out.txt 2>err.txt && [[ ! -s err.txt ]] || { cat err.txt; fail "a warning"; }
+  ;;
 *)
   fail "unknown case $case_name"
   ;;
