@@ -1,10 +1,10 @@
 // mini_train: the command-line trainer. Parses options, then either reports the environment or
 // trains: in this process, as one rank of a distributed job, or by launching workers (--nproc N, or
 // one per GPU of --gpus). `mini_train eval` and `mini_train predict` use a saved model instead
-// (inference.h); `mini_train generate` continues a prompt with a saved GPT (generate.h);
-// `mini_train launch -- PROGRAM` runs any program of the library's as N supervised ranks (launch_command.h). Every error
-// becomes one line on stderr and exit code 1; a command line that does not parse is one line too,
-// with exit code 2.
+// (inference.h); `mini_train generate` continues a prompt with a saved GPT (generate.h); `mini_train
+// plot` draws --log-json files (plot.h); `mini_train launch -- PROGRAM` runs any program of the
+// library's as N supervised ranks (launch_command.h). Every error becomes one line on stderr and exit
+// code 1; a command line that does not parse is one line too, with exit code 2.
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -18,6 +18,7 @@
 #include "apps/mini_train/launch_command.h"
 #include "apps/mini_train/launcher.h"
 #include "apps/mini_train/options.h"
+#include "apps/mini_train/plot.h"
 #include "apps/mini_train/test_hooks.h"
 #include "apps/mini_train/trainer.h"
 #include "distributed/fault/heartbeat.h"
@@ -77,6 +78,7 @@ int main(int argc, char** argv) {
     if (command == "eval") return mt::app::run_eval(argc, argv);
     if (command == "predict") return mt::app::run_predict(argc, argv);
     if (command == "generate") return mt::app::run_generate(argc, argv);
+    if (command == "plot") return mt::app::run_plot(argc, argv);
     if (command == "launch") return mt::app::run_launch(argc, argv);  // any program (launch_command.h)
     mt::app::Options opts;
     int exit_code = 0;

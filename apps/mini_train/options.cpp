@@ -40,7 +40,8 @@ const char* kDescription =
     "  mini_train --gpus 0,1                                    # data-parallel on 2 GPUs (NCCL)\n"
   "  mini_train --env                                         # what this machine offers\n"
     "  mini_train --model gpt --eval                            # a small GPT on Debian's fortunes\n"
-    "  mini_train generate --init final_model.safetensors --prompt 'The '   # text from it\n";
+    "  mini_train generate --init final_model.safetensors --prompt 'The '   # text from it\n"
+    "  mini_train --log-json a.jsonl --log-every 10 --eval; mini_train plot a.jsonl b.jsonl -o curves.svg\n";
 
 // app.parse(argc, argv), with --help printed (exit 0) and a parse error printed as one line
 // "mini_train: error: ..." (exit 2, like every other usage error). Returns false when the process
@@ -360,6 +361,15 @@ bool parse_predict_options(int argc, char** argv, PredictOptions& p, int* exit_c
       ->required();
   app.add_flag("--probabilities", p.probabilities, "a classifier: each row's softmax probabilities per class "
                "(float32, shape (n, classes)) instead of its class index");
+  return parse_command_line(app, argc - 1, argv + 1, exit_code);
+}
+
+bool parse_plot_options(int argc, char** argv, PlotOptions& p, int* exit_code) {
+  CLI::App app("mini_train plot: the training loss, the --eval metric and the learning rate against the step, "
+               "from --log-json files, one colour per file, as an SVG", "mini_train plot");
+  app.add_option("logs", p.logs, "--log-json files (JSON lines), drawn over each other")->required();
+  app.add_option("-o,--output", p.output, "where the SVG goes")->required();
+  app.add_option("--title", p.title, "the heading (default: mini_train)");
   return parse_command_line(app, argc - 1, argv + 1, exit_code);
 }
 

@@ -112,9 +112,14 @@ struct PredictOptions {  // `mini_train predict` (inference.h)
   std::string init, inputs, output;
   bool probabilities = false;  // a classifier's softmax instead of its class indices
 };
+struct PlotOptions {  // `mini_train plot` (plot.h)
+  std::vector<std::string> logs;  // --log-json files
+  std::string output, title;
+};
 bool parse_generate_options(int argc, char** argv, GenerateOptions& g, int* exit_code);
 bool parse_eval_options(int argc, char** argv, EvalOptions& e, int* exit_code);
 bool parse_predict_options(int argc, char** argv, PredictOptions& p, int* exit_code);
+bool parse_plot_options(int argc, char** argv, PlotOptions& p, int* exit_code);
 
 // Throws mt::Error with the reason for requests that cannot work (before anything is loaded).
 void validate(const Options& opts);

@@ -300,6 +300,49 @@ unused_options)
   [[ ! -s err.txt ]] || { cat err.txt; fail "two processes: a warning"; }
   "$bin" -q --epochs 1 --save m.safetensors >out.txt 2>err.txt && [[ ! -s err.txt ]] || { cat err.txt; fail "a warning"; }
   ;;
+plot)
+  # mini_train plot: three panels (loss, eval metric, lr) against the step, a curve per log in each,
+  # the points those of the logs' records; bad input is one line.
+  "$bin" -q --samples 1024 --epochs 3 --eval --log-json a.jsonl --log-every 4 --save m.safetensors >/dev/null ||
+    fail "first run failed"
+  "$bin" -q --samples 1024 --epochs 3 --eval --lr 0.05 --schedule cosine --log-json b.jsonl --save m.safetensors \
+    >/dev/null || fail "second run failed"
+  "$bin" plot a.jsonl b.jsonl -o curves.svg --title "lr 0.01 & 0.05" >out.txt 2>err.txt || { cat err.txt; fail "plot failed"; }
+  [[ $(cat out.txt) == "wrote curves.svg: 2 logs" ]] || { cat out.txt; fail "plot's line"; }
+  "$py" - curves.svg <<'PY' || fail "the SVG is not the logs' curves"
+import sys, xml.etree.ElementTree as ET
+ns = "{http://www.w3.org/2000/svg}"
+root = ET.parse(sys.argv[1]).getroot()
+assert root.tag == ns + "svg", root.tag
+panels = {g.get("id"): g for g in root.iter(ns + "g") if g.get("class") == "panel"}
+assert list(panels) == ["loss", "metric", "lr"], list(panels)
+texts = [t.text for t in root.iter(ns + "text")]
+assert "lr 0.01 & 0.05" in texts and "eval: test loss" in texts and "a.jsonl" in texts and "b.jsonl" in texts, texts
+# a.jsonl: a step record every 4 of 96 steps; b.jsonl has none, so its loss and lr are its 3 epochs'.
+want = {"loss": {"a.jsonl": 24, "b.jsonl": 3}, "metric": {"a.jsonl": 3, "b.jsonl": 3}, "lr": {"a.jsonl": 24, "b.jsonl": 3}}
+for name, g in panels.items():
+    curves = {c.get("data-log"): [tuple(map(float, p.split(","))) for p in c.get("points").split()]
+              for c in g.iter(ns + "polyline")}
+    assert {log: len(pts) for log, pts in curves.items()} == want[name], (name, curves.keys())
+    for pts in curves.values():
+        xs = [x for x, _ in pts]
+        assert xs == sorted(xs) and 80 <= xs[0] and xs[-1] <= 736.01, (name, xs)
+    # The same last step (96) on both logs: the same x.
+    assert abs(curves["a.jsonl"][-1][0] - curves["b.jsonl"][-1][0]) < 1e-6, name
+# b's lr falls (cosine), a's stays: the last point of b is lower on the page's scale (larger y).
+lr = {c.get("data-log"): c.get("points").split() for c in panels["lr"].iter(ns + "polyline")}
+assert float(lr["b.jsonl"][-1].split(",")[1]) > float(lr["b.jsonl"][0].split(",")[1]), lr["b.jsonl"]
+PY
+  expect_error "error: nope.jsonl: no such file" plot nope.jsonl -o c.svg
+  { head -1 a.jsonl; echo "not json"; } >bad.jsonl
+  expect_error "error: bad.jsonl:2: not a --log-json record" plot a.jsonl bad.jsonl -o c.svg
+  : >empty.jsonl
+  expect_error "error: empty.jsonl: no records (mini_train --log-json FILE writes them)" plot empty.jsonl -o c.svg
+  expect_error "-o /dev/null: not a regular file" plot a.jsonl -o /dev/null
+  expect_error "--output is required" plot a.jsonl
+  expect_error "logs is required" plot -o c.svg
+  [[ ! -e c.svg ]] || fail "plot wrote an SVG after an error"
+  ;;
 *)
   fail "unknown case $case_name"
   ;;
