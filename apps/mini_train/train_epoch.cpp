@@ -24,7 +24,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-
 // One micro-batch's forward and backward (batch j, 0-based, of the epoch), its loss scaled into
 // its group (Note [Gradient accumulation]). Returns the micro-batch's loss, unscaled.
 double forward_backward(Run& r, nn::Module& net, const data::Batch& batch, int64_t epoch, int64_t j) {
@@ -106,7 +105,6 @@ void after_step(Run& r, int64_t epoch, const EpochProgress& progress, double los
     write_step_checkpoint(r, epoch, progress);
   test_kill_hook(r.rank, r.step, !r.resumed_from.empty());
 }
-
 
 }  // namespace
 

@@ -720,7 +720,7 @@ nproc_mpi)
   [[ ! -e mf.safetensors ]] || fail "a failed job saved a model"
   ;;
 nproc_failure)
-  # Rank 1 exits with code 3 at the start of epoch 2 (the MT_TEST_FAIL_* test hook in trainer.cpp):
+  # Rank 1 exits with code 3 at the start of epoch 2 (the MT_TEST_FAIL_* test hook in train_epoch.cpp):
   # the launcher stops rank 0 and reports rank 1 in one line, quickly, and nothing is left running.
   start=$SECONDS
   MT_TEST_FAIL_RANK=1 MT_TEST_FAIL_EPOCH=2 timeout 60 "$bin" --nproc 2 --backend gloo --epochs 5 --save "$work/f.safetensors" \
