@@ -41,7 +41,8 @@ const char* kDescription =
   "  mini_train --env                                         # what this machine offers\n"
     "  mini_train --model gpt --eval                            # a small GPT on Debian's fortunes\n"
     "  mini_train generate --init final_model.safetensors --prompt 'The '   # text from it\n"
-    "  mini_train --log-json a.jsonl --log-every 10 --eval; mini_train plot a.jsonl b.jsonl -o curves.svg\n";
+    "  mini_train --eval --log-json a.jsonl --log-every 10      # per-step and per-epoch records\n"
+    "  mini_train plot a.jsonl b.jsonl -o curves.svg            # their curves, overlaid\n";
 
 // app.parse(argc, argv), with --help printed (exit 0) and a parse error printed as one line
 // "mini_train: error: ..." (exit 2, like every other usage error). Returns false when the process
