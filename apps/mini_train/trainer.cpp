@@ -131,6 +131,12 @@ Run set_up(const Options& o) {
   return r;
 }
 
+// The set --eval scores: the test split (--val-split's held-out rows, for files), or the training
+// data when there is none; for text the validation windows (cross-entropy in nats per byte, model_gpt.h).
+const data::TensorDataset& eval_set(const Run& r) { return r.d.test ? *r.d.test : *r.d.train; }
+const char* eval_split(const Run& r) {
+  return r.d.validation ? "validation" : r.d.test || r.d.text_validation ? "test" : "train";
+}
 // ================================== the config table ===========================================
 
 void print_config(const Run& r) {
@@ -163,6 +169,8 @@ void print_config(const Run& r) {
   row("optimizer", optimizer_description(o));
   row("epochs", std::to_string(o.epochs) + (o.max_steps > 0 ? ", at most " + std::to_string(o.max_steps) +
                                                                    " steps (--max-steps)" : "") +
+                   (o.early_stop > 0 ? ", ending after " + std::to_string(o.early_stop) + " without a better " +
+                                           eval_split(r) + " score (--early-stop)" : "") +
                    (r.resumed_from.empty() ? "" : ", resuming from " + r.resumed_from));
   row("seed", std::to_string(o.seed));
   row("threads", std::to_string(get_num_threads()) + " per process" +
@@ -171,12 +179,7 @@ void print_config(const Run& r) {
   std::fflush(stdout);
 }
 
-// The set --eval scores: the test split, or the training data when there is none; for text the
-// validation windows (cross-entropy in nats per byte, model_gpt.h).
-const data::TensorDataset& eval_set(const Run& r) { return r.d.test ? *r.d.test : *r.d.train; }
-const char* eval_split(const Run& r) {
-  return r.d.validation ? "validation" : r.d.test || r.d.text_validation ? "test" : "train";
-}
+// What --eval scores: eval_set's rows (eval_split names them), or for text the validation windows.
 Score score(const Run& r) {
   const int64_t rows = r.d.text_validation ? r.d.text_validation->size() : eval_set(r).size();
   ProgressBar bar(r.talk, std::string("Evaluating ") + eval_split(r), rows);  // progress.h

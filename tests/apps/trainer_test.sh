@@ -222,12 +222,16 @@ open("y.npy", "wb").write(b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little
 PY
   data=(--inputs x.npy --targets y.npy --model mlp --hidden 64 --optimizer adam --lr 0.05)
   flags=("${data[@]}" --val-split 0.25)
-  "$bin" "${flags[@]}" --epochs 2 --save a.safetensors >out.txt || fail "--val-split run failed"
+  "$bin" "${flags[@]}" --epochs 2 --early-stop 5 --save a.safetensors >out.txt || fail "--val-split run failed"
   grep -q "x.npy -> y.npy (400 rows: 300 train, 100 validation by --val-split 0.25 and --seed 0)$" out.txt &&
     grep -q "10 steps per epoch" out.txt && grep -q "^Epoch \[2/2\] validation accuracy: [0-9.]*$" out.txt &&
     grep -q "^Validation accuracy: [0-9.]*$" out.txt || { cat out.txt; fail "--val-split: config table or scores"; }
+  # --early-stop that does not stop the run still saves the best epoch, and says so.
+  grep -q "^  epochs       2, ending after 5 without a better validation score (--early-stop)$" out.txt &&
+    grep -q "^--early-stop: the saved model is epoch [12]'s, the best validation accuracy ([0-9.]*)$" out.txt ||
+    { cat out.txt; fail "--early-stop that did not stop: config table or final line"; }
   # The same seed holds out the same rows (the same bytes after training); another seed, others.
-  "$bin" "${flags[@]}" --epochs 2 -q --save b.safetensors >/dev/null || fail "second run failed"
+  "$bin" "${flags[@]}" --epochs 2 --early-stop 5 -q --save b.safetensors >/dev/null || fail "second run failed"
   cmp -s a.safetensors b.safetensors || fail "--val-split with the same seed trained differently"
   "$bin" "${flags[@]}" --epochs 2 -q --no-shuffle --save c.safetensors >/dev/null || fail "--no-shuffle run failed"
   "$bin" "${flags[@]}" --epochs 2 -q --no-shuffle --seed 1 --save d.safetensors >/dev/null || fail "--seed 1 run failed"
