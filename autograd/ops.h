@@ -53,6 +53,12 @@ Tensor sum(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim 
 Tensor mean(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
 Tensor max(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor argmin(const Tensor& x, int64_t dim, bool keepdim = false);
+// (values, int64 indices) of the max/min along one dim, as torch.max(x, dim): the first index on
+// ties, the first NaN if there is one; the gradient goes to that index only. x.max(dim) and
+// x.min(dim) call these (Note [Max along a dim returns indices]).
+std::tuple<Tensor, Tensor> max_dim(const Tensor& x, int64_t dim, bool keepdim = false);
+std::tuple<Tensor, Tensor> min_dim(const Tensor& x, int64_t dim, bool keepdim = false);
 // log Σ_dims exp(x), with each slice's max taken out first so nothing overflows (Note [Logsumexp shift]).
 Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim = false);
 // Running sums along dim: y[..., i, ...] = Σ_{j <= i} x[..., j, ...] (autograd/functions/scan.cpp).

@@ -95,8 +95,13 @@ Tensor Tensor::sum(const std::vector<int64_t>& dims, bool keepdim) const { retur
 Tensor Tensor::mean() const { return mt::mean(*this); }
 Tensor Tensor::mean(const std::vector<int64_t>& dims, bool keepdim) const { return mt::mean(*this, dims, keepdim); }
 Tensor Tensor::max() const { return mt::max(*this); }
-Tensor Tensor::max(int64_t d, bool keepdim) const { return mt::max(*this, {d}, keepdim); }
+Tensor Tensor::min() const { return mt::min(*this); }
+std::tuple<Tensor, Tensor> Tensor::max(int64_t d, bool keepdim) const { return mt::max_dim(*this, d, keepdim); }
+std::tuple<Tensor, Tensor> Tensor::min(int64_t d, bool keepdim) const { return mt::min_dim(*this, d, keepdim); }
+Tensor Tensor::amax(const std::vector<int64_t>& dims, bool keepdim) const { return mt::max(*this, dims, keepdim); }
+Tensor Tensor::amin(const std::vector<int64_t>& dims, bool keepdim) const { return mt::min(*this, dims, keepdim); }
 Tensor Tensor::argmax(int64_t d, bool keepdim) const { return mt::argmax(*this, d, keepdim); }
+Tensor Tensor::argmin(int64_t d, bool keepdim) const { return mt::argmin(*this, d, keepdim); }
 Tensor Tensor::matmul(const Tensor& o) const { return mt::matmul(*this, o); }
 Tensor Tensor::softmax(int64_t d) const { return mt::softmax(*this, d); }
 Tensor Tensor::log_softmax(int64_t d) const { return mt::log_softmax(*this, d); }

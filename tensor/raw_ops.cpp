@@ -188,6 +188,14 @@ Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) {
   return reduce(ReductionOp::ArgMax, x, {dim}, keepdim, "argmax");
 }
 
+// The smallest is the largest of the order-reversed values, with the same ties and NaNs in the same
+// places: -x is exact for floats; integers take -1 - x, which (unlike -x) no int64 overflows.
+Tensor argmin(const Tensor& x, int64_t dim, bool keepdim) {
+  const Tensor reversed = is_floating(x.dtype()) ? unary(UnaryOp::Neg, x)
+                        : binary(BinaryOp::Sub, full(Shape{}, -1.0, {.dtype = x.dtype(), .device = x.device()}), x);
+  return argmax(reversed, dim, keepdim);
+}
+
 Tensor sum_to(const Tensor& x, const Shape& shape) {
   if (x.sizes() == shape) return x;
   MT_CHECK(x.dim() >= shape.size(), "sum_to: cannot sum ", x.sizes(), " down to ", shape);

@@ -55,6 +55,7 @@ Tensor mean(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim
 Tensor max(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
 Tensor min(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor argmin(const Tensor& x, int64_t dim, bool keepdim = false);  // argmax of an order-reversed copy
 // Sums a broadcast result back down to `shape` (the backward of broadcasting).
 Tensor sum_to(const Tensor& x, const Shape& shape);
 

@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "tensor/device.h"
@@ -125,8 +126,16 @@ class Tensor {
   Tensor mean() const;
   Tensor mean(const std::vector<int64_t>& dims, bool keepdim = false) const;
   Tensor max() const;
-  Tensor max(int64_t dim, bool keepdim = false) const;
+  Tensor min() const;
+  // (values, int64 indices) along dim, as libtorch's: `auto [v, i] = x.max(1);`. The gradient goes to
+  // the indexed element only (Note [Max along a dim returns indices] in autograd/functions/reductions.cpp).
+  std::tuple<Tensor, Tensor> max(int64_t dim, bool keepdim = false) const;
+  std::tuple<Tensor, Tensor> min(int64_t dim, bool keepdim = false) const;
+  // Values only, over any dims (all when empty); ties share the gradient, as torch.amax.
+  Tensor amax(const std::vector<int64_t>& dims = {}, bool keepdim = false) const;
+  Tensor amin(const std::vector<int64_t>& dims = {}, bool keepdim = false) const;
   Tensor argmax(int64_t dim, bool keepdim = false) const;  // int64, not differentiable
+  Tensor argmin(int64_t dim, bool keepdim = false) const;
   Tensor matmul(const Tensor& other) const;
   Tensor softmax(int64_t dim) const;
   Tensor log_softmax(int64_t dim) const;

@@ -195,5 +195,26 @@ Tensor std(const Tensor& x, const std::vector<int64_t>& dims, VarOptions options
 }
 
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) { return raw::argmax(x, dim, keepdim); }
+Tensor argmin(const Tensor& x, int64_t dim, bool keepdim) { return raw::argmin(x, dim, keepdim); }
+
+// Note [Max along a dim returns indices]: x.max(dim) returns (values, indices) as libtorch's does,
+// so `auto [v, i] = x.max(1)` works; the values-only reduction is x.amax(dims) (mt::max(x, dims)).
+// Not a values tensor that can also be decomposed: a type that is both would let `auto v = x.max(1)`
+// mean different things in minitrain and libtorch, while the tuple makes code move between the two
+// unchanged, and the few callers that wanted values alone say amax, libtorch's name for it.
+// The values are x gathered at the indices, so their gradient is gather's: dy goes to the one
+// indexed element, the first on ties, as in PyTorch. amax's gradient shares dy among the ties
+// instead (ExtremumBackward); for a unique extremum the two agree.
+namespace {
+std::tuple<Tensor, Tensor> extremum_dim(const Tensor& x, int64_t dim, bool keepdim, bool is_max) {
+  const Tensor index = is_max ? raw::argmax(x, dim, /*keepdim=*/true) : raw::argmin(x, dim, /*keepdim=*/true);
+  const Tensor values = gather(x, dim, index);
+  if (keepdim) return {values, index};
+  return {values.squeeze(dim), raw::squeeze(index, dim)};
+}
+}  // namespace
+
+std::tuple<Tensor, Tensor> max_dim(const Tensor& x, int64_t dim, bool keepdim) { return extremum_dim(x, dim, keepdim, true); }
+std::tuple<Tensor, Tensor> min_dim(const Tensor& x, int64_t dim, bool keepdim) { return extremum_dim(x, dim, keepdim, false); }
 
 }  // namespace mt

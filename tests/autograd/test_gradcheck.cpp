@@ -57,8 +57,10 @@ TEST_CASE("gradcheck: reductions") {
   check([](V x) { return x[0].mean(); }, {input({3, 4})});
   check([](V x) { return x[0].mean({1}); }, {input({3, 4})});
   check([](V x) { return x[0].max(); }, {input({3, 4})});
-  check([](V x) { return x[0].max(1); }, {input({3, 4})});
-  check([](V x) { return x[0].max(0, true); }, {input({3, 4})});
+  check([](V x) { return x[0].amax({1}); }, {input({3, 4})});
+  check([](V x) { return std::get<0>(x[0].max(1)); }, {input({3, 4})});
+  check([](V x) { return std::get<0>(x[0].max(0, true)); }, {input({3, 4})});
+  check([](V x) { return std::get<0>(x[0].min(-1)); }, {input({2, 3, 4})});
 }
 
 TEST_CASE("gradcheck: matmul, linear, softmax") {

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <limits>
 #include <tuple>
 
 #include "minitrain.h"
@@ -70,7 +71,8 @@ TEST_CASE("reductions over dims with keepdim") {
   CHECK(x.sum({0, 1}).sizes() == Shape{});
   CHECK(vals(x.mean({1})) == std::vector<double>{3, 4});
   CHECK(vals(x.max()) == std::vector<double>{6});
-  CHECK(vals(x.max(1)) == std::vector<double>{5, 6});
+  CHECK(vals(x.amax({1})) == std::vector<double>{5, 6});
+  CHECK(vals(x.amin({0})) == std::vector<double>{1, 2, 3});
   CHECK(vals(x.argmax(1)) == std::vector<double>{1, 2});
   CHECK(x.argmax(0).dtype() == kInt64);
   CHECK(vals(x.argmax(0)) == std::vector<double>{1, 0, 1});
@@ -82,6 +84,35 @@ TEST_CASE("reductions over dims with keepdim") {
   CHECK(vals(raw::sum_to(x, {1, 3})) == std::vector<double>{5, 7, 9});
   CHECK(vals(raw::sum_to(x, {3})) == std::vector<double>{5, 7, 9});
   CHECK(std::isnan(vals(f32({1, NAN, 3}, {3}).max())[0]));
+}
+
+// The values PyTorch 1.13 gives for the same x (torch.max(x, 1), torch.min(x, 1), .backward()).
+TEST_CASE("max(dim) and min(dim) return (values, indices) for structured bindings, as libtorch") {
+  const Tensor x = from_vector(std::vector<double>{1, 3, 3, NAN, 2, NAN, 5, -1, -1}, {3, 3}).requires_grad_();
+  auto [v, i] = x.max(1);
+  CHECK(vals(i) == std::vector<double>{1, 0, 0});  // the first on ties, the first NaN
+  CHECK(vals(v)[0] == 3);
+  CHECK(std::isnan(vals(v)[1]));
+  CHECK(vals(v)[2] == 5);
+  v.sum().backward();
+  CHECK(vals(x.grad()) == std::vector<double>{0, 1, 0, 1, 0, 0, 1, 0, 0});  // to the index only
+  x.set_grad(Tensor());
+  auto [lo, at] = x.min(1, /*keepdim=*/true);
+  CHECK(lo.sizes() == Shape{3, 1});
+  CHECK(vals(at) == std::vector<double>{0, 0, 1});
+  lo.sum().backward();
+  CHECK(vals(x.grad()) == std::vector<double>{1, 0, 0, 1, 0, 0, 0, 1, 0});
+  // amax is the values-only reduction; its gradient shares dy among the ties.
+  const Tensor y = from_vector(std::vector<double>{1, 3, 3}, {1, 3}).requires_grad_();
+  y.amax({1}).sum().backward();
+  CHECK(vals(y.grad()) == std::vector<double>{0, 0.5, 0.5});
+  // int64, including the one value whose negation overflows.
+  const int64_t lowest = std::numeric_limits<int64_t>::min();
+  const auto [ilo, iat] = from_vector(std::vector<int64_t>{lowest, 5, 7, lowest + 1}, {2, 2}).min(1);
+  CHECK(ilo.to_vector<int64_t>() == std::vector<int64_t>{lowest, lowest + 1});
+  CHECK(iat.to_vector<int64_t>() == std::vector<int64_t>{0, 1});
+  CHECK(vals(f32({4, 9, 2, 9}, {2, 2}).argmin(0)) == std::vector<double>{1, 0});
+  CHECK_THROWS_WITH_AS(x.max(2), doctest::Contains("dim"), Error);
 }
 
 TEST_CASE("matmul: 2-D, batched with broadcasting, vectors, transposed operands") {
