@@ -2,6 +2,7 @@
 // fill what it returns.
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "tensor/backend.h"
 #include "tensor/generator.h"
@@ -85,6 +86,30 @@ Tensor randn(const Shape& shape, Generator& gen, TensorOptions opts) {
   Tensor t = empty(shape, {.dtype = opts.dtype, .device = opts.device});
   raw::normal_(t, gen, 0.0, 1.0);
   return finish(t, opts);
+}
+
+Tensor rand(const Shape& shape, TensorOptions opts) { return rand(shape, default_generator(), opts); }
+Tensor randn(const Shape& shape, TensorOptions opts) { return randn(shape, default_generator(), opts); }
+
+// Drawn on the host, one Philox block per element, so every device gets the same integers. Each is
+// low + a uniform integer below high - low, by Lemire's exact multiply-shift (Note [Unbiased shuffle]
+// in data/sampler.cpp): the high half of next_u64()·range, redrawn in the rare case the low half
+// falls below 2^64 mod range.
+Tensor randint(int64_t low, int64_t high, const Shape& shape, Generator& gen, TensorOptions opts) {
+  MT_CHECK(low < high, "randint: low (", low, ") must be below high (", high, ")");
+  const uint64_t range = static_cast<uint64_t>(high) - static_cast<uint64_t>(low);
+  const uint64_t threshold = (0 - range) % range;  // 2^64 mod range
+  std::vector<int64_t> values(static_cast<size_t>(shape.numel()));
+  for (int64_t& v : values) {
+    unsigned __int128 m = static_cast<unsigned __int128>(gen.next_u64()) * range;
+    while (static_cast<uint64_t>(m) < threshold) m = static_cast<unsigned __int128>(gen.next_u64()) * range;
+    v = static_cast<int64_t>(static_cast<uint64_t>(low) + static_cast<uint64_t>(m >> 64));
+  }
+  return from_vector(values, shape, opts);
+}
+
+Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions opts) {
+  return randint(low, high, shape, default_generator(), opts);
 }
 
 }  // namespace mt

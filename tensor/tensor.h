@@ -183,9 +183,16 @@ Tensor from_vector(const std::vector<int64_t>& values, const Shape& shape,
                    TensorOptions opts = {.dtype = kInt64});
 Tensor scalar_tensor(double value, TensorOptions opts = {});
 
+// Random factories draw from `gen`, or without one from mt::default_generator(), which
+// mt::manual_seed(s) reseeds, as torch.manual_seed does (tensor/generator.h).
 class Generator;
 Tensor rand(const Shape& shape, Generator& gen, TensorOptions opts = {});   // U[0, 1)
+Tensor rand(const Shape& shape, TensorOptions opts = {});
 Tensor randn(const Shape& shape, Generator& gen, TensorOptions opts = {});  // N(0, 1)
+Tensor randn(const Shape& shape, TensorOptions opts = {});
+// Integers uniform in [low, high), int64 unless opts says otherwise.
+Tensor randint(int64_t low, int64_t high, const Shape& shape, Generator& gen, TensorOptions opts = {.dtype = kInt64});
+Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions opts = {.dtype = kInt64});
 
 // to_vector is instantiated in tensor/tensor.cpp for float, double and int64_t.
 extern template std::vector<float> Tensor::to_vector<float>() const;

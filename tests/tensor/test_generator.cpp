@@ -5,11 +5,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numbers>
 
 #include "tensor/detail/philox.h"
 #include "tensor/generator.h"
 #include "tensor/raw_ops.h"
+#include "tensor/tensor.h"
 
 using namespace mt;
 
@@ -146,4 +148,29 @@ TEST_CASE("random fills have the right distribution") {
   CHECK(su / n == doctest::Approx(3.5).epsilon(0.01));
   CHECK(mean_z == doctest::Approx(-1.0).epsilon(0.03));
   CHECK(std::sqrt(var_z) == doctest::Approx(3.0).epsilon(0.01));
+}
+
+TEST_CASE("factories without a generator draw from the default one, which manual_seed reseeds") {
+  manual_seed(123);
+  const Tensor a = randn({5}), b = rand({2, 3}, {.dtype = kFloat64}), c = randint(-3, 4, {1000});
+  manual_seed(123);
+  CHECK(randn({5}).to_vector<float>() == a.to_vector<float>());
+  CHECK(rand({2, 3}, {.dtype = kFloat64}).to_vector<double>() == b.to_vector<double>());
+  CHECK(randint(-3, 4, {1000}).to_vector<int64_t>() == c.to_vector<int64_t>());
+  // The same numbers as an explicit Generator(123) making the same draws in the same order.
+  Generator gen(123);
+  CHECK(randn({5}, gen).to_vector<float>() == a.to_vector<float>());
+  CHECK(rand({2, 3}, gen, {.dtype = kFloat64}).to_vector<double>() == b.to_vector<double>());
+  CHECK(randint(-3, 4, {1000}, gen).to_vector<int64_t>() == c.to_vector<int64_t>());
+  // Later draws continue the stream rather than repeating it.
+  CHECK(randn({5}).to_vector<float>() != a.to_vector<float>());
+  // randint covers [low, high) and nothing else.
+  const std::vector<int64_t> v = c.to_vector<int64_t>();
+  CHECK(c.dtype() == kInt64);
+  CHECK(*std::min_element(v.begin(), v.end()) == -3);
+  CHECK(*std::max_element(v.begin(), v.end()) == 3);
+  CHECK(randint(0, 2, {3}, {.dtype = kFloat32}).dtype() == kFloat32);
+  const int64_t lowest = std::numeric_limits<int64_t>::min(), highest = std::numeric_limits<int64_t>::max();
+  CHECK(randint(lowest, highest, {4}).numel() == 4);  // a range of 2^64 - 1 does not overflow
+  CHECK_THROWS_WITH_AS(randint(4, 4, {2}), doctest::Contains("randint: low (4) must be below high (4)"), Error);
 }
