@@ -22,6 +22,18 @@
 // was never updated has no state.<i> entries, like PyTorch. Loading also restores the hyperparameters
 // (a scheduler's last lr included), checks that group and parameter counts and shapes match, and
 // names the key that is missing, unexpected or mis-shaped; on any error nothing is changed.
+//
+// Note [Options are aggregates]: every options struct (AdamOptions, SGDOptions, nn::LinearOptions,
+// dist::DDPOptions, ...) is a plain struct set with C++20 designated initialisers,
+// `{.lr = 3e-4, .betas = {0.9, 0.95}}`: one line names each setting given, the others keep the
+// defaults written beside their fields, and a misspelt name does not compile. libtorch's chained
+// setters, `AdamOptions().lr(3e-4).betas(...)`, cannot live beside that: a struct cannot have a
+// field and a method of one name, and designated initialisers need the fields. Making every field a
+// callable wrapper, only so that `.lr(...)` could fail with a message of ours, would put that
+// wrapper in every read of every setting; so the compiler's own error stands ("expression cannot be
+// used as a function") and the README shows the two forms side by side. libtorch's one-argument
+// form does work: `AdamOptions(3e-4)`, `SGDOptions(0.1)` are C++20's parenthesised aggregate
+// initialisation of the first field, which is lr in every optimizer's options.
 #pragma once
 
 #include <string>

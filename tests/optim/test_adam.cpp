@@ -126,3 +126,21 @@ TEST_CASE("Adam and AdamW reject bad options, naming them") {
   CHECK(AdamW({p}).defaults().weight_decay == 0.01);  // torch.optim.AdamW's default
   CHECK(Adam({p}).defaults().weight_decay == 0.0);
 }
+
+// Note [Options are aggregates] (optim/optimizer.h): designated initialisers, plus libtorch's
+// one-argument form AdamOptions(lr) through C++20's parenthesised aggregate initialisation. There
+// are no chained setters; the static_assert fails if one ever replaces a field, so that the Note and
+// the README's options section are revisited with it.
+template <typename O>
+concept ChainsLr = requires(O o) { o.lr(1e-3); };
+static_assert(!ChainsLr<AdamOptions> && !ChainsLr<AdamWOptions> && !ChainsLr<SGDOptions>);
+
+TEST_CASE("options take designated initialisers and libtorch's Options(lr)") {
+  Tensor p = make_param({1}, {1}, kFloat32, Layout::Contiguous);
+  CHECK(Adam({p}, AdamOptions(3e-4)).lr(0) == 3e-4);
+  CHECK(AdamW({p}, AdamWOptions(3e-4)).defaults().weight_decay == 0.01);
+  CHECK(SGD({p}, SGDOptions(0.1)).lr(0) == 0.1);
+  const Adam opt({p}, {.lr = 3e-4, .betas = {0.9, 0.95}, .weight_decay = 0.1});
+  CHECK(opt.defaults().betas == std::pair{0.9, 0.95});
+  CHECK(opt.defaults().eps == 1e-8);  // what the initialiser leaves out keeps its default
+}
