@@ -124,6 +124,40 @@ std::vector<std::shared_ptr<Module>> Module::children() const {
   return out;
 }
 
+namespace {
+void collect_modules(NamedModules& out, std::unordered_set<const Module*>& seen, const Module& m,
+                     const std::string& prefix) {
+  for (const auto& [name, child] : m.named_children()) {
+    if (!seen.insert(child.get()).second) continue;
+    out.emplace_back(prefix + name, child);
+    collect_modules(out, seen, *child, prefix + name + ".");
+  }
+}
+}  // namespace
+
+NamedModules Module::named_modules() const {
+  // Shared ownership when a shared_ptr holds this module; otherwise the aliasing constructor with an
+  // empty owner gives a pointer that owns nothing (a module on the stack).
+  std::shared_ptr<Module> self = std::const_pointer_cast<Module>(weak_from_this().lock());
+  if (!self) self = std::shared_ptr<Module>(std::shared_ptr<Module>(), const_cast<Module*>(this));
+  NamedModules out{{"", self}};
+  std::unordered_set<const Module*> seen{this};
+  collect_modules(out, seen, *this, "");
+  return out;
+}
+
+std::vector<std::shared_ptr<Module>> Module::modules() const {
+  std::vector<std::shared_ptr<Module>> out;
+  for (auto& entry : named_modules()) out.push_back(std::move(entry.second));
+  return out;
+}
+
+Module& Module::apply(const std::function<void(Module&)>& fn) {
+  for (const auto& entry : children_) entry.second->apply(fn);
+  fn(*this);
+  return *this;
+}
+
 // ---- modes and placement ------------------------------------------------------------------------
 
 void Module::train(bool on) {

@@ -2,7 +2,8 @@
 // trains), buffers (state that is saved but not trained) and child modules, and walks them as a
 // tree: named_parameters() lists dotted names in registration order ("layers.0.weight"),
 // state_dict()/load_state_dict() save and restore them, train()/eval(), zero_grad() and to() apply
-// to the whole tree. operator<< prints the tree like PyTorch's repr.
+// to the whole tree. operator<< prints the tree like PyTorch's repr. named_modules() and apply(fn)
+// visit every module of the tree; forward hooks run around forward when a module is called.
 //
 //   struct Net : nn::Module {
 //     Net() { fc1 = register_module("fc1", std::make_shared<nn::Linear>(784, 256)); ... }
@@ -16,13 +17,23 @@
 // Modules that take other inputs (losses: input and target, nn/loss.h) declare their own forward,
 // and Module's throws naming the module if it is called anyway.
 //
-// What it does not do: forward/backward hooks on modules, non-persistent buffers, copying a module
-// (a module has identity: optimizers, DDP and parents hold it by pointer, so copies are deleted).
+// Note [Hooks run in operator()]: as in PyTorch, where hooks run in Module.__call__, a module's
+// forward pre-hooks and forward hooks run when it is called, `module(x)`, and not when forward(x) is
+// called directly: forward stays the plain computation a subclass writes. The library's containers
+// and wrappers (Sequential, DistributedDataParallel) call their children that way, so hooks on any
+// module inside them run; a model's own forward should call its children as `(*fc1)(x)` for the same.
+//
+// What it does not do: backward hooks on modules (tensors have post-accumulate-grad hooks),
+// non-persistent buffers, copying a module (a module has identity: optimizers, DDP and parents hold
+// it by pointer, so copies are deleted).
 #pragma once
 
 #include <concepts>
+#include <cstdint>
+#include <functional>
 #include <iosfwd>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -42,13 +53,32 @@ namespace mt::nn {
 class Module;
 using NamedModules = std::vector<std::pair<std::string, std::shared_ptr<Module>>>;
 
+struct ModuleHooks;  // module.cpp: a module's hook lists, shared with the handles that remove them
+
+// What register_forward_hook and register_forward_pre_hook return: remove() takes the hook off its
+// module again, as PyTorch's RemovableHandle. Dropping the handle keeps the hook; remove() is safe to
+// call twice and after the module is gone.
+class HookHandle {
+ public:
+  HookHandle() = default;
+  void remove();
+
+ private:
+  friend class Module;
+  HookHandle(std::weak_ptr<ModuleHooks> hooks, uint64_t id) : hooks_(std::move(hooks)), id_(id) {}
+  std::weak_ptr<ModuleHooks> hooks_;
+  uint64_t id_ = 0;
+};
+
 // The keys load_state_dict(dict, /*strict=*/false) skipped (with strict = true they are errors).
 struct LoadStateDictResult {
   std::vector<std::string> missing_keys;     // in the module, not in the dict: left unchanged
   std::vector<std::string> unexpected_keys;  // in the dict, not in the module: ignored
 };
 
-class Module {
+// enable_shared_from_this lets named_modules() list a module that lives in a shared_ptr under its
+// own name "" with shared ownership, as it lists its children.
+class Module : public std::enable_shared_from_this<Module> {
  public:
   Module() = default;
   virtual ~Module() = default;
@@ -58,7 +88,19 @@ class Module {
   // ---- forward ----------------------------------------------------------------------------------
   // The one-input forward that Sequential and DDP call. The default throws naming the module.
   virtual Tensor forward(const Tensor& input);
-  Tensor operator()(const Tensor& input) { return forward(input); }
+  // forward with the hooks around it (Note [Hooks run in operator()]); without hooks, just forward.
+  Tensor operator()(const Tensor& input) { return hooks_ ? call_with_hooks(input) : forward(input); }
+
+  // ---- hooks (PyTorch's register_forward_pre_hook / register_forward_hook) ----------------------
+  // A pre-hook sees the input before forward and may return a replacement for it; a forward hook
+  // sees the input (as forward got it) and the output, and may return a replacement output.
+  // std::nullopt keeps the value. Hooks run in registration order, each seeing what the one before
+  // it returned.
+  using ForwardPreHook = std::function<std::optional<Tensor>(Module& module, const Tensor& input)>;
+  using ForwardHook =
+      std::function<std::optional<Tensor>(Module& module, const Tensor& input, const Tensor& output)>;
+  HookHandle register_forward_pre_hook(ForwardPreHook hook);
+  HookHandle register_forward_hook(ForwardHook hook);
 
   // ---- registration (from a subclass's constructor) ---------------------------------------------
   // Names are non-empty, contain no '.', and are unique within this module across parameters,
@@ -87,6 +129,15 @@ class Module {
   std::vector<Tensor> buffers(bool recurse = true) const;
   const NamedModules& named_children() const { return children_; }
   std::vector<std::shared_ptr<Module>> children() const;
+  // This module, named "", then every descendant, depth first in registration order, named by its
+  // dotted path ("layers.0"); a module registered in two places is listed once, under its first name
+  // (PyTorch's named_modules). The first entry shares ownership of this module when a shared_ptr
+  // holds it; for a module that lives elsewhere (on the stack) it points at it without owning it.
+  NamedModules named_modules() const;
+  std::vector<std::shared_ptr<Module>> modules() const;
+  // Calls fn on every child's subtree (each child's apply), then on this module, as PyTorch's
+  // apply: `net.apply([](nn::Module& m) { if (auto* l = dynamic_cast<nn::Linear*>(&m)) ... });`.
+  Module& apply(const std::function<void(Module&)>& fn);
 
   // ---- modes and placement ----------------------------------------------------------------------
   // Sets the training flag of this module and every descendant. Dropout reads it.
@@ -123,6 +174,7 @@ class Module {
 
  private:
   void add_child(const std::string& name, std::shared_ptr<Module> child);
+  Tensor call_with_hooks(const Tensor& input);
   void check_new_name(const std::string& name, const char* what) const;
   // Appends this module's (and, when recurse, its descendants') parameters and/or buffers to out,
   // names prefixed with `prefix`: own parameters, own buffers, then each child's, depth first.
@@ -132,6 +184,7 @@ class Module {
   NamedTensors buffers_;
   NamedModules children_;
   bool training_ = true;
+  std::shared_ptr<ModuleHooks> hooks_;  // null until a hook is registered: operator() tests only this
 };
 
 // Prints the module tree like PyTorch's repr:

@@ -10,6 +10,8 @@
 #include "nn/linear.h"
 #include "nn/loss.h"
 #include "nn/module.h"
+#include "nn/module_dict.h"
+#include "nn/module_list.h"
 #include "nn/sequential.h"
 // Transformers: Embedding, LayerNorm, MultiheadAttention, TransformerBlock, GPT.
 #include "nn/attention.h"

@@ -56,7 +56,7 @@ Tensor DistributedDataParallel::forward(const Tensor& input) {
   if (module_->is_training() && GradMode::is_enabled()) reducer_->rebuild_buckets_once();
   reducer_->prepare_backward();  // Note [Dividing while writing]
   sync_buffers();
-  Tensor output = module_->forward(input);
+  Tensor output = (*module_)(input);  // the model's hooks run (Note [Hooks run in operator()])
   reducer_->find_unused(output);  // Note [Unused parameters found after forward]
   return output;
 }
