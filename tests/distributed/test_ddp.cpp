@@ -4,6 +4,7 @@
 // ranks; and a world of one.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 
@@ -364,4 +365,34 @@ TEST_CASE("DDP: a world of one (ProcessGroupLocal) trains like the plain model")
   }
   check_close(*model, *reference(batch, 3), 0.0, "world of one");
   CHECK(ddp.stats().backwards == 3);
+}
+
+TEST_CASE("DDP: parameters held in ModuleList and ModuleDict are bucketed by their names, and the model's "
+          "forward hooks run") {
+  struct Model : nn::Module {
+    Model() {
+      blocks = register_module("blocks", std::make_shared<nn::ModuleList>(std::make_shared<nn::Linear>(6, 6)));
+      heads = register_module("heads", std::make_shared<nn::ModuleDict>(
+                                           nn::NamedModules{{"out", std::make_shared<nn::Linear>(6, 3)}}));
+    }
+    Tensor forward(const Tensor& x) override { return (*(*heads)["out"])((*(*blocks)[0])(x).relu()); }
+    std::shared_ptr<nn::ModuleList> blocks;
+    std::shared_ptr<nn::ModuleDict> heads;
+  };
+  manual_seed(1);
+  auto model = std::make_shared<Model>();
+  int forwards = 0;
+  model->register_forward_hook([&](nn::Module&, const Tensor&, const Tensor&) {
+    ++forwards;
+    return std::nullopt;
+  });
+  DistributedDataParallel ddp(model, std::make_shared<ProcessGroupLocal>(), kSmallBuckets);
+  std::vector<std::string> bucketed;
+  for (const auto& bucket : ddp.stats().bucket_parameters) bucketed.insert(bucketed.end(), bucket.begin(), bucket.end());
+  std::sort(bucketed.begin(), bucketed.end());
+  CHECK(bucketed == std::vector<std::string>{"blocks.0.bias", "blocks.0.weight", "heads.out.bias", "heads.out.weight"});
+  const Batch batch = make_batch(4);
+  nn::F::mse_loss(ddp.forward(batch.x), batch.y).backward();  // an unreduced parameter would be an error
+  CHECK(forwards == 1);
+  CHECK(ddp.stats().backwards == 1);
 }
