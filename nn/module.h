@@ -20,8 +20,9 @@
 // Note [Hooks run in operator()]: as in PyTorch, where hooks run in Module.__call__, a module's
 // forward pre-hooks and forward hooks run when it is called, `module(x)`, and not when forward(x) is
 // called directly: forward stays the plain computation a subclass writes. The library's containers
-// and wrappers (Sequential, DistributedDataParallel) call their children that way, so hooks on any
-// module inside them run; a model's own forward should call its children as `(*fc1)(x)` for the same.
+// and models (Sequential, DistributedDataParallel, TransformerBlock, GPT) call their children that
+// way, so hooks on any module inside them run; a model's own forward should call its children as
+// `(*fc1)(x)` for the same.
 //
 // What it does not do: backward hooks on modules (tensors have post-accumulate-grad hooks),
 // non-persistent buffers, copying a module (a module has identity: optimizers, DDP and parents hold
@@ -86,7 +87,8 @@ class Module : public std::enable_shared_from_this<Module> {
   Module& operator=(const Module&) = delete;
 
   // ---- forward ----------------------------------------------------------------------------------
-  // The one-input forward that Sequential and DDP call. The default throws naming the module.
+  // The one-input computation, which containers and DDP reach through operator(). The default
+  // throws naming the module.
   virtual Tensor forward(const Tensor& input);
   // forward with the hooks around it (Note [Hooks run in operator()]); without hooks, just forward.
   Tensor operator()(const Tensor& input) { return hooks_ ? call_with_hooks(input) : forward(input); }

@@ -17,8 +17,9 @@ TransformerBlock::TransformerBlock(int64_t dim, int64_t heads) {
 }
 
 Tensor TransformerBlock::forward(const Tensor& x) {
-  const Tensor h = x + attn->forward(ln1->forward(x));
-  return h + fc2->forward(mt::gelu(fc1->forward(ln2->forward(h))));
+  // Children are called, not forward()ed, so their hooks run (Note [Hooks run in operator()]).
+  const Tensor h = x + (*attn)((*ln1)(x));
+  return h + (*fc2)(mt::gelu((*fc1)((*ln2)(h))));
 }
 
 GPT::GPT(GPTOptions o) : options(o) {
@@ -56,8 +57,8 @@ Tensor GPT::forward(const Tensor& idx) {
   MT_CHECK(T >= 1 && T <= options.context, "GPT: sequence length ", T, " must be in [1, context = ", options.context,
            "]");
   const Tensor positions = arange(T, {.dtype = kInt64, .device = idx.device()});  // (T)
-  Tensor h = tok_emb->forward(idx) + pos_emb->forward(positions);                  // (B, T, dim) + (T, dim)
-  h = ln_f->forward(blocks->forward(h));
+  Tensor h = (*tok_emb)(idx) + (*pos_emb)(positions);  // (B, T, dim) + (T, dim)
+  h = (*ln_f)((*blocks)(h));
   return mt::linear(h, tok_emb->weight);  // Note [Tied embedding]
 }
 

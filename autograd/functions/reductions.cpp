@@ -209,7 +209,7 @@ namespace {
 std::tuple<Tensor, Tensor> extremum_dim(const Tensor& x, int64_t dim, bool keepdim, bool is_max) {
   const Tensor index = is_max ? raw::argmax(x, dim, /*keepdim=*/true) : raw::argmin(x, dim, /*keepdim=*/true);
   const Tensor values = gather(x, dim, index);
-  if (keepdim) return {values, index};
+  if (keepdim || x.dim() == 0) return {values, index};  // a 0-dim input gives 0-dim results either way
   return {values.squeeze(dim), raw::squeeze(index, dim)};
 }
 }  // namespace

@@ -113,6 +113,10 @@ TEST_CASE("max(dim) and min(dim) return (values, indices) for structured binding
   CHECK(iat.to_vector<int64_t>() == std::vector<int64_t>{0, 1});
   CHECK(vals(f32({4, 9, 2, 9}, {2, 2}).argmin(0)) == std::vector<double>{1, 0});
   CHECK_THROWS_WITH_AS(x.max(2), doctest::Contains("dim"), Error);
+  const auto [sv, si] = scalar_tensor(3.0).max(0);  // a 0-dim tensor takes dim 0 or -1, as in PyTorch
+  CHECK(sv.sizes() == Shape{});
+  CHECK(sv.item() == 3.0);
+  CHECK(si.item() == 0.0);
 }
 
 TEST_CASE("matmul: 2-D, batched with broadcasting, vectors, transposed operands") {
