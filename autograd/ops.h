@@ -5,6 +5,7 @@
 #pragma once
 
 #include <optional>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -95,6 +96,18 @@ Tensor roll(const Tensor& x, const std::vector<int64_t>& shifts, const std::vect
 // (...) int64 class indices -> (..., num_classes) int64 with a 1 at each index; num_classes -1:
 // max(indices) + 1. No gradient (autograd/functions/indexing.cpp).
 Tensor one_hot(const Tensor& indices, int64_t num_classes = -1);
+// x tiled repeats[d] times along each dim, as torch's x.repeat(repeats); repeats may have more dims
+// than x (new leading ones). Gradient: the sum over the copies.
+Tensor repeat(const Tensor& x, const Shape& repeats);
+
+// ---- sorting (autograd/functions/sort.cpp) ------------------------------------------------------
+// (values, indices) as libtorch's: auto [values, indices] = sort(x, 1). The order is always stable
+// (equal values keep their input order, PyTorch's stable=true) and NaN sorts above every number.
+// values are differentiable (gather(x, dim, indices)); indices are int64 and are not.
+std::tuple<Tensor, Tensor> sort(const Tensor& x, int64_t dim = -1, bool descending = false);
+Tensor argsort(const Tensor& x, int64_t dim = -1, bool descending = false);
+// The k largest (smallest when !largest) along dim, in sorted order, ties in input order.
+std::tuple<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim = -1, bool largest = true);
 
 // ---- joining, statistics, clamp: for convolutional networks (autograd/functions/join.cpp) -----
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
@@ -165,8 +178,13 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
 // GELU, one fused node; formulas in tensor/detail/gelu_math.h.
 Tensor gelu(const Tensor& x, GeluApproximate approximate = GeluApproximate::None);
 // softmax(scale·q·kᵀ, masked to j <= i when causal)·v, one fused node; no (Tq, Tk) matrix is kept
-// for the backward. q: (B, H, Tq, d)  k, v: (B, H, Tk, d)  ->  (B, H, Tq, d)
+// for the backward. q: (B, H, Tq, d)  k: (B, H, Tk, d)  v: (B, H, Tk, dv)  ->  (B, H, Tq, dv), or all
+// without B: (H, T, ·). With attn_mask, or dv != d, it is composed from matmul and softmax instead
+// (autograd/functions/attention.cpp). attn_mask broadcasts to (B, H, Tq, Tk): int64 is boolean,
+// nonzero = may attend (PyTorch 1.13's True); floating is added to the scores (Note [Attention masks]).
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const AttentionOptions& options = {});
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask,
                                     const AttentionOptions& options = {});
 // Rows of weight: out[..., :] = weight[indices[...], :]. The gradient adds each output row back to
 // its index's row (index_add), so a repeated index gets the sum of its rows' gradients.

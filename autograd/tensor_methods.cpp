@@ -109,6 +109,12 @@ Tensor Tensor::index_select(int64_t d, const Tensor& i) const { return mt::index
 Tensor Tensor::gather(int64_t d, const Tensor& i) const { return mt::gather(*this, d, i); }
 Tensor Tensor::to(DType t) const { return mt::cast(*this, t); }
 Tensor Tensor::clone() const { return mt::clone(*this); }
+std::tuple<Tensor, Tensor> Tensor::sort(int64_t d, bool descending) const { return mt::sort(*this, d, descending); }
+Tensor Tensor::argsort(int64_t d, bool descending) const { return mt::argsort(*this, d, descending); }
+std::tuple<Tensor, Tensor> Tensor::topk(int64_t k, int64_t d, bool largest) const {
+  return mt::topk(*this, k, d, largest);
+}
+Tensor Tensor::repeat(const Shape& repeats) const { return mt::repeat(*this, repeats); }
 
 Tensor Tensor::to(Device device) const {
   MT_CHECK(!requires_grad() || device == this->device(), "to(device): moving a tensor that requires grad "

@@ -21,6 +21,7 @@
 
 // Convolutional networks
 #include "nn/batchnorm.h"
+#include "nn/group_norm.h"
 #include "nn/conv.h"
 #include "nn/conv_transpose.h"
 #include "nn/pooling.h"

@@ -144,6 +144,11 @@ class Tensor {
   Tensor to(DType dtype) const;               // differentiable between floating dtypes
   Tensor to(Device device) const;
   Tensor clone() const;
+  // Sorting (autograd/ops.h): auto [values, indices] = x.topk(3); values differentiable, indices int64.
+  std::tuple<Tensor, Tensor> sort(int64_t dim = -1, bool descending = false) const;
+  Tensor argsort(int64_t dim = -1, bool descending = false) const;
+  std::tuple<Tensor, Tensor> topk(int64_t k, int64_t dim = -1, bool largest = true) const;
+  Tensor repeat(const Shape& repeats) const;  // as torch's x.repeat (autograd/ops.h)
 
   // ---- in place (not differentiable; bump the version counter) ---------------------------------
   Tensor& zero_();

@@ -1,6 +1,7 @@
-// flip and roll: copies that reorder the elements along some dims. Both are compositions of
-// differentiable ops (index_select with a reversed arange; narrow and cat), so their backward is
-// theirs: flip's gradient is flipped back, roll's is rolled back.
+// flip, roll and repeat: copies that reorder or tile the elements along some dims. All are
+// compositions of differentiable ops (index_select with a reversed arange; narrow and cat; expand and
+// reshape), so their backward is theirs: flip's gradient is flipped back, roll's is rolled back,
+// repeat's is summed over the copies (expand's backward).
 #include "autograd/ops.h"
 #include "tensor/raw_ops.h"
 
@@ -41,6 +42,25 @@ Tensor roll(const Tensor& x, const std::vector<int64_t>& shifts, const std::vect
     y = cat({narrow(y, d, n - s, s), narrow(y, d, 0, n - s)}, d);
   }
   return y.is_same(x) ? clone(x) : y;  // a copy even when nothing moved, as torch.roll
+}
+
+// x: (s0, s1, ...) padded with leading 1s to repeats' length, viewed as (1, s0, 1, s1, ...), expanded
+// to (r0, s0, r1, s1, ...) (no copy) and reshaped to (r0·s0, r1·s1, ...) (the one copy).
+Tensor repeat(const Tensor& x, const Shape& repeats) {
+  MT_CHECK(repeats.size() >= x.dim(), "repeat: repeats ", repeats, " must have at least as many dims as the input ",
+           x.sizes());
+  MT_CHECK(2 * repeats.size() <= kMaxDims, "repeat: ", repeats.size(), " dims need ", 2 * repeats.size(),
+           " while tiling; tensors have at most ", kMaxDims);
+  Shape interleaved, expanded, result;
+  const int lead = repeats.size() - static_cast<int>(x.dim());
+  for (int d = 0; d < repeats.size(); ++d) {
+    MT_CHECK(repeats[d] >= 0, "repeat: repeats ", repeats, " must be non-negative");
+    const int64_t s = d < lead ? 1 : x.size(d - lead);
+    interleaved.push_back(1), interleaved.push_back(s);
+    expanded.push_back(repeats[d]), expanded.push_back(s);
+    result.push_back(repeats[d] * s);
+  }
+  return reshape(expand(reshape(x, interleaved), expanded), result);
 }
 
 }  // namespace mt

@@ -1,6 +1,5 @@
-// Differentiable transformer ops: the fused layer_norm, gelu and scaled_dot_product_attention (one
-// node each, backward by the fused kernels of tensor/raw_transformer.cpp), and embedding, masked_fill
-// and tril, which compose existing differentiable ops and so need no node of their own.
+// Differentiable transformer ops: the fused layer_norm, gelu and attention (one node each, backward
+// by the fused kernels of tensor/raw_transformer.cpp), and embedding, masked_fill and tril, which compose existing differentiable ops and so need no node of their own.
 // The compositions the fused ops replace are in reference_ops.cpp; tests compare the two.
 #include "autograd/ops.h"
 #include "autograd/record.h"
@@ -78,7 +77,9 @@ Tensor gelu(const Tensor& x, GeluApproximate approximate) {
   return y;
 }
 
-Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& options) {
+namespace detail {
+
+Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& options) {
   raw::AttentionResult r = raw::scaled_dot_product_attention(q, k, v, options);
   if (auto node = record<AttentionBackward>({&q, &k, &v})) {
     node->q = SavedTensor(q), node->k = SavedTensor(k), node->v = SavedTensor(v);
@@ -88,6 +89,8 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   }
   return r.out;
 }
+
+}  // namespace detail
 
 // weight[indices]: index_select's backward is index_add, which sums the rows of repeated indices.
 Tensor embedding(const Tensor& weight, const Tensor& indices) {

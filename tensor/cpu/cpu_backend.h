@@ -6,6 +6,7 @@
 //   cpu_reduce.cpp    reduce                      cpu_softmax.cpp      softmax, log_softmax
 //   cpu_gemm.cpp      gemm (BLAS/Eigen + loops)   cpu_index.cpp        index_select/add, gather, scatter_add
 //   cpu_random.cpp    uniform, normal             cpu_allocator.cpp    the 64-byte aligned allocator
+//   cpu_sort.cpp      argsort
 //   cpu_layer_norm.cpp, cpu_gelu.cpp, cpu_attention.cpp: the fused transformer kernels
 //   cpu_conv.cpp      im2col, col2im, max_pool2d
 //   cpu_winograd.cpp  Winograd F(2x2, 3x3) input and output transforms
@@ -42,6 +43,7 @@ class CpuBackend final : public Backend {
   void index_add(const Tensor& out, const Tensor& index, const Tensor& src) override;
   void gather(const Tensor& out, const Tensor& in, const Tensor& index) override;
   void scatter_add(const Tensor& out, const Tensor& index, const Tensor& src) override;
+  void argsort(const Tensor& indices, const Tensor& x, bool descending) override;  // cpu_sort.cpp
   void uniform(const Tensor& out, Generator& gen, double low, double high) override;
   void normal(const Tensor& out, Generator& gen, double mean, double std) override;
   // Transformer kernels: cpu_layer_norm.cpp, cpu_gelu.cpp, cpu_attention.cpp.

@@ -13,6 +13,7 @@
 //   cuda_random.cu       uniform, normal (Philox)      cuda_gemm.cu     gemm (cuBLAS; int64 by a plain kernel)
 //   cuda_layer_norm.cu, cuda_gelu.cu, cuda_attention.cu: the transformer kernels
 //   cuda_conv.cu         im2col, col2im, max_pool2d
+//   cuda_sort.cu         argsort
 // Shared device loops: cuda_loops.cuh. Index math and launch geometry: indexer.h, launch.h.
 // Only compiled into CUDA builds.
 #pragma once
@@ -41,6 +42,7 @@ class CudaBackend final : public Backend {
   void index_add(const Tensor& out, const Tensor& index, const Tensor& src) override;
   void gather(const Tensor& out, const Tensor& in, const Tensor& index) override;
   void scatter_add(const Tensor& out, const Tensor& index, const Tensor& src) override;
+  void argsort(const Tensor& indices, const Tensor& x, bool descending) override;  // cuda_sort.cu
   void uniform(const Tensor& out, Generator& gen, double low, double high) override;
   void normal(const Tensor& out, Generator& gen, double mean, double std) override;
   // Transformer kernels: cuda_layer_norm.cu, cuda_gelu.cu, cuda_attention.cu.
