@@ -110,10 +110,11 @@ class Backend {
   virtual void gather(const Tensor& out, const Tensor& in, const Tensor& index) = 0;
   // The backward of gather: out[o, index[o,j,i], i] += src[o,j,i]. out contiguous, pre-filled.
   virtual void scatter_add(const Tensor& out, const Tensor& index, const Tensor& src) = 0;
-  // Stable argsort of each row (tensor/raw_sort.cpp makes the layout): indices[r, :] orders x[r, :]
-  // ascending (descending: reversed comparison), equal values keep their input order, NaN counts as
-  // larger than every number (first when descending), as PyTorch's sort. x: (rows, n) contiguous
-  // floating or int64; indices: (rows, n) int64 contiguous, overwritten.
+  // Stable argsort of each row (tensor/raw_sort.cpp makes the layout): indices[r, :] are the first k
+  // positions of the order of x[r, :], ascending (descending: reversed comparison), equal values in
+  // their input order, NaN larger than every number (first when descending), as PyTorch's sort.
+  // k < n is topk's, which need not order the rest. x: (rows, n) contiguous floating or int64;
+  // indices: (rows, k) int64 contiguous, k <= n, overwritten.
   virtual void argsort(const Tensor& indices, const Tensor& x, bool descending) = 0;
 
   // Random fills of a contiguous floating tensor, drawing from gen (and advancing it).

@@ -78,8 +78,9 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
 // The backward of index_select: zeros of `shape` with src added at index along dim.
 Tensor index_add_zeros(const Shape& shape, int64_t dim, const Tensor& index, const Tensor& src);
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
-// int64 indices that sort x along dim, stably (Backend::argsort; tensor/raw_sort.cpp).
-Tensor argsort(const Tensor& x, int64_t dim, bool descending);
+// int64 indices that sort x along dim, stably (Backend::argsort; tensor/raw_sort.cpp); with k >= 0
+// only the first k of them (topk's), size k along dim.
+Tensor argsort(const Tensor& x, int64_t dim, bool descending, int64_t k = -1);
 // The backward of gather: zeros of `shape` with src scattered (added) at index along dim.
 Tensor scatter_add_zeros(const Shape& shape, int64_t dim, const Tensor& index, const Tensor& src);
 

@@ -6,7 +6,7 @@
 
 namespace mt::raw {
 
-Tensor argsort(const Tensor& x, int64_t dim, bool descending) {
+Tensor argsort(const Tensor& x, int64_t dim, bool descending, int64_t k) {
   MT_CHECK(x.dtype() == kFloat32 || x.dtype() == kFloat64 || x.dtype() == kInt64,
            "argsort: needs a float32, float64 or int64 tensor, got ", x.dtype());
   if (x.dim() == 0) return zeros(Shape{}, {.dtype = kInt64, .device = x.device()});
@@ -15,9 +15,13 @@ Tensor argsort(const Tensor& x, int64_t dim, bool descending) {
   // x with dim d swapped to the end, as (rows, n) rows.
   const Tensor moved = contiguous(transpose(x, d, last));
   const int64_t n = x.size(d), rows = n == 0 ? 0 : moved.numel() / n;
-  Tensor indices = empty(moved.sizes(), {.dtype = kInt64, .device = x.device()});
-  if (moved.numel() > 0)
-    backend(x.device()).argsort(reshape(indices, Shape{rows, n}), reshape(moved, Shape{rows, n}), descending);
+  if (k < 0) k = n;
+  MT_CHECK(k <= n, "argsort: k (", k, ") must be at most the size of dim ", d, " of ", x.sizes());
+  Shape shape = moved.sizes();
+  shape[last] = k;
+  Tensor indices = empty(shape, {.dtype = kInt64, .device = x.device()});
+  if (indices.numel() > 0)
+    backend(x.device()).argsort(reshape(indices, Shape{rows, k}), reshape(moved, Shape{rows, n}), descending);
   return contiguous(transpose(indices, d, last));
 }
 

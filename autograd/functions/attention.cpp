@@ -27,7 +27,8 @@ Tensor composed_attention(const Tensor& q, const Tensor& k, const Tensor& v, con
                           const AttentionOptions& options) {
   const double inf = std::numeric_limits<double>::infinity();
   const double scale = options.scale.value_or(1.0 / std::sqrt(static_cast<double>(q.size(-1))));
-  Tensor scores = matmul(q, transpose(k, -1, -2)) * scale;  // (B, H, Tq, Tk)
+  // q scaled rather than the scores: (Tq, d) multiplications instead of (Tq, Tk)
+  Tensor scores = matmul(q * scale, transpose(k, -1, -2));  // (B, H, Tq, Tk)
   const Tensor zero = zeros(Shape{}, {.dtype = kInt64, .device = q.device()});
   if (options.causal) scores = masked_fill(scores, eq(raw::tril_mask(q.size(2), k.size(2), 0, q.device()), zero), -inf);
   if (mask.defined()) scores = mask.dtype() == kInt64 ? masked_fill(scores, eq(mask, zero), -inf) : scores + mask;

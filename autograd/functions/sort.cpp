@@ -14,12 +14,12 @@ std::tuple<Tensor, Tensor> sort(const Tensor& x, int64_t dim, bool descending) {
 
 Tensor argsort(const Tensor& x, int64_t dim, bool descending) { return raw::argsort(x, dim, descending); }
 
-// The first k of a stable sort: ties are taken in input order, and the result is sorted.
+// The first k of the stable sort (ties in input order, the k sorted), without ordering the rest.
 std::tuple<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim, bool largest) {
   const int64_t n = x.dim() == 0 ? 1 : x.size(dim);
   MT_CHECK(k >= 0 && k <= n, "topk: k (", k, ") must be in [0, ", n, "], the size of dim ", dim, " of ", x.sizes());
   if (x.dim() == 0) return {clone(x), raw::argsort(x, dim, largest)};
-  const Tensor indices = raw::contiguous(raw::narrow(raw::argsort(x, dim, largest), dim, 0, k));
+  const Tensor indices = raw::argsort(x, dim, largest, k);
   return {gather(x, dim, indices), indices};
 }
 

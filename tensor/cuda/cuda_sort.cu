@@ -20,9 +20,10 @@ __device__ inline bool sorts_before(T a, T b) {
   return a < b;
 }
 
-// x, indices: (rows, n). indices[r, rank of x[r, i]] = i.
+// x: (rows, n)  indices: (rows, k). indices[r, rank of x[r, i]] = i for the ranks below k.
 template <typename T>
-__global__ void argsort_rank_kernel(int64_t* indices, const T* x, int64_t rows, int64_t n, bool descending) {
+__global__ void argsort_rank_kernel(int64_t* indices, const T* x, int64_t rows, int64_t n, int64_t k,
+                                    bool descending) {
   for (int64_t e = global_thread(); e < rows * n; e += grid_threads()) {
     const int64_t r = e / n, i = e % n;
     const T* row = x + r * n;
@@ -34,24 +35,24 @@ __global__ void argsort_rank_kernel(int64_t* indices, const T* x, int64_t rows, 
       const bool tie = !sorts_before(xi, xj) && !sorts_before(xj, xi);
       rank += (before || (tie && j < i)) ? 1 : 0;
     }
-    indices[r * n + rank] = i;
+    if (rank < k) indices[r * k + rank] = i;
   }
 }
 
 }  // namespace
 
 void CudaBackend::argsort(const Tensor& indices, const Tensor& x, bool descending) {
-  MT_CHECK(x.dim() == 2 && is_dense(x) && indices.sizes() == x.sizes() && indices.dtype() == kInt64 &&
-               is_dense(indices),
-           "argsort: CUDA kernel needs x (rows, n) and int64 indices of its shape, both contiguous; got ", x.sizes(),
+  MT_CHECK(x.dim() == 2 && is_dense(x) && indices.dim() == 2 && indices.size(0) == x.size(0) &&
+               indices.size(1) <= x.size(1) && indices.dtype() == kInt64 && is_dense(indices),
+           "argsort: CUDA kernel needs x (rows, n) and int64 indices (rows, k <= n), both contiguous; got ", x.sizes(),
            " and ", indices.sizes());
-  const int64_t rows = x.size(0), n = x.size(1);
+  const int64_t rows = x.size(0), n = x.size(1), k = indices.size(1);
   if (rows * n == 0) return;
   DeviceGuard guard(device_);
   MT_DISPATCH_ALL(x.dtype(), "argsort", [&]<typename T>() {
     const auto g = elementwise_geometry(rows * n, multiprocessors_);
     argsort_rank_kernel<T><<<g.blocks, g.threads, 0, stream_>>>(static_cast<int64_t*>(indices.raw_data()),
-                                                                 static_cast<const T*>(x.raw_data()), rows, n,
+                                                                 static_cast<const T*>(x.raw_data()), rows, n, k,
                                                                  descending);
     MT_CUDA_CHECK_LAUNCH();
   });

@@ -44,6 +44,11 @@ TEST_CASE("sort is stable, puts NaN last (first descending), and binds to [value
   CHECK(top.to_vector<int64_t>() == std::vector<int64_t>{3, 1});
   CHECK(where.to_vector<int64_t>() == std::vector<int64_t>{0, 0});
   CHECK(std::get<1>(sort(zeros({0, 3}), 0)).sizes() == Shape{0, 3});
+  // topk takes ties in input order too, without sorting the rest (std::partial_sort, a total order)
+  const Tensor ties = from_vector(std::vector<double>{1, 3, 3, 0, 3, 0}, {6});
+  CHECK(std::get<1>(ties.topk(2)).to_vector<int64_t>() == std::vector<int64_t>{1, 2});
+  CHECK(std::get<1>(ties.topk(3, 0, false)).to_vector<int64_t>() == std::vector<int64_t>{3, 5, 0});
+  CHECK(std::get<0>(ties.topk(0)).sizes() == Shape{0});
 }
 
 TEST_CASE("topk and repeat refuse what they cannot do") {

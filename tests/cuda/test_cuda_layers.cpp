@@ -106,6 +106,8 @@ TEST_CASE("sort and topk on CUDA give the CPU's indices exactly, and its values 
       const Tensor xd = x.to(dt);
       CHECK(argsort(gpu(xd), 1, descending).to_vector<int64_t>() == argsort(xd, 1, descending).to_vector<int64_t>());
       CHECK(argsort(gpu(xd), 0, descending).to_vector<int64_t>() == argsort(xd, 0, descending).to_vector<int64_t>());
+      CHECK(std::get<1>(topk(gpu(xd), 7, 1, !descending)).to_vector<int64_t>() ==
+            std::get<1>(topk(xd, 7, 1, !descending)).to_vector<int64_t>());
     }
     CHECK(argsort(gpu(special), 0, descending).to_vector<int64_t>() ==
           argsort(special, 0, descending).to_vector<int64_t>());
