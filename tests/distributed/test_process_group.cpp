@@ -123,6 +123,45 @@ TEST_CASE("ProcessGroupGloo: reduce_scatter and allgather_into, small buffers su
   }
 }
 
+// Note [Bounded messages] (process_group_gloo.cpp): 8 Mi floats per rank, whose halving-doubling and
+// ring messages (16 MiB and more) are far larger than two sockets buffer; sent whole, every rank
+// blocked in its write until the timeout. Small integers, so every sum is exact.
+TEST_CASE("ProcessGroupGloo: 32 MiB collectives complete and are exact, at 2 and 3 ranks (bounded messages)" *
+          doctest::skip(kNoGloo)) {
+  constexpr int64_t n = int64_t{8} << 20;
+  for (int world = 2; world <= 3; ++world) {
+    CAPTURE(world);
+    const int port = find_free_port();
+    test::run_ranks(world, [&](int rank) {
+      auto pg = join(rank, world, port, 20s);
+      const auto value = [](int64_t i, int r) { return static_cast<float>(i % 1000 + r); };
+      Tensor t = empty({n});
+      float* d = t.data_ptr<float>();
+      for (int64_t i = 0; i < n; ++i) d[i] = value(i, rank);
+      pg->allreduce(t)->wait();
+      for (int64_t i = 0; i < n; ++i) {
+        float want = 0;
+        for (int r = 0; r < world; ++r) want += value(i, r);
+        MT_CHECK(d[i] == want, "allreduce of ", n, " floats: element ", i, " is ", d[i], ", not ", want);
+      }
+      const int64_t shard = n / world;
+      Tensor whole = empty({shard * world}), mine = empty({shard});
+      for (int64_t i = 0; i < shard * world; ++i) whole.data_ptr<float>()[i] = value(i, rank);
+      pg->reduce_scatter(mine, whole)->wait();
+      for (int64_t i = 0; i < shard; ++i) {
+        float want = 0;
+        for (int r = 0; r < world; ++r) want += value(rank * shard + i, r);
+        MT_CHECK(mine.data_ptr<float>()[i] == want, "reduce_scatter: element ", i, " is ", mine.data_ptr<float>()[i]);
+      }
+      for (int64_t i = 0; i < shard; ++i) mine.data_ptr<float>()[i] = value(i, rank);
+      pg->allgather_into(whole, mine)->wait();
+      for (int r = 0; r < world; ++r)
+        for (int64_t i = 0; i < shard; ++i)
+          MT_CHECK(whole.data_ptr<float>()[r * shard + i] == value(i, r), "allgather_into: rank ", r, "'s element ", i);
+    }, 90s);
+  }
+}
+
 TEST_CASE("ProcessGroupGloo: ranks can also meet through a FileStore instead of rank 0's TCPStore" *
           doctest::skip(kNoGloo)) {
   const std::string path = std::filesystem::temp_directory_path() /

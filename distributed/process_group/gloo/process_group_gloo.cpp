@@ -46,6 +46,23 @@ void divide(::gloo::float16* data, int n, int world) {
 
 constexpr size_t kGatherMaxBytes = 128 * 1024;  // Note [Allreduce algorithm]
 
+// Note [Bounded messages]: on synchronous pairs (Note [Synchronous pairs] in gloo_connect.cpp) a send
+// returns only once the whole message is in the kernel's socket buffers, and nothing reads a socket
+// until its owner asks. Gloo's halving-doubling and ring algorithms have two ranks (or a whole ring)
+// send to each other at the same step before either receives, so a message larger than what the two
+// socket buffers hold leaves every rank of the cycle blocked in its write: a GPT of 2 x 512 (25 MiB
+// bucket, 13 MiB messages) sat there until the collective timeout at 2, 3 and 4 ranks. So large
+// collectives run as a sequence of runs over pieces of at most kPieceBytes, each message then at
+// most that much (halving-doubling sends at most half its buffer per step at a power-of-two world,
+// the ring one rank's piece): well inside what a loopback or LAN TCP connection buffers from its
+// first bytes (Linux sizes the send buffer to about twice the initial window, some 1.3 MB on
+// loopback). The cost is Gloo's latency once per piece, about 45 us at 2 ranks (bench_allreduce,
+// 1,000 floats) against about 0.5 ms to move the piece's MiB (scripts/scaling_model.py's Gloo fit,
+// 0.49 ns per byte): under a tenth of a large collective's time.
+constexpr size_t kPieceBytes = 1024 * 1024;
+template <typename T>
+int piece_elements() { return static_cast<int>(kPieceBytes / sizeof(T)); }
+
 // Gloo's bound-buffer algorithms count elements in an int.
 int element_count(const Tensor& t) {
   MT_CHECK(t.numel() <= std::numeric_limits<int>::max(), "ProcessGroupGloo: ", t.numel(),
@@ -71,12 +88,40 @@ struct ProcessGroupGloo::Gloo {
     for (int r = 1; r < size; ++r) reduce->call(data, slots + static_cast<size_t>(r) * n, static_cast<size_t>(n));
   }
 
+  // Large all-reduces piece by piece (Note [Bounded messages]); each piece's result is the same bits
+  // on every rank, as the whole buffer's would be (Note [Allreduce algorithm]).
+  template <typename T>
+  void allreduce_in_pieces(T* data, int n, const ::gloo::ReductionFunction<T>* reduce) {
+    for (int off = 0; off < n; off += piece_elements<T>())
+      ::gloo::AllreduceHalvingDoubling<T>(context, {data + off}, std::min(piece_elements<T>(), n - off), reduce).run();
+  }
+
+  // Every rank's n elements into out, rank by rank, gathered a piece at a time (Note [Bounded
+  // messages]) through `pieces`, from where each rank's piece is copied to its place in out.
+  template <typename T>
+  void allgather(const T* in, T* out, int n) {
+    const int size = context->size, piece = std::max(1, piece_elements<T>() / size);
+    if (n <= piece) {
+      ::gloo::AllgatherRing<T>(context, {in}, out, n).run();
+      return;
+    }
+    pieces.resize(static_cast<size_t>(size) * static_cast<size_t>(piece) * sizeof(T));
+    T* slots = reinterpret_cast<T*>(pieces.data());
+    for (int off = 0; off < n; off += piece) {
+      const int len = std::min(piece, n - off);
+      ::gloo::AllgatherRing<T>(context, {in + off}, slots, len).run();
+      for (int r = 0; r < size; ++r)
+        std::memcpy(static_cast<void*>(out + static_cast<size_t>(r) * n + off), slots + static_cast<size_t>(r) * len,
+                    static_cast<size_t>(len) * sizeof(T));
+    }
+  }
+
   // Note [Reduce-scatter algorithm]: the same switch as Note [Allreduce algorithm], on the whole
   // buffer's bytes. Small buffers are allgathered and each rank adds the slots of its own shard in
   // rank order, x_0 + x_1 + ... (the all-reduce's sum, bit for bit, so a test can compute it).
   // Large ones go through Gloo's halving-doubling reduce-scatter, which moves (size-1)/size of the
-  // buffer per rank, like a ring, and works in place on `data`: on return, data's FIRST shard holds
-  // this rank's result. (Gloo's unbound-buffer algorithms are out: our pairs are synchronous, Note
+  // buffer per rank, like a ring, and works in place on the buffer it is given: on return, that
+  // buffer's FIRST shard holds this rank's result. (Gloo's unbound-buffer algorithms are out: our pairs are synchronous, Note
   // [Synchronous pairs] in gloo_connect.cpp.)
   template <typename T>
   void reduce_scatter(T* out, T* data, int n_shard) {
@@ -91,11 +136,23 @@ struct ProcessGroupGloo::Gloo {
       for (int r = 1; r < size; ++r) ::gloo::ReductionFunction<T>::sum->call(out, slots + r * total + own, n);
       return;
     }
-    ::gloo::ReduceScatterHalvingDoubling<T>(context, {data}, static_cast<int>(total), std::vector<int>(size, n_shard))
-        .run();
-    // A byte copy: gloo::float16 declares a copy assignment of its own, but it only copies the bits.
-    if (out != data) std::memmove(static_cast<void*>(out), data, n * sizeof(T));
+    // Piece by piece (Note [Bounded messages]): piece `off` of every rank's shard side by side in
+    // `pieces`, reduce-scattered there, this rank's result then at its front. A byte copy throughout:
+    // gloo::float16 declares a copy assignment of its own, but it only copies the bits.
+    const size_t piece = static_cast<size_t>(std::max(1, piece_elements<T>() / size));
+    pieces.resize(static_cast<size_t>(size) * piece * sizeof(T));
+    T* side = reinterpret_cast<T*>(pieces.data());
+    for (size_t off = 0; off < n; off += piece) {
+      const size_t len = std::min(piece, n - off);
+      for (int r = 0; r < size; ++r)
+        std::memcpy(static_cast<void*>(side + r * len), data + r * n + off, len * sizeof(T));
+      ::gloo::ReduceScatterHalvingDoubling<T>(context, {side}, static_cast<int>(len) * size,
+                                              std::vector<int>(size, static_cast<int>(len)))
+          .run();
+      std::memcpy(static_cast<void*>(out + off), side, len * sizeof(T));
+    }
   }
+  std::vector<char> pieces;  // allgather's and reduce_scatter's pieces (Note [Bounded messages])
 };
 
 bool ProcessGroupGloo::is_available() { return true; }
@@ -183,7 +240,7 @@ std::shared_ptr<Work> ProcessGroupGloo::run_allreduce(Tensor& tensor, ReduceOp o
       if (static_cast<size_t>(n) * sizeof(T) <= kGatherMaxBytes)
         gloo_->allreduce_in_rank_order(data, n, reduce);
       else
-        ::gloo::AllreduceHalvingDoubling<T>(gloo_->context, {data}, n, reduce).run();
+        gloo_->allreduce_in_pieces(data, n, reduce);
       if (op == ReduceOp::Avg) divide(data, n, size());  // Sum, then divide: Gloo has no average
     });
   });
@@ -217,8 +274,7 @@ std::shared_ptr<Work> ProcessGroupGloo::run_allgather(std::vector<Tensor>& outpu
       if (size() == 1)
         std::memcpy(flat.raw_data(), input.raw_data(), n * sizeof(T));
       else
-        ::gloo::AllgatherRing<T>(gloo_->context, {static_cast<const T*>(input.raw_data())},
-                                 static_cast<T*>(flat.raw_data()), n).run();
+        gloo_->allgather(static_cast<const T*>(input.raw_data()), static_cast<T*>(flat.raw_data()), n);
       for (int r = 0; r < size(); ++r)
         std::memcpy(outputs[r].raw_data(), static_cast<T*>(flat.raw_data()) + static_cast<int64_t>(r) * n, n * sizeof(T));
     });
@@ -270,7 +326,7 @@ std::shared_ptr<Work> ProcessGroupGloo::run_allgather_into(Tensor& output, const
       // copy a buffer onto itself).
       std::vector<T> copy;
       if (in == own) copy.assign(own, own + n);
-      ::gloo::AllgatherRing<T>(gloo_->context, {copy.empty() ? in : copy.data()}, out, n).run();
+      gloo_->allgather(copy.empty() ? in : copy.data(), out, n);
     });
   });
   return work;
