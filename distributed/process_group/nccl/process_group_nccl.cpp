@@ -354,7 +354,8 @@ std::shared_ptr<Work> issue(detail::NcclComm& n, const std::string& description,
   MT_CUDA_CHECK(cudaStreamWaitEvent(n.comm_stream, work->ready_, 0));
   {
     std::lock_guard<std::mutex> lock(n.comm_mutex);
-    MT_CHECK(!n.aborted, description, " was not run: the NCCL communicator was aborted");
+    // The watchdog may have failed the group since the check above: it records why before it aborts.
+    MT_CHECK(!n.aborted, description, " was not run: an earlier collective failed: ", n.failed_with());
     call(n.comm, n.comm_stream, Clock::now() + n.timeout);
   }
   MT_CUDA_CHECK(cudaEventRecord(work->done_, n.comm_stream));
