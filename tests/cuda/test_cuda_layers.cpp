@@ -14,7 +14,7 @@
 #include "minitrain.h"
 #include "nn/nn.h"
 #include "tensor/raw_ops.h"
-#include "cuda_test_util.h"
+#include "cuda_compare.h"
 
 using namespace mt;
 
@@ -24,19 +24,7 @@ using test::gpu;
 using test::kGpu;
 using test::sample;
 
-void check_close(const Tensor& want_t, const Tensor& got_t, double tol, const std::string& what) {
-  INFO(what);
-  REQUIRE(got_t.device() == kGpu);
-  REQUIRE(want_t.sizes() == got_t.sizes());
-  CHECK(want_t.dtype() == got_t.dtype());
-  const std::vector<double> want = want_t.to_vector<double>(), got = got_t.to_vector<double>();
-  int bad = 0;
-  for (size_t i = 0; i < want.size() && bad < 5; ++i)
-    if (!(std::abs(want[i] - got[i]) <= tol * (1 + std::abs(want[i])))) {
-      ++bad;
-      FAIL_CHECK("element " << i << ": cpu " << want[i] << ", cuda " << got[i]);
-    }
-}
+using test::check_close;
 double tol_for(DType t) { return t == kFloat32 ? 1e-5 : 1e-12; }
 
 using F = std::function<Tensor(const std::vector<Tensor>&)>;
