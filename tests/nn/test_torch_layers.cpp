@@ -10,42 +10,14 @@
 
 #include "minitrain.h"
 #include "nn/nn.h"
+#include "torch_fixtures.h"
 
 using namespace mt;
 
 namespace {
 
-const std::map<std::string, Tensor>& fixture() {
-  static const std::map<std::string, Tensor> tensors = [] {
-    std::map<std::string, Tensor> m;
-    for (auto& [name, t] : load_safetensors(std::string(MT_TEST_FIXTURES) + "/layers.safetensors").tensors) m[name] = t;
-    return m;
-  }();
-  return tensors;
-}
-
-Tensor fx(const std::string& name) {
-  const auto it = fixture().find(name);
-  REQUIRE_MESSAGE(it != fixture().end(), "layers.safetensors has no tensor ", name);
-  return it->second;
-}
-
-// |got - want| <= 1e-9·|want| elementwise, plus 1e-15 of the largest |want| for values that are 0
-// up to rounding.
-void check_close(const Tensor& got, const Tensor& want, const std::string& what) {
-  INFO(what);
-  REQUIRE(got.sizes() == want.sizes());
-  CHECK(got.dtype() == want.dtype());
-  const std::vector<double> g = got.to_vector<double>(), w = want.to_vector<double>();
-  double scale = 0;
-  for (double v : w) scale = std::max(scale, std::abs(v));
-  for (size_t i = 0; i < g.size(); ++i) {
-    CAPTURE(i);
-    CAPTURE(g[i]);
-    CAPTURE(w[i]);
-    CHECK(std::abs(g[i] - w[i]) <= 1e-9 * std::abs(w[i]) + 1e-15 * scale);
-  }
-}
+const test::TorchFixtures fx("layers.safetensors");
+const auto check_close = test::check_close_to_torch;
 
 using Inputs = std::map<std::string, Tensor>;
 

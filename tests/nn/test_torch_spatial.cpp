@@ -12,44 +12,15 @@
 
 #include "minitrain.h"
 #include "nn/nn.h"
+#include "torch_fixtures.h"
 
 using namespace mt;
 
 namespace {
 
-const std::map<std::string, Tensor>& fixture() {
-  static const std::map<std::string, Tensor> tensors = [] {
-    std::map<std::string, Tensor> m;
-    for (auto& [name, t] : load_safetensors(std::string(MT_TEST_FIXTURES) + "/spatial.safetensors").tensors)
-      m[name] = t;
-    return m;
-  }();
-  return tensors;
-}
-
-Tensor fx(const std::string& name) {
-  const auto it = fixture().find(name);
-  REQUIRE_MESSAGE(it != fixture().end(), "spatial.safetensors has no tensor ", name);
-  return it->second;
-}
-bool has(const std::string& name) { return fixture().count(name) > 0; }
-
-// |got - want| <= 1e-9·|want| elementwise, plus 1e-15 of the largest |want| for values that are 0
-// up to rounding.
-void check_close(const Tensor& got, const Tensor& want, const std::string& what) {
-  INFO(what);
-  REQUIRE(got.sizes() == want.sizes());
-  CHECK(got.dtype() == want.dtype());
-  const std::vector<double> g = got.to_vector<double>(), w = want.to_vector<double>();
-  double scale = 0;
-  for (double v : w) scale = std::max(scale, std::abs(v));
-  int bad = 0;
-  for (size_t i = 0; i < g.size() && bad < 5; ++i) {
-    if (std::abs(g[i] - w[i]) <= 1e-9 * std::abs(w[i]) + 1e-15 * scale) continue;
-    ++bad;
-    FAIL_CHECK("element " << i << ": minitrain " << g[i] << ", PyTorch " << w[i]);
-  }
-}
+const test::TorchFixtures fx("spatial.safetensors");
+bool has(const std::string& name) { return fx.has(name); }
+const auto check_close = test::check_close_to_torch;
 
 // The case's `inputs` (those it has of x, w, b) as leaves; f gets x (transposed for "_t"), w and b
 // (undefined where absent). Checks y and the gradient of every input.
