@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "minitrain.h"
+#include "gradcheck_case.h"
 
 using namespace mt;
 
@@ -18,11 +19,7 @@ Tensor input(const Shape& s, double lo = -1.0, double hi = 1.0) {
   return t.requires_grad_();
 }
 
-void check(const std::function<Tensor(const std::vector<Tensor>&)>& f, std::vector<Tensor> inputs) {
-  const GradcheckResult r = gradcheck(f, inputs);
-  INFO(r.message);
-  CHECK(r.ok);
-}
+const auto check = &test::check_gradcheck;
 using V = const std::vector<Tensor>&;
 }  // namespace
 

@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include "minitrain.h"
+#include "gradcheck_case.h"
 #include "nn/nn.h"
 
 using namespace mt;
@@ -19,11 +20,7 @@ int64_t draw(int64_t lo, int64_t hi) {
   return lo + static_cast<int64_t>(rand({1}, gen, {.dtype = kFloat64}).item() * static_cast<double>(hi - lo + 1));
 }
 
-void check(const std::function<Tensor(const std::vector<Tensor>&)>& f, std::vector<Tensor> inputs) {
-  const GradcheckResult r = gradcheck(f, inputs);
-  INFO(r.message);
-  CHECK(r.ok);
-}
+const auto check = &test::check_gradcheck;
 using V = const std::vector<Tensor>&;
 }  // namespace
 

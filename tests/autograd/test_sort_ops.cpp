@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "minitrain.h"
+#include "gradcheck_case.h"
 
 using namespace mt;
 
@@ -17,11 +18,7 @@ Generator gen(4042);
 Tensor input(const Shape& s) { return (rand(s, gen, {.dtype = kFloat64}) * 2.0 - 1.0).requires_grad_(); }
 
 using V = const std::vector<Tensor>&;
-void check(const std::function<Tensor(V)>& f, std::vector<Tensor> inputs) {
-  const GradcheckResult r = gradcheck(f, inputs);
-  INFO(r.message);
-  CHECK(r.ok);
-}
+const auto check = &test::check_gradcheck;
 }  // namespace
 
 TEST_CASE("gradcheck: sort's and topk's values along each dim, descending, transposed") {

@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "minitrain.h"
+#include "gradcheck_case.h"
 
 using namespace mt;
 
@@ -19,11 +20,7 @@ Tensor input(const Shape& s, double lo = -1.0, double hi = 1.0) {
 }
 
 using V = const std::vector<Tensor>&;
-void check(const std::function<Tensor(V)>& f, std::vector<Tensor> inputs) {
-  const GradcheckResult r = gradcheck(f, inputs);
-  INFO(r.message);
-  CHECK(r.ok);
-}
+const auto check = &test::check_gradcheck;
 }  // namespace
 
 TEST_CASE("gradcheck: logsumexp over one, several and all dims, keepdim or not, transposed") {

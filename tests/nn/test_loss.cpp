@@ -17,6 +17,7 @@
 #include <sstream>
 
 #include "minitrain.h"
+#include "tests/autograd/gradcheck_case.h"
 #include "nn/nn.h"
 
 using namespace mt;
@@ -92,11 +93,7 @@ TEST_CASE("losses: gradcheck in float64") {
 TEST_CASE("losses of issue 40: gradcheck in float64 in input and target, every reduction, a transposed input") {
   Generator gen(40);
   using V = const std::vector<Tensor>&;
-  auto check = [](const std::function<Tensor(V)>& f, const std::vector<Tensor>& inputs) {
-    const GradcheckResult r = gradcheck(f, inputs);
-    INFO(r.message);
-    CHECK(r.ok);
-  };
+  const auto check = &test::check_gradcheck;
   auto uniform = [&](const Shape& s, double lo, double hi) {
     return (rand(s, gen, {.dtype = kFloat64}) * (hi - lo) + lo).requires_grad_();
   };

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "minitrain.h"
+#include "tests/autograd/gradcheck_case.h"
 #include "nn/nn.h"
 
 using namespace mt;
@@ -19,11 +20,7 @@ Tensor input(const Shape& s, double lo = -1.0, double hi = 1.0) {
 }
 
 using V = const std::vector<Tensor>&;
-void check(const std::function<Tensor(V)>& f, std::vector<Tensor> inputs) {
-  const GradcheckResult r = gradcheck(f, inputs);
-  INFO(r.message);
-  CHECK(r.ok);
-}
+const auto check = &test::check_gradcheck;
 
 Tensor ints(const std::vector<int64_t>& v, const Shape& s) { return from_vector(v, s); }
 }  // namespace
