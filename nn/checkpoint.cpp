@@ -10,11 +10,14 @@
 #include <tuple>
 #include <vector>
 
+#include "nn/detail/checkpoint_parts.h"
+#include "nn/sharded_checkpoint.h"
+
 namespace mt {
 
 namespace {
 
-constexpr const char* kFormat = "minitrain-checkpoint-1";
+constexpr const char* kFormat = kCheckpointFormat;
 constexpr const char* kModel = "model/";
 constexpr const char* kOptimizer = "optimizer/";
 constexpr const char* kScheduler = "scheduler/";
@@ -58,16 +61,13 @@ double parse_double(const std::string& s, const std::string& key, const std::str
 
 }  // namespace
 
-void save_checkpoint(const std::string& path, const Checkpoint& c) {
-  NamedTensors tensors;
-  for (const auto& [name, t] : c.model) tensors.emplace_back(kModel + name, t);
-  for (const auto& [name, t] : c.optimizer) tensors.emplace_back(kOptimizer + name, t);
-  for (const auto& [name, t] : c.scheduler) tensors.emplace_back(kScheduler + name, t);
-  for (const auto& [name, t] : c.progress) tensors.emplace_back(kProgress + name, t);
+namespace detail {
+
+std::map<std::string, std::string> checkpoint_metadata(const Checkpoint& c, const std::string& format) {
   char loss[32];
   std::snprintf(loss, sizeof loss, "%.17g", c.loss);
   std::map<std::string, std::string> meta = {
-      {"format", kFormat},
+      {"format", format},
       {"epoch", std::to_string(c.epoch)},
       {"step", std::to_string(c.step)},
       {"loss", loss},
@@ -76,16 +76,19 @@ void save_checkpoint(const std::string& path, const Checkpoint& c) {
   };
   if (c.epoch_batches > 0) meta["epoch_batches"] = std::to_string(c.epoch_batches);
   for (const auto& [k, v] : c.info) meta[kInfo + k] = v;
-  save_safetensors(path, tensors, meta);
+  return meta;
 }
 
-Checkpoint load_checkpoint(const std::string& path) {
-  SafetensorsFile file = load_safetensors(path);
-  const auto& meta = file.metadata;
-  auto format = meta.find("format");
-  MT_CHECK(format != meta.end() && format->second == kFormat, "checkpoint ", path,
-           ": not a minitrain checkpoint (metadata 'format' is ",
-           format == meta.end() ? std::string("missing") : "'" + format->second + "'", ", expected '", kFormat, "')");
+NamedTensors checkpoint_tensors(const Checkpoint& c) {
+  NamedTensors tensors;
+  for (const auto& [name, t] : c.model) tensors.emplace_back(kModel + name, t);
+  for (const auto& [name, t] : c.optimizer) tensors.emplace_back(kOptimizer + name, t);
+  for (const auto& [name, t] : c.scheduler) tensors.emplace_back(kScheduler + name, t);
+  for (const auto& [name, t] : c.progress) tensors.emplace_back(kProgress + name, t);
+  return tensors;
+}
+
+Checkpoint checkpoint_counters(const std::map<std::string, std::string>& meta, const std::string& path) {
   Checkpoint c;
   c.epoch = parse_int(field(meta, "epoch", path), "epoch", path);
   c.step = parse_int(field(meta, "step", path), "step", path);
@@ -96,14 +99,35 @@ Checkpoint load_checkpoint(const std::string& path) {
   MT_CHECK(c.epoch >= 0 && c.step >= 0 && c.epoch_batches >= 0, "checkpoint ", path, ": negative epoch or step");
   for (const auto& [k, v] : meta)
     if (starts_with(k, kInfo)) c.info[k.substr(std::string(kInfo).size())] = v;
-  for (auto& [name, t] : file.tensors) {
-    if (starts_with(name, kModel)) c.model.emplace_back(name.substr(std::string(kModel).size()), t);
-    else if (starts_with(name, kOptimizer)) c.optimizer[name.substr(std::string(kOptimizer).size())] = t;
-    else if (starts_with(name, kScheduler)) c.scheduler[name.substr(std::string(kScheduler).size())] = t;
-    else if (starts_with(name, kProgress)) c.progress[name.substr(std::string(kProgress).size())] = t;
-    else MT_FAIL("checkpoint ", path, ": unexpected tensor '", name, "' (expected model/, optimizer/, scheduler/ "
-                 "or progress/)");
-  }
+  return c;
+}
+
+void add_checkpoint_tensor(Checkpoint& c, const std::string& name, const Tensor& t, const std::string& path) {
+  if (starts_with(name, kModel)) c.model.emplace_back(name.substr(std::string(kModel).size()), t);
+  else if (starts_with(name, kOptimizer)) c.optimizer[name.substr(std::string(kOptimizer).size())] = t;
+  else if (starts_with(name, kScheduler)) c.scheduler[name.substr(std::string(kScheduler).size())] = t;
+  else if (starts_with(name, kProgress)) c.progress[name.substr(std::string(kProgress).size())] = t;
+  else MT_FAIL("checkpoint ", path, ": unexpected tensor '", name, "' (expected model/, optimizer/, scheduler/ "
+               "or progress/)");
+}
+
+}  // namespace detail
+
+void save_checkpoint(const std::string& path, const Checkpoint& c) {
+  save_safetensors(path, detail::checkpoint_tensors(c), detail::checkpoint_metadata(c, kFormat));
+}
+
+Checkpoint load_checkpoint(const std::string& path) { return load_checkpoint(load_safetensors(path), path); }
+
+Checkpoint load_checkpoint(const SafetensorsFile& file, const std::string& path) {
+  const auto& meta = file.metadata;
+  auto format = meta.find("format");
+  if (format != meta.end() && format->second == kShardedFormat) return load_sharded_checkpoint(file, path);
+  MT_CHECK(format != meta.end() && format->second == kFormat, "checkpoint ", path,
+           ": not a minitrain checkpoint (metadata 'format' is ",
+           format == meta.end() ? std::string("missing") : "'" + format->second + "'", ", expected '", kFormat, "')");
+  Checkpoint c = detail::checkpoint_counters(meta, path);
+  for (const auto& [name, t] : file.tensors) detail::add_checkpoint_tensor(c, name, t, path);
   return c;
 }
 
@@ -188,6 +212,27 @@ NewestIntact load_newest_intact_checkpoint(const std::string& dir) {
   return newest;
 }
 
+namespace {
+// A folder of shards without its index is a save that never finished (a crash between the shards
+// and the index: Note [Sharded checkpoints] in nn/sharded_checkpoint.h). Pruning runs after this process's own save has
+// written its index, so no save of this run is between the two then, and such a folder goes.
+void remove_orphan_shards(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const std::string suffix = ".shards";
+  std::vector<fs::path> orphans;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(kPrefix, 0) != 0 || name.size() <= suffix.size() ||
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0 || !entry.is_directory(ec))
+      continue;
+    const fs::path index = entry.path().parent_path() / (name.substr(0, name.size() - suffix.size()) + kSuffix);
+    if (!fs::exists(index, ec)) orphans.push_back(entry.path());
+  }
+  for (const fs::path& p : orphans) fs::remove_all(p, ec);  // best effort, as in prune_checkpoints
+}
+}  // namespace
+
 void prune_checkpoints(const std::string& dir, int keep) {
   const auto found = list_checkpoints(dir);  // oldest first
   const size_t kept = static_cast<size_t>(std::max(keep, 1));
@@ -200,7 +245,9 @@ void prune_checkpoints(const std::string& dir, int keep) {
     if (keep_it) continue;
     std::error_code ec;
     std::filesystem::remove(it->path, ec);  // best effort: a leftover old file harms nothing
+    std::filesystem::remove_all(shards_folder(it->path), ec);  // a sharded checkpoint's shards, if any
   }
+  remove_orphan_shards(dir);
 }
 
 }  // namespace mt

@@ -25,6 +25,8 @@
 
 namespace mt {
 
+inline constexpr const char* kCheckpointFormat = "minitrain-checkpoint-1";  // metadata "format"
+
 struct Checkpoint {
   NamedTensors model;                         // Module::state_dict()
   std::map<std::string, Tensor> optimizer;    // Optimizer::state_dict()
@@ -42,7 +44,11 @@ struct Checkpoint {
 void save_checkpoint(const std::string& path, const Checkpoint& checkpoint);
 // Throws mt::Error naming the path when the file is not a minitrain checkpoint or is damaged (each
 // tensor's bytes are checked against the checksum the file carries: Note [Tensor checksums]).
+// `path` may also be the index of a sharded checkpoint (nn/sharded_checkpoint.h): its shards are
+// read and consolidated into the same Checkpoint a single file would give.
 Checkpoint load_checkpoint(const std::string& path);
+// The same for a file already read from `path`.
+Checkpoint load_checkpoint(const SafetensorsFile& file, const std::string& path);
 
 // Note [Checkpoint names]: a folder holds two kinds of checkpoint.
 //   "<dir>/checkpoint-epoch-<EEEEEE>.safetensors"                  after epoch E

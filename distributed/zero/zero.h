@@ -36,6 +36,7 @@
 
 #include "distributed/ddp/comm_hook.h"
 #include "distributed/ddp/ddp.h"
+#include "nn/sharded_state.h"
 #include "optim/optimizer.h"
 
 namespace mt::dist {
@@ -140,6 +141,12 @@ class ZeroRedundancyOptimizer : public optim::Optimizer {
   optim::StateDict state_dict() const override;
   // Takes this rank's pieces out of a consolidated (or plain) state dict. Not a collective.
   void load_state_dict(const optim::StateDict& state) override;
+  // NOT a collective: this rank's share of state_dict(), under its keys (state.<i>.<field> shaped
+  // like parameter i): per piece of this rank, the piece's range of each tensor field; each scalar
+  // field (Adam's step) once per parameter; the param_groups.* entries, alike on every rank, whole
+  // in `replicated`. The pieces of all ranks together cover state_dict() (the tails of Note [ZeRO
+  // shards] twice or more). What a sharded checkpoint writes (nn/sharded_checkpoint.h).
+  LocalShard local_state() const;
 
   const std::vector<ZeroPiece>& pieces() const { return pieces_; }
   int stage() const { return stage_; }

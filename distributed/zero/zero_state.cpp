@@ -134,6 +134,32 @@ void ZeroRedundancyOptimizer::consolidate_scalar_field(size_t b, const std::stri
   }
 }
 
+// The inner optimizer's entries of piece p, renamed to `full`'s parameter: the tensor fields as the
+// piece's range of the parameter, the scalar ones (the same for every piece of a parameter) once.
+LocalShard ZeroRedundancyOptimizer::local_state() const {
+  const optim::StateDict inner = inner_->state_dict();
+  LocalShard out;
+  state_fields(inner, out.replicated);
+  std::set<std::string> scalars;  // the scalar entries already taken
+  for (size_t j = 0; j < inner_piece_.size(); ++j) {
+    if (inner_piece_[j] < 0) continue;
+    const ZeroPiece& piece = pieces_[static_cast<size_t>(inner_piece_[j])];
+    const std::string from = kState + std::to_string(j) + ".";
+    for (auto it = inner.lower_bound(from); it != inner.end() && it->first.rfind(from, 0) == 0; ++it) {
+      const std::string name = kState + std::to_string(piece.param) + "." + it->first.substr(from.size());
+      const Tensor& value = it->second;
+      if (value.dim() == 0) {
+        if (scalars.insert(name).second) out.pieces.push_back({.name = name, .shape = {}, .offset = 0,
+                                                                .data = raw::reshape(value, {1})});
+        continue;
+      }
+      out.pieces.push_back({.name = name, .shape = all_[piece.param].sizes(), .offset = piece.param_offset,
+                            .data = raw::reshape(value, {value.numel()})});
+    }
+  }
+  return out;
+}
+
 void ZeroRedundancyOptimizer::load_state_dict(const optim::StateDict& state) {
   optim::StateDict inner;
   size_t total = 0;
