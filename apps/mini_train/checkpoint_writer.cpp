@@ -5,7 +5,9 @@
 #include <string>
 #include <vector>
 
+#include "apps/mini_train/checkpoint_sharded.h"
 #include "apps/mini_train/interrupt.h"
+#include "apps/mini_train/model_file.h"
 #include "apps/mini_train/tracing.h"
 #include "distributed/fault/heartbeat.h"
 #include "nn/checkpoint.h"
@@ -17,11 +19,12 @@ namespace mt::app {
 namespace {
 
 // Everything but the epoch counters; GPU tensors are copied to the host as they are written. Under
-// --zero 1|2 every rank calls it: the optimizer's state_dict gathers the shards (a collective), and
-// only rank 0's checkpoint, the one written, is filled in.
+// --zero 1|2 every rank calls it: a single file's optimizer state is gathered from the shards (a
+// collective), a sharded checkpoint's is not (each rank writes its own: checkpoint_sharded.h). Only
+// rank 0's checkpoint is filled in.
 Checkpoint checkpoint_of(const Run& r, int64_t epoch, double loss) {
   Checkpoint c;
-  c.optimizer = r.opt->state_dict();
+  if (!sharded_checkpoints(r)) c.optimizer = r.opt->state_dict();
   if (!r.lead) return c;
   c.model = r.model->state_dict();
   if (r.scheduler) c.scheduler = r.scheduler->state_dict();
@@ -30,7 +33,16 @@ Checkpoint checkpoint_of(const Run& r, int64_t epoch, double loss) {
   // What a resumed run must match (the trainer's reconcile).
   c.info = {{"model", r.signature}, {"optimizer", r.o.optimizer}, {"batch_size", std::to_string(r.o.batch_size)},
             {"max_steps", std::to_string(r.o.max_steps)}, {"accumulate", std::to_string(r.o.accumulate)}};
+  // What the model file of --save would say, so that eval, predict, generate and consolidate can use
+  // the checkpoint's weights as a model (model_file.h: model_file_of).
+  for (const auto& [key, value] : model_metadata(r.o, r.d, r.signature)) c.info[kModelFileInfo + key] = value;
   return c;
+}
+
+// Rank 0 writes a single file; under --checkpoint-format sharded every rank writes its shard.
+void save(const Run& r, const std::string& path, const Checkpoint& c) {
+  if (sharded_checkpoints(r)) save_sharded(r, path, c);  // a collective
+  else if (r.lead) save_checkpoint(path, c);
 }
 
 }  // namespace
@@ -40,9 +52,9 @@ void write_checkpoint(Run& r, int64_t epoch, double loss) {
   dist::set_phase(dist::Phase::Checkpoint);
   const trace::Span span("checkpoint");
   const Checkpoint c = checkpoint_of(r, epoch, loss);  // --zero 1|2: a collective
-  if (!r.lead) return;
   const std::string path = checkpoint_path(r.o.checkpoint_dir, epoch);
-  save_checkpoint(path, c);
+  save(r, path, c);
+  if (!r.lead) return;
   note_checkpoint(path);  // the newest, for the line on Ctrl-C (interrupt.h)
   prune_checkpoints(r.o.checkpoint_dir, r.o.keep);
 }
@@ -55,10 +67,10 @@ void write_step_checkpoint(Run& r, int64_t epoch, const EpochProgress& progress)
     const Tensor totals = raw::sum(sums, {0});  // (2,): Σ loss·n, Σ n over the ranks
     const std::vector<double> t = totals.to_vector<double>();
     Checkpoint c = checkpoint_of(r, epoch - 1, t[0] / std::max(t[1], 1.0));
+    if (r.lead) add_progress(c, progress.batches, sums);
+    const std::string path = step_checkpoint_path(r.o.checkpoint_dir, epoch, r.step);
+    save(r, path, c);
     if (r.lead) {
-      add_progress(c, progress.batches, sums);
-      const std::string path = step_checkpoint_path(r.o.checkpoint_dir, epoch, r.step);
-      save_checkpoint(path, c);
       note_checkpoint(path);
       prune_checkpoints(r.o.checkpoint_dir, r.o.keep);
     }

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "apps/mini_train/model_file.h"
 #include "apps/mini_train/options.h"
 #include "autograd/grad_mode.h"
 #include "nn/model_file.h"
@@ -51,7 +52,7 @@ int run_generate(int argc, char** argv) {
   MT_CHECK(s.seed >= 0, "--seed must be >= 0, got ", s.seed);
   MT_CHECK(!s.prompt.empty(), "--prompt is empty: give at least one byte to continue");
 
-  const nn::LoadedModel model = nn::load_model(s.init);  // nn/model_file.h
+  const nn::LoadedModel model = load_saved_model(s.init);  // a model file or a checkpoint (model_file.h)
   MT_CHECK(model.info.kind == "gpt", s.init, ": the model is '", model.info.signature, "', not a GPT; mini_train "
            "generate needs a model saved by mini_train --model gpt");
   const nn::GPTOptions shape = model.info.gpt;

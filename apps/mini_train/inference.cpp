@@ -7,6 +7,7 @@
 
 #include "apps/mini_train/evaluate.h"
 #include "apps/mini_train/job.h"
+#include "apps/mini_train/model_file.h"
 #include "apps/mini_train/model_gpt.h"
 #include "apps/mini_train/options.h"
 #include "apps/mini_train/outputs.h"
@@ -47,7 +48,7 @@ int run_eval(int argc, char** argv) {
   Options o;
   o.data_dir = e.data_dir;
   o.inputs = e.inputs, o.targets = e.targets, o.text = e.text;
-  const nn::LoadedModel m = nn::load_model(path);  // nn/model_file.h
+  const nn::LoadedModel m = load_saved_model(path);  // a model file or a checkpoint (model_file.h)
   if (m.info.kind == "gpt") {  // model_gpt.h
     const double nats = evaluate_saved_gpt(m, path, o.text).value;
     std::printf("Test loss: %.6f nats per byte (%.4f bits per byte)\n", nats, nats / std::log(2.0));
@@ -87,7 +88,7 @@ int run_predict(int argc, char** argv) {
   if (!parse_predict_options(argc, argv, p, &exit_code)) return exit_code;  // options.h
   const std::string &path = p.init, &inputs = p.inputs, &output = p.output;
 
-  const nn::LoadedModel m = nn::load_model(path);  // nn/model_file.h
+  const nn::LoadedModel m = load_saved_model(path);  // a model file or a checkpoint (model_file.h)
   MT_CHECK(m.info.kind != "gpt", "mini_train predict: ", path, " holds a GPT; mini_train generate continues a prompt");
   MT_CHECK(!p.probabilities || m.info.classification, "--probabilities: ", path, " holds a regression model ('",
            m.info.signature, "'), whose outputs are values, not classes");

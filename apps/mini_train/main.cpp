@@ -12,6 +12,7 @@
 #include <string>
 
 #include "apps/mini_train/env_report.h"
+#include "apps/mini_train/consolidate.h"
 #include "apps/mini_train/generate.h"
 #include "apps/mini_train/gpus.h"
 #include "apps/mini_train/inference.h"
@@ -79,6 +80,7 @@ int main(int argc, char** argv) {
     if (command == "predict") return mt::app::run_predict(argc, argv);
     if (command == "generate") return mt::app::run_generate(argc, argv);
     if (command == "plot") return mt::app::run_plot(argc, argv);
+    if (command == "consolidate") return mt::app::run_consolidate(argc, argv);  // consolidate.h
     if (command == "launch") return mt::app::run_launch(argc, argv);  // any program (launch_command.h)
     mt::app::Options opts;
     int exit_code = 0;

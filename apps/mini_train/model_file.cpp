@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <set>
 
+#include "nn/sharded_checkpoint.h"
 #include "tensor/raw_ops.h"
 
 namespace mt::app {
@@ -82,6 +83,26 @@ Metadata model_metadata(const Options& o, const Data& d, const std::string& sign
   }
   if (o.model == "gpt") add_gpt_metadata(m, o);
   return m;
+}
+
+SafetensorsFile model_file_of(const Checkpoint& c, const std::string& path) {
+  SafetensorsFile file;
+  file.tensors = c.model;
+  const std::string prefix = kModelFileInfo;
+  for (const auto& [key, value] : c.info)
+    if (key.rfind(prefix, 0) == 0) file.metadata[key.substr(prefix.size())] = value;
+  MT_CHECK(!file.metadata.empty(), path, ": this checkpoint does not describe its model (it predates model files "
+           "in checkpoints); resume training from it, or use the model file of --save");
+  return file;
+}
+
+nn::LoadedModel load_saved_model(const std::string& path) {
+  const SafetensorsFile file = load_safetensors(path);
+  const auto format = file.metadata.find("format");
+  const bool checkpoint = format != file.metadata.end() &&
+                          (format->second == kCheckpointFormat || format->second == kShardedFormat);
+  if (!checkpoint) return nn::load_model(file, path);
+  return nn::load_model(model_file_of(load_checkpoint(file, path), path), path);
 }
 
 void load_init(nn::Module& model, const std::string& path, const std::string& prefix) {

@@ -18,6 +18,11 @@
 // tensor, which every load checks (Note [Tensor checksums] in nn/safetensors.cpp): a damaged model
 // file is refused, naming the tensor.
 //
+// A checkpoint (single file or sharded, nn/checkpoint.h) also carries that metadata, each key as
+// info "model_file.<key>", so load_saved_model takes a checkpoint where a model file is expected:
+// eval, predict and generate use either, and `mini_train consolidate --as model` writes the model
+// file a checkpoint holds.
+//
 // --init PATH loads weights strictly, after an optional key mapping --init-prefix OLD=NEW (a name
 // starting with OLD has it replaced by NEW; OLD may be empty), so that a PyTorch nn.Linear's
 // "weight"/"bias" (--init-prefix =0.) or a module attribute's "net.weight" (--init-prefix net.=0.)
@@ -30,6 +35,7 @@
 
 #include "apps/mini_train/job.h"
 #include "apps/mini_train/options.h"
+#include "nn/checkpoint.h"
 #include "nn/model_file.h"
 #include "nn/module.h"
 #include "nn/safetensors.h"
@@ -40,6 +46,16 @@ using nn::Metadata;
 
 // The metadata of the final model file (see above).
 Metadata model_metadata(const Options& opts, const Data& data, const std::string& signature);
+
+// Where a checkpoint keeps the model file's metadata: info keys "model_file.<key>".
+inline constexpr const char* kModelFileInfo = "model_file.";
+
+// The model file that checkpoint `c` (read from `path`) holds: its weights and metadata. A checkpoint
+// without the metadata (from a mini_train before it) is one line saying so.
+SafetensorsFile model_file_of(const Checkpoint& c, const std::string& path);
+
+// nn::load_model for a model file, or for a checkpoint of either form (model_file_of).
+nn::LoadedModel load_saved_model(const std::string& path);
 
 // Loads `path` into `model` for --init: keys mapped by `prefix` ("OLD=NEW" or ""), then a strict
 // load. Throws mt::Error with one line that says what to do when the names or shapes differ.

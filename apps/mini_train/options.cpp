@@ -190,6 +190,10 @@ void add_distributed_options(CLI::App& app, Options& o) {
       ->check(CLI::Validator([](std::string& v) {
                 return v == "0" || v == "1" || v == "2" ? std::string() : v + " is not 0, 1 or 2"; }, "{0,1,2}"))
       ->group(kGroup);
+  app.add_option("--checkpoint-format", o.checkpoint_format, "sharded: under --zero 1|2 each rank writes its "
+                 "optimizer shard to a file of its own, rank 0 an index (the default with --zero); single: one "
+                 "file, the shards gathered to rank 0 first (the default otherwise)")
+      ->check(CLI::IsMember({"sharded", "single"}))->group(kGroup);
   app.add_option("--timeout", o.timeout, "seconds the rendezvous and each collective may wait for the "
                  "other ranks before the job fails, naming them")->group(kGroup);
   app.add_option("--check-replicas", o.check_replicas, "compare a hash of every parameter across the ranks "
@@ -272,6 +276,8 @@ void refuse_unused_flags(const CLI::App& app, const Options& o) {
   MT_CHECK(!given("--trace-steps") || !o.trace.empty(), "--trace-steps chooses the steps --trace records: give "
            "--trace FILE");
   MT_CHECK(!given("--init-prefix") || !o.init.empty(), "--init-prefix renames the tensors of --init: give --init FILE");
+  MT_CHECK(!given("--checkpoint-format") || !o.checkpoint_dir.empty(), "--checkpoint-format chooses how the "
+           "checkpoints of --checkpoint-dir are written: give one");
 }
 
 // --hidden's widths; --model mlp only. Default 512,256 for Fashion-MNIST, else 64.
@@ -315,6 +321,7 @@ bool parse_options(int argc, char** argv, Options& o, int* exit_code) {
   if (o.val_split > 0) o.eval = true;  // a validation split is there to be scored
   apply_presets(app, o);
   refuse_unused_flags(app, o);
+  if (o.checkpoint_format.empty()) o.checkpoint_format = o.zero ? "sharded" : "single";  // checkpoint_sharded.h
   parse_hidden(o, raw.hidden);
   return true;
 }
@@ -371,6 +378,18 @@ bool parse_plot_options(int argc, char** argv, PlotOptions& p, int* exit_code) {
   app.add_option("logs", p.logs, "--log-json files (JSON lines), drawn over each other")->required();
   app.add_option("-o,--output", p.output, "where the SVG goes")->required();
   app.add_option("--title", p.title, "the heading (default: mini_train)");
+  return parse_command_line(app, argc - 1, argv + 1, exit_code);
+}
+
+bool parse_consolidate_options(int argc, char** argv, ConsolidateOptions& c, int* exit_code) {
+  CLI::App app("mini_train consolidate: one file from a checkpoint, sharded (--zero) or not: the ordinary "
+               "single-file checkpoint, or the model file of its weights", "mini_train consolidate");
+  app.add_option("checkpoint", c.checkpoint, "a checkpoint (a sharded one's index, or its .shards folder), or a "
+                 "--checkpoint-dir: its newest checkpoint")->required();
+  app.add_option("-o,--output", c.output, "the file to write")->required();
+  app.add_option("--as", c.as, "checkpoint: a single-file checkpoint that --resume takes (default); model: the "
+                 "model file (--save's) of its weights, for eval, predict, generate and --init")
+      ->check(CLI::IsMember({"checkpoint", "model"}));
   return parse_command_line(app, argc - 1, argv + 1, exit_code);
 }
 
@@ -445,6 +464,9 @@ void validate_model(const Options& o) {
   MT_CHECK(o.momentum == 0 || o.optimizer == "sgd", "--momentum applies to sgd only (adam/adamw use betas)");
   MT_CHECK(o.max_steps >= 0, "--max-steps must be >= 0, got ", o.max_steps);
   MT_CHECK(o.clip_grad >= 0 && std::isfinite(o.clip_grad), "--clip-grad must be >= 0, got ", o.clip_grad);
+  MT_CHECK(o.checkpoint_format != "sharded" || o.zero != 0, "--checkpoint-format sharded writes each rank's shard "
+           "of the optimizer state, and without --zero every rank holds all of it: add --zero 1|2, or leave "
+           "--checkpoint-format single");
   MT_CHECK(o.zero == 0 || o.comm_hook == "allreduce", "--zero ", o.zero, " reduce-scatters the gradients itself: it does "
            "not combine with --comm-hook ", o.comm_hook);
   MT_CHECK(!o.sync_bn || o.model == "cnn", "--sync-bn synchronises BatchNorm, and only --model cnn has it (this "

@@ -90,6 +90,8 @@ struct Options {
   int64_t log_every = 0;              // > 0: a --log-json step record every N steps (json_log.h)
   double val_split = 0;               // > 0: this share of --inputs' rows validates (job.h), and --eval is on
   int64_t early_stop = 0;             // > 0: stop after this many epochs without a better --eval score (early_stop.h)
+  // ---- added with issue 38: sharded checkpoints (checkpoint_sharded.h) ----
+  std::string checkpoint_format;      // sharded | single; as parsed, "" becomes sharded under --zero, else single
 };
 
 // Parses argv. Returns true to go on; false when the process should exit with *exit_code (--help,
@@ -112,6 +114,10 @@ struct PredictOptions {  // `mini_train predict` (inference.h)
   std::string init, inputs, output;
   bool probabilities = false;  // a classifier's softmax instead of its class indices
 };
+struct ConsolidateOptions {  // `mini_train consolidate` (consolidate.h)
+  std::string checkpoint, output;
+  std::string as = "checkpoint";  // checkpoint | model
+};
 struct PlotOptions {  // `mini_train plot` (plot.h)
   std::vector<std::string> logs;  // --log-json files
   std::string output, title;
@@ -120,6 +126,7 @@ bool parse_generate_options(int argc, char** argv, GenerateOptions& g, int* exit
 bool parse_eval_options(int argc, char** argv, EvalOptions& e, int* exit_code);
 bool parse_predict_options(int argc, char** argv, PredictOptions& p, int* exit_code);
 bool parse_plot_options(int argc, char** argv, PlotOptions& p, int* exit_code);
+bool parse_consolidate_options(int argc, char** argv, ConsolidateOptions& c, int* exit_code);
 
 // Throws mt::Error with the reason for requests that cannot work (before anything is loaded).
 void validate(const Options& opts);

@@ -452,7 +452,13 @@ assert p.dtype == np.int64 and p.shape == (300,) and (p == y).mean() > 0.95, (p.
 " || fail "predictions are not the trained classifier's"
   fi
   "$bin" -q --epochs 1 --checkpoint-dir ck --save m.safetensors >/dev/null || fail "checkpoint run failed"
-  expect_error "not a model file saved by mini_train" eval --init ck/checkpoint-epoch-000001.safetensors
+  # A checkpoint carries the model file's metadata: eval takes it as the model it holds.
+  "$bin" eval --init m.safetensors >want.txt || fail "eval of the model file"
+  "$bin" eval --init ck/checkpoint-epoch-000001.safetensors >got.txt || fail "eval of a checkpoint"
+  cmp want.txt got.txt || { cat want.txt got.txt; fail "a checkpoint's eval differs from its model file's"; }
+  "$py" -c "import json, struct; h = json.dumps({'__metadata__': {'format': 'other'}}).encode() + b'  '
+open('other.safetensors', 'wb').write(struct.pack('<Q', len(h)) + h)" || fail "could not write other.safetensors"
+  expect_error "not a model file saved by mini_train" eval --init other.safetensors
   printf 'garbage' >bad.safetensors
   expect_error "bad.safetensors" eval --init bad.safetensors
   ;;
@@ -938,6 +944,80 @@ zero_nproc2 | zero2_nproc2)
     fail "--zero $stage with the GPT preset (--clip-grad 1) failed"
   grep -q "^memory: peak .* MiB of CPU tensors on rank 0" gpt.txt || { cat gpt.txt; fail "--ddp-stats shows no peak memory"; }
   expect_error "this run is one process" --zero $stage --epochs 1
+  ;;
+zero_sharded)
+  # --zero 2 on 2 processes writes sharded checkpoints (Note [Sharded checkpoints]): a shard per rank
+  # and an index. Training is that of --checkpoint-format single; a stopped run resumes to the same
+  # bytes; a 2-process checkpoint carries on at 3 processes exactly as its single-file twin does;
+  # consolidate gives back the single-file checkpoint byte for byte, and the model that eval and
+  # predict use directly; a missing or damaged shard is one line, and --resume auto falls back.
+  flags=(--model mlp --hidden 16,8 --optimizer adam --samples 300 --backend gloo --epochs 3)
+  "$bin" "${flags[@]}" --nproc 2 --zero 2 --checkpoint-dir a --save full.safetensors >/dev/null || fail "--zero 2 failed"
+  for f in a/checkpoint-epoch-000003.safetensors a/checkpoint-epoch-000003.shards/shard-0000{0,1}-of-00002.safetensors; do
+    [[ -f $f ]] || { ls -R a; fail "no $f"; }
+  done
+  /usr/bin/python3 - <<'PY' || fail "the index is not a sharded checkpoint's"
+import json, struct
+raw = open("a/checkpoint-epoch-000003.safetensors", "rb").read()
+(n,) = struct.unpack("<Q", raw[:8])
+header = json.loads(raw[8:8 + n])
+meta = header.pop("__metadata__")
+assert header == {}, header  # no tensors of its own
+assert meta["format"] == "minitrain-sharded-checkpoint-1" and meta["world"] == "2" and meta["stage"] == "2", meta
+assert meta["shards"] == "checkpoint-epoch-000003.shards" and meta["epoch"] == "3", meta
+lines = [l.split() for r in ("00000", "00001") for l in meta["shard." + r].splitlines()]
+names = {l[0] for l in lines}
+assert "model/0.weight" in names and "optimizer/state.0.exp_avg" in names, sorted(names)
+PY
+  "$bin" "${flags[@]}" --nproc 2 --zero 2 --checkpoint-format single --checkpoint-dir s --save single.safetensors \
+    >/dev/null || fail "--checkpoint-format single failed"
+  cmp full.safetensors single.safetensors || fail "the checkpoint format changed the training"
+  [[ ! -e s/checkpoint-epoch-000003.shards ]] || fail "--checkpoint-format single wrote shards"
+  # Stopped after 2 epochs and resumed: the bytes of the uninterrupted run.
+  "$bin" "${flags[@]}" --nproc 2 --zero 2 --stop-after 2 --checkpoint-dir b --save half.safetensors >/dev/null ||
+    fail "first half"
+  cp -r b b2
+  mkdir b/checkpoint-epoch-000001-step-000000009.shards  # a save cut short before its index: pruned
+  "$bin" "${flags[@]}" --nproc 2 --zero 2 --checkpoint-dir b --resume auto --save resumed.safetensors >/dev/null ||
+    fail "resume"
+  [[ ! -e b/checkpoint-epoch-000001-step-000000009.shards ]] || fail "shards without an index were not pruned"
+  cmp full.safetensors resumed.safetensors || fail "resumed from shards, the weights differ from the uninterrupted run"
+  # At 3 processes, from the 2-process shards: what the single file of the same state gives.
+  "$bin" "${flags[@]}" --nproc 3 --zero 2 --resume b/checkpoint-epoch-000002.safetensors --quiet \
+    --save three.safetensors >/dev/null || fail "the 2-process shards do not carry on at 3 processes"
+  "$bin" "${flags[@]}" --nproc 3 --zero 2 --resume s/checkpoint-epoch-000002.safetensors --quiet \
+    --save three_single.safetensors >/dev/null || fail "the single file does not carry on at 3 processes"
+  cmp three.safetensors three_single.safetensors || fail "resharded at 3 processes, the shards differ from the single file"
+  # consolidate: the single-file checkpoint, byte for byte; the model, which eval scores as --save's.
+  "$bin" consolidate a -o c.safetensors >out.txt || { cat out.txt; fail "consolidate failed"; }
+  grep -q "^wrote c.safetensors: the single-file checkpoint of a/checkpoint-epoch-000003.safetensors (epoch 3" out.txt ||
+    { cat out.txt; fail "consolidate's line"; }
+  cmp c.safetensors s/checkpoint-epoch-000003.safetensors || fail "consolidated shards differ from the single file"
+  "$bin" consolidate a/checkpoint-epoch-000003.shards --as model -o m.safetensors >/dev/null || fail "consolidate --as model"
+  "$bin" eval --init full.safetensors >want.txt || fail "eval of --save's model"
+  for model in m.safetensors a/checkpoint-epoch-000003.safetensors c.safetensors; do
+    "$bin" eval --init $model >got.txt || fail "eval --init $model failed"
+    cmp want.txt got.txt || { cat want.txt got.txt; fail "eval --init $model differs from --save's model"; }
+  done
+  /usr/bin/python3 -c "import numpy as np; np.save('x.npy', np.random.default_rng(0).standard_normal((5, 10)).astype(np.float32))"
+  "$bin" predict --init full.safetensors --inputs x.npy --output want.npy >/dev/null || fail "predict with --save's model"
+  "$bin" predict --init a/checkpoint-epoch-000003.safetensors --inputs x.npy --output got.npy >/dev/null ||
+    fail "predict from the sharded checkpoint"
+  cmp want.npy got.npy || fail "predict from the sharded checkpoint differs"
+  # Bad shards: one line naming the shard; --resume auto resumes from the newest checkpoint that loads.
+  rm b2/checkpoint-epoch-000002.shards/shard-00001-of-00002.safetensors
+  expect_error "checkpoint-epoch-000002.shards/shard-00001-of-00002.safetensors is missing" consolidate b2 -o x.safetensors
+  [[ ! -e x.safetensors ]] || fail "consolidate wrote a file from a checkpoint with a missing shard"
+  "$bin" "${flags[@]}" --nproc 2 --zero 2 --checkpoint-dir b2 --resume auto --save fell_back.safetensors \
+    >/dev/null 2>err.txt || { cat err.txt; fail "--resume auto with a missing shard"; }
+  grep -q "resuming from b2/checkpoint-epoch-000001.safetensors, the newest checkpoint that loads; skipped .*is missing" \
+    err.txt || { cat err.txt; fail "--resume auto does not say it fell back"; }
+  cmp full.safetensors fell_back.safetensors || fail "resumed from epoch 1, the weights differ from the uninterrupted run"
+  flip_tensor_bit a/checkpoint-epoch-000003.shards/shard-00001-of-00002.safetensors "optimizer/state.0.exp_avg@0"
+  expect_error "shard-00001-of-00002.safetensors: tensor 'optimizer/state.0.exp_avg@0' fails its checksum" \
+    eval --init a/checkpoint-epoch-000003.safetensors
+  expect_error "--checkpoint-format sharded writes each rank's shard" --checkpoint-format sharded --checkpoint-dir d --epochs 1
+  expect_error "--checkpoint-format chooses how the checkpoints of --checkpoint-dir are written" --checkpoint-format single
   ;;
 *)
   fail "unknown case $case_name"
