@@ -5,8 +5,9 @@
 # file left by a dead writer is removed when the workers start (Note [Stale temporaries]).
 # With WHEN=step the kill lands mid-epoch, after a --checkpoint-every step checkpoint, and the
 # restart resumes from that step (Note [Mid-epoch resume] in apps/mini_train/checkpoint_step.h).
-# WHEN=step-zero is step with --zero 1, whose checkpoints gather every rank's optimizer shard;
-# step-zero2 the same with --zero 2, whose ranks also hold only their shard of the gradients.
+# WHEN=step-zero is step with --zero 1, whose ranks each write their shard of every checkpoint
+# (Note [Sharded checkpoints] in nn/sharded_checkpoint.h); step-zero2 the same with --zero 2, whose
+# ranks also hold only their shard of the gradients.
 #   restart.sh MINI_TRAIN BACKEND NPROC [WHEN]  (BACKEND gloo or mpi; WHEN epoch (default), step,
 #                                                step-zero or step-zero2; exit 77: skipped)
 set -euo pipefail
@@ -43,6 +44,10 @@ if [[ $when == step ]]; then
   grep -q "restart 1 of 1 (--max-restarts) .* from .*/checkpoint-epoch-00000[23]-step-000000040.safetensors" \
     "$work/log" || fail "the restart did not resume from the step checkpoint of step 40"
   cmp "$work/ref.safetensors" "$work/got.safetensors" || fail "final weights differ from the uninterrupted run"
+  if [[ ${#zero[@]} -gt 0 ]]; then
+    compgen -G "$work/ck/checkpoint-epoch-*.shards/shard-0000$((nproc - 1))-of-0000$nproc.safetensors" >/dev/null ||
+      fail "--zero wrote no sharded checkpoints"
+  fi
   cat "$work/log"
   echo "restart.sh: $backend x $nproc${zero[*]:+ ${zero[*]}}: SIGKILL mid-epoch, resumed at step 40; final weights bit-identical"
   exit 0
