@@ -3,7 +3,8 @@
 //   mini_train generate --init final_model.safetensors --prompt "The " --tokens 200
 //                       [--temperature 0.8] [--top-k 40] [--seed 1]
 //
-// Rebuilds the model from the file's metadata (nn::load_model: layers, heads, dim, context), then
+// Rebuilds the model from the file's metadata (nn::load_model: layers, heads, dim, context; --init may
+// also be a checkpoint, single-file or sharded: load_saved_model in model_file.h), then
 // appends one byte at a time: the logits of the last position of (at most) the last `context`
 // bytes, divided by the temperature, restricted to the top-k bytes when --top-k > 0, softmaxed and
 // sampled with a Generator seeded by --seed (the same seed gives the same text); --temperature 0

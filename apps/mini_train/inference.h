@@ -8,6 +8,8 @@
 //       predictions for every row of x: class indices (int64, shape (n)) for a classifier, or with
 //       --probabilities its softmax (float32, shape (n, classes), rows summing to 1); values
 //       (float32, shape (n, outputs)) for a regression
+// --init may also be a checkpoint, single-file or sharded: its weights, with the model file's metadata
+// it carries (load_saved_model, model_file.h).
 // Both load the file with nn::load_model (nn/model_file.h), as any C++ program can, and run on the
 // CPU, in this process; neither trains nor changes the model file.
 #pragma once

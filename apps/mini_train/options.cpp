@@ -335,7 +335,7 @@ bool parse_options(int argc, char** argv, Options& o, int* exit_code) {
 bool parse_generate_options(int argc, char** argv, GenerateOptions& g, int* exit_code) {
   CLI::App app("mini_train generate: continues a prompt with a GPT saved by mini_train --model gpt",
                "mini_train generate");
-  app.add_option("--init", g.init, "the model file (mini_train --model gpt's --save)")->required();
+  app.add_option("--init", g.init, "the model file (mini_train --model gpt's --save), or a checkpoint of one")->required();
   app.add_option("--prompt", g.prompt, "the text to continue (at most the model's context in bytes)")->required();
   app.add_option("--tokens", g.tokens, "bytes to generate")->capture_default_str();
   app.add_option("--temperature", g.temperature, "divides the logits: < 1 surer, > 1 wilder, 0 the most likely byte")
@@ -348,7 +348,7 @@ bool parse_generate_options(int argc, char** argv, GenerateOptions& g, int* exit
 bool parse_eval_options(int argc, char** argv, EvalOptions& e, int* exit_code) {
   CLI::App app("mini_train eval: the test score of a model file saved by mini_train (its metadata says the "
                "model, task, data and preprocessing)", "mini_train eval");
-  app.add_option("--init", e.init, "the model file (mini_train's --save)")->required();
+  app.add_option("--init", e.init, "the model file (mini_train's --save), or a checkpoint (its weights)")->required();
   app.add_option("--dataset", e.dataset, "synthetic or fashion-mnist (default: what the model was trained on)")
       ->check(CLI::IsMember({"synthetic", "fashion-mnist"}));
   app.add_option("--data-dir", e.data_dir, "Fashion-MNIST folder")->default_str(data::kFashionMnistDir);
@@ -363,7 +363,7 @@ bool parse_eval_options(int argc, char** argv, EvalOptions& e, int* exit_code) {
 bool parse_predict_options(int argc, char** argv, PredictOptions& p, int* exit_code) {
   CLI::App app("mini_train predict: predictions of a model file saved by mini_train for every row of --inputs",
                "mini_train predict");
-  app.add_option("--init", p.init, "the model file (mini_train's --save)")->required();
+  app.add_option("--init", p.init, "the model file (mini_train's --save), or a checkpoint (its weights)")->required();
   app.add_option("--inputs", p.inputs, "rows to predict, .npy or .csv")->required();
   app.add_option("--output", p.output, "where the predictions go (.npy): class indices (int64) or values (float32)")
       ->required();

@@ -1004,6 +1004,14 @@ PY
   "$bin" predict --init a/checkpoint-epoch-000003.safetensors --inputs x.npy --output got.npy >/dev/null ||
     fail "predict from the sharded checkpoint"
   cmp want.npy got.npy || fail "predict from the sharded checkpoint differs"
+  # generate continues a prompt from a GPT's sharded checkpoint as from its model file.
+  for i in $(seq 40); do echo "the quick brown fox $i jumps over the lazy dog"; done >t.txt
+  "$bin" --nproc 2 --backend gloo --zero 2 --text t.txt --layers 1 --heads 2 --dim 16 --context 16 --batch-size 16 \
+    --epochs 1 --quiet --checkpoint-dir g --save gpt.safetensors >/dev/null || fail "the GPT under --zero 2 failed"
+  "$bin" generate --init gpt.safetensors --prompt "the " --tokens 20 --temperature 0 >want.txt || fail "generate"
+  "$bin" generate --init g/checkpoint-epoch-000001.safetensors --prompt "the " --tokens 20 --temperature 0 >got.txt ||
+    fail "generate from the sharded checkpoint"
+  cmp want.txt got.txt || { cat want.txt got.txt; fail "generate from the sharded checkpoint differs"; }
   # Bad shards: one line naming the shard; --resume auto resumes from the newest checkpoint that loads.
   rm b2/checkpoint-epoch-000002.shards/shard-00001-of-00002.safetensors
   expect_error "checkpoint-epoch-000002.shards/shard-00001-of-00002.safetensors is missing" consolidate b2 -o x.safetensors
