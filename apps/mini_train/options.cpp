@@ -191,7 +191,7 @@ void add_distributed_options(CLI::App& app, Options& o) {
                 return v == "0" || v == "1" || v == "2" ? std::string() : v + " is not 0, 1 or 2"; }, "{0,1,2}"))
       ->group(kGroup);
   app.add_option("--checkpoint-format", o.checkpoint_format, "sharded: under --zero 1|2 each rank writes its "
-                 "optimizer shard to a file of its own, rank 0 an index (the default with --zero); single: one "
+                 "optimizer shard to a file of its own, rank 0 an index (the default with --zero 1|2); single: one "
                  "file, the shards gathered to rank 0 first (the default otherwise)")
       ->check(CLI::IsMember({"sharded", "single"}))->group(kGroup);
   app.add_option("--timeout", o.timeout, "seconds the rendezvous and each collective may wait for the "
@@ -321,7 +321,8 @@ bool parse_options(int argc, char** argv, Options& o, int* exit_code) {
   if (o.val_split > 0) o.eval = true;  // a validation split is there to be scored
   apply_presets(app, o);
   refuse_unused_flags(app, o);
-  if (o.checkpoint_format.empty()) o.checkpoint_format = o.zero ? "sharded" : "single";  // checkpoint_sharded.h
+  // checkpoint_sharded.h: the stages whose optimizer gives its pieces (ZeroRedundancyOptimizer::local_state).
+  if (o.checkpoint_format.empty()) o.checkpoint_format = o.zero == 1 || o.zero == 2 ? "sharded" : "single";
   parse_hidden(o, raw.hidden);
   return true;
 }
@@ -464,9 +465,9 @@ void validate_model(const Options& o) {
   MT_CHECK(o.momentum == 0 || o.optimizer == "sgd", "--momentum applies to sgd only (adam/adamw use betas)");
   MT_CHECK(o.max_steps >= 0, "--max-steps must be >= 0, got ", o.max_steps);
   MT_CHECK(o.clip_grad >= 0 && std::isfinite(o.clip_grad), "--clip-grad must be >= 0, got ", o.clip_grad);
-  MT_CHECK(o.checkpoint_format != "sharded" || o.zero != 0, "--checkpoint-format sharded writes each rank's shard "
-           "of the optimizer state, and without --zero every rank holds all of it: add --zero 1|2, or leave "
-           "--checkpoint-format single");
+  MT_CHECK(o.checkpoint_format != "sharded" || o.zero == 1 || o.zero == 2, "--checkpoint-format sharded writes "
+           "each rank's shard of the optimizer state of --zero 1|2 (this run: --zero ", o.zero, "); add --zero 1|2, "
+           "or leave --checkpoint-format single");
   MT_CHECK(o.zero == 0 || o.comm_hook == "allreduce", "--zero ", o.zero, " reduce-scatters the gradients itself: it does "
            "not combine with --comm-hook ", o.comm_hook);
   MT_CHECK(!o.sync_bn || o.model == "cnn", "--sync-bn synchronises BatchNorm, and only --model cnn has it (this "
