@@ -58,7 +58,7 @@ class Storage {
   };
   Storage(InlineBytes, size_t nbytes);
   ~Storage() {
-    if (allocator_ != nullptr) allocator_->deallocate(data_, nbytes_);
+    if (allocator_ != nullptr && data_ != nullptr) allocator_->deallocate(data_, nbytes_);
   }
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -69,6 +69,21 @@ class Storage {
 
   uint64_t version() const { return version_; }
   void bump_version() { ++version_; }
+
+  // Note [Storage that lets go of its bytes]: FullyShardedDataParallel (distributed/zero/fsdp.h)
+  // frees a unit's parameters between its forward and its backward while autograd still holds
+  // them: saved tensors keep this Storage (and check later that it is the same one, with the same
+  // version), so the Storage object must stay while its bytes go. release() gives the bytes back to
+  // the allocator and leaves data() null, nbytes() and the version as they were (PyTorch's
+  // storage.resize_(0) does the same job); take_bytes(from) adopts the bytes of another storage of
+  // the same size and device, e.g. the output of an all-gather, leaving `from` released. The
+  // version is not bumped: the contract of whoever releases is to put back the very values that
+  // were there, which is what a re-gathered shard is, so a graph recorded before the release is
+  // still right. Tensor::raw_data refuses a released storage. Inline bytes (a small CPU tensor,
+  // Note [Small bytes inline]) cannot be released. Defined in tensor/storage.cpp.
+  bool released() const { return data_ == nullptr && nbytes_ > 0; }
+  void release();
+  void take_bytes(Storage& from);
 
  private:
   void* data_;

@@ -73,7 +73,11 @@ class Tensor {
     return static_cast<T*>(raw_data());
   }
   void* raw_data() const {
-    return static_cast<char*>(impl().storage->data()) + impl().offset * element_size(dtype());
+    const Storage& storage = *impl().storage;
+    MT_CHECK(!storage.released(), "a tensor whose storage has released its bytes was used: a parameter sharded "
+             "by FullyShardedDataParallel is only whole during its unit's forward and backward, or inside "
+             "summon_full_params() (Note [Storage that lets go of its bytes])");
+    return static_cast<char*>(storage.data()) + impl().offset * element_size(dtype());
   }
   // The value of a one-element tensor (any dtype), on the host.
   double item() const;
