@@ -48,15 +48,16 @@ std::unique_ptr<optim::Optimizer> rebuild(const Opt& full, const std::vector<std
   return opt;
 }
 
-std::unique_ptr<optim::Optimizer> make_like(const optim::Optimizer& full, const std::vector<std::vector<Tensor>>& groups) {
+}  // namespace
+
+std::unique_ptr<optim::Optimizer> detail::make_like(const optim::Optimizer& full,
+                                                    const std::vector<std::vector<Tensor>>& groups) {
   if (const auto* sgd = dynamic_cast<const optim::SGD*>(&full)) return rebuild(*sgd, groups);
   if (const auto* adamw = dynamic_cast<const optim::AdamW*>(&full)) return rebuild(*adamw, groups);
   if (const auto* adam = dynamic_cast<const optim::Adam*>(&full)) return rebuild(*adam, groups);
-  MT_FAIL("ZeroRedundancyOptimizer: no default way to rebuild this optimizer over shards (SGD, Adam and AdamW "
-          "are known); pass a Factory");
+  MT_FAIL("ZeRO: no default way to rebuild this optimizer over shards (SGD, Adam and AdamW are known); pass a "
+          "Factory");
 }
-
-}  // namespace
 
 ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::shared_ptr<DistributedDataParallel> ddp,
                                                  std::unique_ptr<optim::Optimizer> full, ZeroOptions options)
@@ -93,7 +94,7 @@ ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::shared_ptr<DistributedData
     }
     inner_group_size_.push_back(inner_groups[g].size());
   }
-  inner_ = options.make ? options.make(inner_groups) : make_like(*full, inner_groups);
+  inner_ = options.make ? options.make(inner_groups) : detail::make_like(*full, inner_groups);
   MT_CHECK(inner_->num_param_groups() == groups_.size(), "ZeroRedundancyOptimizer: the factory made ",
            inner_->num_param_groups(), " param groups, expected ", groups_.size());
   load_state_dict(full->state_dict());  // hyperparameters, and any state `full` already had

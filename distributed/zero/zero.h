@@ -101,6 +101,11 @@ struct ZeroPiece {
 // group g, each group non-empty (a placeholder stands in for a group with no piece here).
 using ZeroFactory = std::function<std::unique_ptr<optim::Optimizer>(const std::vector<std::vector<Tensor>>& groups)>;
 
+namespace detail {
+// The default Factory: `full`'s kind (SGD, Adam, AdamW) with full's groups' options, over `groups`.
+std::unique_ptr<optim::Optimizer> make_like(const optim::Optimizer& full, const std::vector<std::vector<Tensor>>& groups);
+}  // namespace detail
+
 struct ZeroOptions {
   int stage = 1;         // 1: the optimizer state sharded; 2: the reduced gradients too
   ZeroFactory make{};    // how to build `full`'s kind over pieces; by default SGD, Adam and AdamW are known

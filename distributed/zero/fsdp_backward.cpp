@@ -1,0 +1,164 @@
+// FullyShardedDataParallel's backward (see fsdp.h): the pre-backward gather of a unit, its
+// gradients written into one flat buffer, the reduce-scatter as soon as they are all there, and the
+// finalize at the end of backward; no_sync. The forward half is fsdp.cpp.
+#include <algorithm>
+
+#include "autograd/accumulate_grad.h"
+#include "autograd/engine.h"
+#include "autograd/record.h"
+#include "distributed/zero/detail/fsdp_unit.h"
+#include "distributed/zero/fsdp.h"
+#include "tensor/raw_ops.h"
+#include "trace/tracer.h"
+
+namespace mt::dist {
+
+namespace {
+
+// Note [Pre-backward gather]: a unit's parameters are freed after its forward, but its backward
+// needs them (a linear layer's dx = dy·W). The unit's output passes through this identity node, so
+// the engine runs it when the gradient reaches the output, before any node of the unit's own
+// backward (they all lie behind it in the graph): it gathers the unit again, and prefetches the
+// unit before it (Note [FSDP prefetch]). The node holds a plain pointer: the model is only run
+// while its FullyShardedDataParallel lives.
+class FsdpPreBackward final : public Node {
+ public:
+  FsdpPreBackward(FullyShardedDataParallel* fsdp, size_t unit) : fsdp_(fsdp), unit_(unit) {}
+  TensorList apply(TensorList&& grads) override {
+    fsdp_->pre_backward(unit_);
+    return std::move(grads);
+  }
+  std::string name() const override { return "FsdpPreBackward"; }
+
+ private:
+  FullyShardedDataParallel* fsdp_;
+  size_t unit_;
+};
+
+}  // namespace
+
+Tensor FullyShardedDataParallel::with_pre_backward(size_t u, const Tensor& output) {
+  auto node = mt::detail::record<FsdpPreBackward>({&output}, this, u);
+  if (!node) return output;
+  Tensor out = raw::as_strided(output, output.sizes(), output.strides(), output.storage_offset());
+  mt::detail::set_history(out, node);
+  return out;
+}
+
+void FullyShardedDataParallel::pre_backward(size_t u) {
+  queue_finalize();
+  prepare_gradients(u);
+  gather(u);
+  prefetch_after(u, /*backward=*/true);
+  wait(u);
+}
+
+// Note [Reduce-scatter of a unit]: before a unit's backward, its parameters get one flat gradient
+// buffer (laid out as the unit's flat parameters, padding included) as their gradient destination
+// (Note [Gradient destination]), so the engine writes every gradient straight into it. Each
+// parameter's post-accumulate-grad hook counts down the unit's pending parameters; at zero the
+// unit's backward is over: its parameters are freed, and its buffer, divided by N, is
+// reduce-scattered (Sum), so this rank keeps the average of its shard. The reduce-scatters are
+// issued in one order on every rank (rs_order_: the reverse of the forward order, then the root),
+// a unit that is ready waiting for those before it, as DDP's buckets do (Note [Bucket launch
+// order]); a unit with a parameter that got no gradient (unused this step) is launched by the
+// finalize at the end of backward, with zeros there. The buffer goes when its reduce-scatter is
+// done, which is waited for when the next unit's is issued: a rank holds the whole gradients of
+// the unit whose backward runs and of at most one unit being reduce-scattered.
+void FullyShardedDataParallel::prepare_gradients(size_t u) {
+  Unit& unit = *units_[u];
+  const UnitLayout& layout = layouts_[u];
+  if (layout.numel == 0 || unit.grad_flat.defined()) return;  // defined: accumulating under no_sync
+  unit.grad_flat = zeros({layout.shard * pg_->size()}, {.dtype = unit.shard.dtype(), .device = unit.shard.device()});
+  for (size_t k = 0; k < unit.params.size(); ++k) {
+    const Tensor& p = unit.params[k];
+    set_grad_destination(p, raw::view(raw::narrow(unit.grad_flat, 0, layout.offsets[k], p.numel()), p.sizes()));
+  }
+}
+
+void FullyShardedDataParallel::register_gradient_hooks() {
+  for (size_t u = 0; u < units_.size(); ++u) {
+    units_[u]->pending = units_[u]->params.size();
+    for (const Tensor& p : units_[u]->params)
+      p.register_post_accumulate_grad_hook([alive = alive_, u](const Tensor&) {
+        if (*alive) (*alive)->on_gradient(u);
+      });
+  }
+}
+
+void FullyShardedDataParallel::on_gradient(size_t u) {
+  queue_finalize();
+  Unit& unit = *units_[u];
+  if (unit.pending == 0 || --unit.pending > 0) return;
+  if (u + 1 != units_.size()) free(u);  // its backward is over; the root stays until finalize
+  if (!no_sync_) launch_ready();
+}
+
+void FullyShardedDataParallel::launch_ready() {
+  for (; next_rs_ < rs_order_.size() && units_[rs_order_[next_rs_]]->pending == 0; ++next_rs_)
+    reduce_scatter(rs_order_[next_rs_]);
+}
+
+void FullyShardedDataParallel::reduce_scatter(size_t u) {
+  Unit& unit = *units_[u];
+  const UnitLayout& layout = layouts_[u];
+  if (layout.numel == 0) return;
+  prepare_gradients(u);  // no backward reached the unit: zeros
+  for (size_t k = 0; k < unit.params.size(); ++k) {
+    const Tensor& p = unit.params[k];
+    const Tensor g = p.grad();  // a gradient the engine made itself (the destination came too late)
+    if (g.defined() && g.storage() != unit.grad_flat.storage())
+      raw::copy_(raw::narrow(unit.grad_flat, 0, layout.offsets[k], p.numel()), raw::reshape(g, {p.numel()}));
+    p.set_grad(Tensor());
+    set_grad_destination(p, Tensor());
+  }
+  if (in_flight_ >= 0) finish_scatter(static_cast<size_t>(in_flight_));  // at most two flat gradients alive
+  raw::unary_(UnaryOp::MulScalar, unit.grad_flat, 1.0 / pg_->size());
+  unit.scattering = empty({layout.shard}, {.dtype = unit.shard.dtype(), .device = unit.shard.device()});
+  unit.scatter_work = pg_->reduce_scatter(unit.scattering, unit.grad_flat, ReduceOp::Sum);
+  in_flight_ = static_cast<int64_t>(u);
+  ++stats_.reduce_scatters;
+}
+
+// Its output becomes the unit's shard gradient (replacing the last one: gradients add up over
+// no_sync micro-batches, not over synced backwards without a step), and the flat buffer goes.
+void FullyShardedDataParallel::finish_scatter(size_t u) {
+  Unit& unit = *units_[u];
+  if (in_flight_ == static_cast<int64_t>(u)) in_flight_ = -1;
+  if (!unit.scatter_work) return;
+  trace::Span span("fsdp reduce-scatter wait");
+  span.arg("unit", static_cast<int64_t>(u));
+  unit.scatter_work->wait();
+  unit.scatter_work.reset();
+  unit.shard_grad = unit.scattering;
+  unit.scattering = Tensor();
+  unit.grad_flat = Tensor();
+}
+
+void FullyShardedDataParallel::queue_finalize() {
+  if (finalize_queued_) return;
+  Engine::queue_callback([this] { finalize_backward(); });
+  finalize_queued_ = true;
+}
+
+// The end of a backward: the units not yet reduce-scattered are (in rs_order_), the last
+// reduce-scatter is waited for, and every unit is freed, the root too. Under no_sync nothing is
+// sent; the flat gradients stay, and the next backward adds to them.
+void FullyShardedDataParallel::finalize_backward() {
+  finalize_queued_ = false;
+  if (!no_sync_) {
+    for (; next_rs_ < rs_order_.size(); ++next_rs_) reduce_scatter(rs_order_[next_rs_]);
+    next_rs_ = 0;
+    if (in_flight_ >= 0) finish_scatter(static_cast<size_t>(in_flight_));
+  }
+  for (size_t u = 0; u < units_.size(); ++u) {
+    free(u);
+    units_[u]->pending = units_[u]->params.size();
+  }
+}
+
+FullyShardedDataParallel::NoSync::NoSync(FullyShardedDataParallel* fsdp) : fsdp_(fsdp) { fsdp_->no_sync_ = true; }
+FullyShardedDataParallel::NoSync::~NoSync() { fsdp_->no_sync_ = false; }
+FullyShardedDataParallel::NoSync FullyShardedDataParallel::no_sync() { return NoSync(this); }
+
+}  // namespace mt::dist
