@@ -1,4 +1,4 @@
-// DDP, --sync-bn, --zero 1|2 and the clip over shards for mini_train (see data_parallel.h).
+// DDP, --sync-bn, --zero 1|2|3 and the clip over shards for mini_train (see data_parallel.h).
 #include "apps/mini_train/data_parallel.h"
 
 #include <cstdio>
@@ -16,10 +16,13 @@ namespace {
 // --zero 1|2: the optimizer, with whatever state --resume gave it, becomes this rank's shard of itself
 // (distributed/zero/zero.h; stage 2 also keeps only this rank's shard of the reduced gradients), and
 // the schedule is rebuilt over it where it was.
+// Under --zero 3 the model is FullyShardedDataParallel's, and the optimizer steps its shards
+// (distributed/zero/fsdp.h).
 void shard_optimizer(Run& r) {
   const optim::StateDict schedule = r.scheduler ? r.scheduler->state_dict() : optim::StateDict{};
   r.scheduler.reset();  // it refers to the optimizer being replaced
-  r.opt = std::make_unique<dist::ZeroRedundancyOptimizer>(r.ddp, std::move(r.opt), dist::ZeroOptions{.stage = r.o.zero});
+  if (r.fsdp) r.opt = std::make_unique<dist::FsdpOptimizer>(r.fsdp, std::move(r.opt));
+  else r.opt = std::make_unique<dist::ZeroRedundancyOptimizer>(r.ddp, std::move(r.opt), dist::ZeroOptions{.stage = r.o.zero});
   r.scheduler = build_scheduler(r.o, *r.opt, total_steps(r.o, r.steps_per_epoch));
   if (r.scheduler) r.scheduler->load_state_dict(schedule);
 }
@@ -50,6 +53,11 @@ void set_up_data_parallel(Run& r) {
   if (!r.pg) return check_one_process(r);
   // --sync-bn: the BatchNorms switch to statistics over every rank's batch (Note [Sync batch norm]).
   if (r.o.sync_bn) dist::convert_sync_batchnorm(*r.model, r.pg);
+  if (r.o.zero == 3) {  // each transformer block (or top-level layer) a unit; the optimizer over their shards
+    MT_CHECK(r.device.is_cpu(), "--zero 3 runs on the CPU backends (gloo, mpi); on GPUs use --zero 1 or 2");
+    r.fsdp = std::make_shared<dist::FullyShardedDataParallel>(r.model, r.pg);
+    return shard_optimizer(r);
+  }
   r.ddp = std::make_shared<dist::DistributedDataParallel>(r.model, r.pg,
                                                           dist::DDPOptions{.bucket_cap_mb = r.o.bucket_cap_mb});
   r.ddp->register_comm_hook(dist::make_comm_hook(r.o.comm_hook));

@@ -1,6 +1,7 @@
 // mini_train's data-parallel set-up, once the model holds its --init/--resume state: --sync-bn, the
 // DistributedDataParallel wrapper with its --comm-hook, and under --zero 1|2 the optimizer replaced by
-// this rank's shard of itself (distributed/zero/zero.h); and --clip-grad, which under --zero is a
+// this rank's shard of itself (distributed/zero/zero.h), or under --zero 3 FullyShardedDataParallel
+// instead of DDP, with the optimizer over its shards (distributed/zero/fsdp.h); and --clip-grad, which under --zero is a
 // collective over the shards. The trainer (trainer.cpp) calls these. One process has no DDP: there
 // --zero and --comm-hook are refused, and the DDP options it would ignore are warned about.
 #pragma once

@@ -186,9 +186,12 @@ void add_distributed_options(CLI::App& app, Options& o) {
       ->group(kGroup);
   app.add_option("--zero", o.zero, "1: ZeRO-1, shard the optimizer state over the ranks (each keeps 1/N; "
                  "gradients reduce-scattered, parameters all-gathered); 2: ZeRO-2, the reduced gradients too "
-                 "(each rank keeps only its 1/N shard of them); 0: every rank keeps all of it")
+                 "(each rank keeps only its 1/N shard of them); 3: ZeRO-3, fully sharded: the parameters too, each "
+                 "transformer block or top-level layer gathered only around its forward and backward; 0: every rank "
+                 "keeps all of it")
       ->check(CLI::Validator([](std::string& v) {
-                return v == "0" || v == "1" || v == "2" ? std::string() : v + " is not 0, 1 or 2"; }, "{0,1,2}"))
+                return v == "0" || v == "1" || v == "2" || v == "3" ? std::string() : v + " is not 0, 1, 2 or 3"; },
+                            "{0,1,2,3}"))
       ->group(kGroup);
   app.add_option("--checkpoint-format", o.checkpoint_format, "sharded: under --zero 1|2 each rank writes its "
                  "optimizer shard to a file of its own, rank 0 an index (the default with --zero 1|2); single: one "
@@ -470,6 +473,8 @@ void validate_model(const Options& o) {
            "or leave --checkpoint-format single");
   MT_CHECK(o.zero == 0 || o.comm_hook == "allreduce", "--zero ", o.zero, " reduce-scatters the gradients itself: it does "
            "not combine with --comm-hook ", o.comm_hook);
+  MT_CHECK(o.zero != 3 || o.check_replicas == 0, "--check-replicas compares whole replicas of the model, and under "
+           "--zero 3 no rank holds one; drop one of them");
   MT_CHECK(!o.sync_bn || o.model == "cnn", "--sync-bn synchronises BatchNorm, and only --model cnn has it (this "
            "run: --model ", o.model, ")");
   MT_CHECK(o.bucket_cap_mb > 0 && o.bucket_cap_mb <= 1 << 20, "--bucket-cap-mb must be in (0, 1048576], got ",

@@ -58,7 +58,8 @@ struct Options {
   bool ddp_stats = false;             // rank 0 prints DistributedDataParallel's statistics
   std::string comm_hook = "allreduce";  // how DDP communicates buckets: allreduce | fp16 (comm_hook.h)
   int zero = 0;                       // 1: ZeRO-1, each rank keeps 1/N of the optimizer state; 2: ZeRO-2, and
-                                      // 1/N of the reduced gradients (distributed/zero/zero.h)
+                                      // 1/N of the reduced gradients (distributed/zero/zero.h); 3: ZeRO-3, and
+                                      // 1/N of the parameters (distributed/zero/fsdp.h)
   std::string backend = "auto";       // CPU process group: auto | gloo | mpi (backend.h)
   // ---- distributed guards (distributed/, docs/ddp.md) ----
   int64_t timeout = 300;              // seconds: rendezvous and every collective

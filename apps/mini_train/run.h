@@ -21,6 +21,7 @@
 #include "distributed/ddp/ddp.h"
 #include "distributed/process_group/process_group.h"
 #include "distributed/store/rendezvous.h"
+#include "distributed/zero/fsdp.h"
 #include "trace/tracer.h"
 
 namespace mt::dist {
@@ -48,7 +49,8 @@ struct Run {
   Accumulation acc;              // --accumulate's micro-batches per step (accumulate.h)
   int64_t steps_per_epoch = 0;   // optimizer steps: acc.steps()
   std::unique_ptr<optim::LRScheduler> scheduler;
-  std::shared_ptr<dist::DistributedDataParallel> ddp;
+  std::shared_ptr<dist::DistributedDataParallel> ddp;        // --zero 0, 1, 2
+  std::shared_ptr<dist::FullyShardedDataParallel> fsdp;     // --zero 3, instead of ddp
   int64_t first_epoch = 1, step = 0;
   EpochProgress resumed_at;      // a mid-epoch checkpoint's place in epoch first_epoch (checkpoint_step.h)
   std::string resumed_from;      // the checkpoint's path, "" for a fresh run

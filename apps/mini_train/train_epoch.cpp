@@ -50,6 +50,10 @@ double forward_backward(Run& r, nn::Module& net, const data::Batch& batch, int64
 double train_step(Run& r, nn::Module& net, const data::Batch& batch, int64_t epoch, int64_t j) {
   if (!r.acc.ends_step(j)) {
     // DDP: a group's earlier micro-batches only accumulate; forward too runs inside no_sync (ddp.h).
+    if (r.fsdp) {
+      const auto no_sync = r.fsdp->no_sync();
+      return forward_backward(r, net, batch, epoch, j);
+    }
     if (!r.ddp) return forward_backward(r, net, batch, epoch, j);
     const auto no_sync = r.ddp->no_sync();
     return forward_backward(r, net, batch, epoch, j);
@@ -101,8 +105,10 @@ void after_step(Run& r, int64_t epoch, const EpochProgress& progress, double los
   log_step(r, epoch, loss_sum, seen);  // before a checkpoint of this step: a resume keeps its record
   if (r.ddp && r.o.check_replicas > 0 && r.step % r.o.check_replicas == 0)  // replica_guard.h
     r.ddp->check_replicas("after step " + std::to_string(r.step) + " (--check-replicas)");
-  if (step_checkpoint_due(r.o, r.step, progress.batches == r.acc.batches()))  // --checkpoint-every
+  if (step_checkpoint_due(r.o, r.step, progress.batches == r.acc.batches())) {  // --checkpoint-every
+    const dist::FullyShardedDataParallel::FullParams whole(r.fsdp.get());  // --zero 3: the model whole to save
     write_step_checkpoint(r, epoch, progress);
+  }
   test_kill_hook(r.rank, r.step, !r.resumed_from.empty());
 }
 
@@ -113,7 +119,9 @@ EpochResult train_epoch(Run& r, int64_t epoch) {
   if (r.pg) test_fail_hook(r.rank, epoch);
   r.loader->set_epoch(epoch);
   dist::set_phase(dist::Phase::Data);
-  nn::Module& net = r.ddp ? static_cast<nn::Module&>(*r.ddp) : *r.model;
+  nn::Module& net = r.ddp    ? static_cast<nn::Module&>(*r.ddp)
+                    : r.fsdp ? static_cast<nn::Module&>(*r.fsdp)
+                             : *r.model;
   // A mid-epoch resume starts where its checkpoint was taken (Note [Mid-epoch resume]).
   const EpochProgress from = epoch == r.first_epoch ? r.resumed_at : EpochProgress{};
   double loss_sum = from.loss_sum, step_loss_sum = 0;  // step_: of the step in progress (--accumulate)

@@ -153,7 +153,8 @@ void print_config(const Run& r) {
   const std::string nodes = o.nnodes > 1 ? " on " + std::to_string(o.nnodes) + " nodes" : "";
   const std::string hook = (o.comm_hook == "allreduce" ? "" : ", " + o.comm_hook + " compression") +
                            (o.zero == 1 ? ", ZeRO-1: optimizer state sharded" : "") +
-                           (o.zero == 2 ? ", ZeRO-2: optimizer state and gradients sharded" : "");
+                           (o.zero == 2 ? ", ZeRO-2: optimizer state and gradients sharded" : "") +
+                           (o.zero == 3 ? ", ZeRO-3: parameters, gradients and optimizer state sharded" : "");
   const std::string chosen = o.backend == "auto" && o.gpus.empty() ? ", chosen by --backend auto" : "";
   const std::string backend = r.pg ? r.pg->backend() : "";
   row("device", r.world > 1 ? where + ", " + std::to_string(r.world) + " processes" + nodes + " (" + backend +
@@ -242,7 +243,13 @@ void report_end(Run& r, const std::optional<Score>& last_score) {
     const std::vector<dist::BucketArrival> arrivals = r.ddp->bucket_arrivals();  // a collective: every rank
     if (r.lead) std::fputs(dist::describe_ddp_stats(r.ddp->stats(), arrivals).c_str(), stdout);
   }
-  if (r.ddp && r.o.ddp_stats && r.lead && r.device.is_cpu())  // what --zero 1|2 saves shows here (bench/zero.sh)
+  if (r.fsdp && r.o.ddp_stats && r.lead) {
+    const dist::FSDPStats& s = r.fsdp->stats();
+    std::printf("fsdp: %lld units, %lld all-gathers, %lld reduce-scatters; waited %.1f ms for all-gathers (exposed)\n",
+                static_cast<long long>(s.units), static_cast<long long>(s.allgathers),
+                static_cast<long long>(s.reduce_scatters), s.allgather_wait_ms);
+  }
+  if ((r.ddp || r.fsdp) && r.o.ddp_stats && r.lead && r.device.is_cpu())  // what --zero saves shows here (bench/zero.sh)
     std::printf("memory: peak %.1f MiB of CPU tensors on rank 0\n", cpu_memory_stats().peak_bytes_in_use / 1048576.0);
   if (!r.lead || !r.o.eval) return;
   // Note [The final score]: the last epoch's --eval score was taken after its last step, and
@@ -298,6 +305,8 @@ int train_set_up(Run& r, bool watched, Clock::time_point start) {
   int64_t stopped_after = 0;        // --early-stop ended training after this epoch; 0: it did not
   for (int64_t epoch = r.first_epoch; epoch <= last_epoch && !steps_exhausted(r) && !stopped_after; ++epoch) {
     const EpochResult e = train_epoch(r, epoch);
+    // --zero 3: the model whole on every rank for what reads it between epochs (fsdp.h).
+    const dist::FullyShardedDataParallel::FullParams whole(r.fsdp.get());
     last_loss = e.loss;
     last_score = report_epoch(r, epoch, e);
     write_checkpoint(r, epoch, e.loss);
@@ -317,6 +326,7 @@ int train_set_up(Run& r, bool watched, Clock::time_point start) {
                   static_cast<long long>(last_epoch), static_cast<long long>(r.o.epochs));
     return 0;
   }
+  const dist::FullyShardedDataParallel::FullParams whole(r.fsdp.get());  // --zero 3: whole for the end (fsdp.h)
   if (r.lead && early.best_epoch() > 0) {  // the saved model is the best epoch's, and a line says so
     std::printf("%s\n", early.restore_best(*r.model, eval_split(r), stopped_after).c_str());
     last_score = early.best();

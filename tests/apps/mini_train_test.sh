@@ -917,18 +917,20 @@ env)
   MT_SPIN_US=fast expect_error "MT_SPIN_US must be a whole number of microseconds in 0..1000000, got 'fast'" --epochs 1
   MT_SPIN_US=-1 expect_error "MT_SPIN_US must be a whole number of microseconds in 0..1000000, got '-1'" --epochs 1 --threads 2
   ;;
-zero_nproc2 | zero2_nproc2)
-  # --zero 1 (ZeRO-1) or --zero 2 (ZeRO-2) on 2 processes: the losses of plain DDP; stopped and
-  # resumed, the bytes of an uninterrupted run; its checkpoint carried on by 3 processes; clipping over
-  # the shards (the GPT preset clips, and ties its head to its embedding); refused in a one-process run.
+zero_nproc2 | zero2_nproc2 | zero3_nproc2)
+  # --zero 1 (ZeRO-1), --zero 2 (ZeRO-2) or --zero 3 (fully sharded) on 2 processes: the losses of
+  # plain DDP; stopped and resumed, the bytes of an uninterrupted run; its checkpoint carried on by 3
+  # processes; clipping over the shards (the GPT preset clips, and ties its head to its embedding);
+  # refused in a one-process run.
   stage=1
   [[ $case_name == zero2_nproc2 ]] && stage=2
+  [[ $case_name == zero3_nproc2 ]] && stage=3
   flags=(--model mlp --hidden 16,8 --optimizer adam --samples 300 --backend gloo --epochs 3)
   losses() { sed -n 's/^\(Epoch .*Loss: [0-9.]*\),.*/\1/p'; }
   "$bin" "${flags[@]}" --nproc 2 --save plain.safetensors >plain.txt || fail "plain DDP failed"
   "$bin" "${flags[@]}" --nproc 2 --zero $stage --checkpoint-dir a --save full.safetensors >zero.txt ||
     fail "--zero $stage failed"
-  grep -q "ZeRO-$stage: optimizer state" zero.txt || { cat zero.txt; fail "the config table does not say ZeRO-$stage"; }
+  grep -q "ZeRO-$stage: .*optimizer state" zero.txt || { cat zero.txt; fail "the config table does not say ZeRO-$stage"; }
   [[ -n $(losses <zero.txt) && $(losses <zero.txt) == "$(losses <plain.txt)" ]] ||
     { losses <plain.txt; losses <zero.txt; fail "--zero $stage losses differ from plain DDP's"; }
   "$bin" "${flags[@]}" --nproc 2 --zero $stage --stop-after 2 --checkpoint-dir b --save half.safetensors >/dev/null ||
@@ -943,6 +945,10 @@ zero_nproc2 | zero2_nproc2)
     --max-steps 3 --quiet --ddp-stats --save gpt.safetensors >gpt.txt ||
     fail "--zero $stage with the GPT preset (--clip-grad 1) failed"
   grep -q "^memory: peak .* MiB of CPU tensors on rank 0" gpt.txt || { cat gpt.txt; fail "--ddp-stats shows no peak memory"; }
+  if [[ $stage == 3 ]]; then  # a unit per block, the root; every all-gather and reduce-scatter counted
+    grep -q "^fsdp: 2 units, .* all-gathers, 6 reduce-scatters; waited .* ms" gpt.txt ||
+      { cat gpt.txt; fail "--ddp-stats does not show FSDP's collectives"; }
+  fi
   expect_error "this run is one process" --zero $stage --epochs 1
   ;;
 zero_sharded)
