@@ -240,8 +240,6 @@ Tensor FullyShardedDataParallel::forward(const Tensor& input) {
   gather(root);
   if (prefetch_ && !order_.empty()) gather(order_.front());  // Note [FSDP prefetch]
   wait(root);
-  const bool grad = GradMode::is_enabled();
-  if (grad) prepare_gradients(root);
   Tensor out = (*module_)(input);
   if (!forwarded_) {
     forwarded_ = true;
@@ -250,7 +248,7 @@ Tensor FullyShardedDataParallel::forward(const Tensor& input) {
       if (std::find(order_.begin(), order_.end(), u) == order_.end()) rs_order_.push_back(u);
     rs_order_.push_back(root);
   }
-  if (!grad) free(root);
+  if (!GradMode::is_enabled()) free(root);
   return out;
 }
 

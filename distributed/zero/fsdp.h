@@ -8,9 +8,9 @@
 //             right after it they are freed (Note [Gather, then free]); the next unit's all-gather
 //             is already on its way while this one computes (Note [FSDP prefetch])
 //   backward  when the gradient reaches a unit's output, the unit is gathered again (Note
-//             [Pre-backward gather]); once all its parameters have their gradients, the unit's flat
-//             gradient is REDUCE-SCATTERED, so a rank keeps the average of its shard only, and the
-//             parameters are freed again (Note [Reduce-scatter of a unit])
+//             [Pre-backward gather]); once all its parameters have their gradients, they are
+//             REDUCE-SCATTERED as one flat vector, so a rank keeps the average of its shard only,
+//             and the parameters are freed again (Note [Reduce-scatter of a unit])
 //   step      FsdpOptimizer updates this rank's shard only; nothing is all-gathered after the step
 //             (the next forward gathers what it needs)
 //
@@ -100,9 +100,9 @@ class FullyShardedDataParallel : public nn::Module {
   // Not a collective: this rank's pieces of every parameter, in unit order.
   std::vector<LocalShard> local_state_dict() const;
 
-  // RAII: backward accumulates the whole gradients locally and does not reduce; the first
-  // backward after it reduce-scatters the sums (as DDP's no_sync; the gradients are then held
-  // whole until that backward, as plain DDP's buckets are).
+  // RAII: backward accumulates the whole gradients locally (in the parameters' .grad) and does not
+  // reduce; the first backward after it reduce-scatters the sums (as DDP's no_sync; the gradients
+  // are then held whole until that backward, as plain DDP's buckets are).
   class NoSync {
    public:
     explicit NoSync(FullyShardedDataParallel* fsdp);
@@ -153,7 +153,6 @@ class FullyShardedDataParallel : public nn::Module {
   void wait(size_t u);    // the all-gather done: the parameters hold their values
   void free(size_t u);
   void prefetch_after(size_t u, bool backward);
-  void prepare_gradients(size_t u);
   void on_gradient(size_t u);
   void launch_ready();
   void reduce_scatter(size_t u);

@@ -3,7 +3,6 @@
 // finalize at the end of backward; no_sync. The forward half is fsdp.cpp.
 #include <algorithm>
 
-#include "autograd/accumulate_grad.h"
 #include "autograd/engine.h"
 #include "autograd/record.h"
 #include "distributed/zero/detail/fsdp_unit.h"
@@ -47,35 +46,25 @@ Tensor FullyShardedDataParallel::with_pre_backward(size_t u, const Tensor& outpu
 
 void FullyShardedDataParallel::pre_backward(size_t u) {
   queue_finalize();
-  prepare_gradients(u);
+  if (in_flight_ >= 0) finish_scatter(static_cast<size_t>(in_flight_));  // one unit's flat gradients at a time
   gather(u);
   prefetch_after(u, /*backward=*/true);
   wait(u);
 }
 
-// Note [Reduce-scatter of a unit]: before a unit's backward, its parameters get one flat gradient
-// buffer (laid out as the unit's flat parameters, padding included) as their gradient destination
-// (Note [Gradient destination]), so the engine writes every gradient straight into it. Each
-// parameter's post-accumulate-grad hook counts down the unit's pending parameters; at zero the
-// unit's backward is over: its parameters are freed, and its buffer, divided by N, is
-// reduce-scattered (Sum), so this rank keeps the average of its shard. The reduce-scatters are
-// issued in one order on every rank (rs_order_: the reverse of the forward order, then the root),
-// a unit that is ready waiting for those before it, as DDP's buckets do (Note [Bucket launch
-// order]); a unit with a parameter that got no gradient (unused this step) is launched by the
-// finalize at the end of backward, with zeros there. The buffer goes when its reduce-scatter is
-// done, which is waited for when the next unit's is issued: a rank holds the whole gradients of
-// the unit whose backward runs and of at most one unit being reduce-scattered.
-void FullyShardedDataParallel::prepare_gradients(size_t u) {
-  Unit& unit = *units_[u];
-  const UnitLayout& layout = layouts_[u];
-  if (layout.numel == 0 || unit.grad_flat.defined()) return;  // defined: accumulating under no_sync
-  unit.grad_flat = zeros({layout.shard * pg_->size()}, {.dtype = unit.shard.dtype(), .device = unit.shard.device()});
-  for (size_t k = 0; k < unit.params.size(); ++k) {
-    const Tensor& p = unit.params[k];
-    set_grad_destination(p, raw::view(raw::narrow(unit.grad_flat, 0, layout.offsets[k], p.numel()), p.sizes()));
-  }
-}
-
+// Note [Reduce-scatter of a unit]: the engine leaves each parameter's gradient in its .grad (a
+// fresh result of the backward formula, taken without a copy). Each parameter's post-accumulate-
+// grad hook counts down the unit's pending parameters; at zero the unit's backward is over: its
+// parameters are freed, and its gradients are copied, divided by N on the way, into one flat buffer
+// laid out as the unit's flat parameters (zeros for the padding and for a parameter without a
+// gradient), the .grad are dropped, and the buffer is reduce-scattered (Sum), so this rank keeps the
+// average of its shard. The reduce-scatters are issued in one order on every rank (rs_order_: the
+// reverse of the forward order, then the root), a unit that is ready waiting for those before it,
+// as DDP's buckets do (Note [Bucket launch order]); a unit with a parameter that got no gradient
+// (unused this step) is launched by the finalize at the end of backward. The buffer goes when its
+// reduce-scatter is done, which is waited for before the next unit's backward starts (or its
+// reduce-scatter is issued): a rank holds the whole gradients of one unit at a time, and the
+// reduce-scatter overlaps what runs until then and the all-gather prefetched for the next unit.
 void FullyShardedDataParallel::register_gradient_hooks() {
   for (size_t u = 0; u < units_.size(); ++u) {
     units_[u]->pending = units_[u]->params.size();
@@ -103,17 +92,18 @@ void FullyShardedDataParallel::reduce_scatter(size_t u) {
   Unit& unit = *units_[u];
   const UnitLayout& layout = layouts_[u];
   if (layout.numel == 0) return;
-  prepare_gradients(u);  // no backward reached the unit: zeros
+  const int64_t padded = layout.shard * pg_->size();
+  unit.grad_flat = empty({padded}, {.dtype = unit.shard.dtype(), .device = unit.shard.device()});
+  raw::fill_(raw::narrow(unit.grad_flat, 0, layout.numel, padded - layout.numel), 0.0);
   for (size_t k = 0; k < unit.params.size(); ++k) {
     const Tensor& p = unit.params[k];
-    const Tensor g = p.grad();  // a gradient the engine made itself (the destination came too late)
-    if (g.defined() && g.storage() != unit.grad_flat.storage())
-      raw::copy_(raw::narrow(unit.grad_flat, 0, layout.offsets[k], p.numel()), raw::reshape(g, {p.numel()}));
+    const Tensor slot = raw::narrow(unit.grad_flat, 0, layout.offsets[k], p.numel());
+    const Tensor g = p.grad();
+    if (g.defined()) raw::unary_into(UnaryOp::MulScalar, slot, raw::reshape(g, {p.numel()}), 1.0 / pg_->size());
+    else raw::fill_(slot, 0.0);  // no gradient reached it (unused in this step)
     p.set_grad(Tensor());
-    set_grad_destination(p, Tensor());
   }
-  if (in_flight_ >= 0) finish_scatter(static_cast<size_t>(in_flight_));  // at most two flat gradients alive
-  raw::unary_(UnaryOp::MulScalar, unit.grad_flat, 1.0 / pg_->size());
+  if (in_flight_ >= 0) finish_scatter(static_cast<size_t>(in_flight_));  // one in flight at a time
   unit.scattering = empty({layout.shard}, {.dtype = unit.shard.dtype(), .device = unit.shard.device()});
   unit.scatter_work = pg_->reduce_scatter(unit.scattering, unit.grad_flat, ReduceOp::Sum);
   in_flight_ = static_cast<int64_t>(u);

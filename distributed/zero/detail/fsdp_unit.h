@@ -20,8 +20,8 @@ struct FullyShardedDataParallel::Unit {
   State state = State::Free;
   Tensor gathering;                // while Gathering: the all-gather's output, whose bytes flat takes
   std::shared_ptr<Work> gather_work;
-  // Backward: the flat gradient the parameters' .grad are views of (Note [Reduce-scatter of a unit]),
-  // the reduce-scatter in flight and its output, and how many parameters still await a gradient.
+  // Backward: the flat gradients being reduce-scattered (Note [Reduce-scatter of a unit]), the
+  // reduce-scatter in flight and its output, and how many parameters still await a gradient.
   Tensor grad_flat, scattering, shard_grad;
   std::shared_ptr<Work> scatter_work;
   size_t pending = 0;
