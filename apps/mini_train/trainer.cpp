@@ -305,8 +305,10 @@ int train_set_up(Run& r, bool watched, Clock::time_point start) {
   int64_t stopped_after = 0;        // --early-stop ended training after this epoch; 0: it did not
   for (int64_t epoch = r.first_epoch; epoch <= last_epoch && !steps_exhausted(r) && !stopped_after; ++epoch) {
     const EpochResult e = train_epoch(r, epoch);
-    // --zero 3: the model whole on every rank for what reads it between epochs (fsdp.h).
-    const dist::FullyShardedDataParallel::FullParams whole(r.fsdp.get());
+    // --zero 3: the model whole on every rank for what reads it between epochs (fsdp.h), when
+    // anything does (every rank has the same options, so all gather or none).
+    const bool read_whole = r.o.eval || !r.o.checkpoint_dir.empty() || r.o.early_stop > 0;
+    const dist::FullyShardedDataParallel::FullParams whole(read_whole ? r.fsdp.get() : nullptr);
     last_loss = e.loss;
     last_score = report_epoch(r, epoch, e);
     write_checkpoint(r, epoch, e.loss);
@@ -326,7 +328,10 @@ int train_set_up(Run& r, bool watched, Clock::time_point start) {
                   static_cast<long long>(last_epoch), static_cast<long long>(r.o.epochs));
     return 0;
   }
-  const dist::FullyShardedDataParallel::FullParams whole(r.fsdp.get());  // --zero 3: whole for the end (fsdp.h)
+  // --zero 3: the model whole for the end (fsdp.h). Nothing steps or checkpoints any more, so the
+  // optimizer's shards of state go first: the end then holds less than a training step did.
+  if (r.fsdp) r.scheduler.reset(), r.opt.reset();
+  const dist::FullyShardedDataParallel::FullParams whole(r.fsdp.get());
   if (r.lead && early.best_epoch() > 0) {  // the saved model is the best epoch's, and a line says so
     std::printf("%s\n", early.restore_best(*r.model, eval_split(r), stopped_after).c_str());
     last_score = early.best();
