@@ -945,6 +945,12 @@ zero_nproc2 | zero2_nproc2 | zero3_nproc2)
     --max-steps 3 --quiet --ddp-stats --save gpt.safetensors >gpt.txt ||
     fail "--zero $stage with the GPT preset (--clip-grad 1) failed"
   grep -q "^memory: peak .* MiB of CPU tensors on rank 0" gpt.txt || { cat gpt.txt; fail "--ddp-stats shows no peak memory"; }
+  if [[ $stage == 3 ]]; then  # --accumulate: the micro-batches before the last run under no_sync
+    "$bin" "${flags[@]}" --nproc 2 --accumulate 2 --save acc0.safetensors >acc0.txt || fail "plain --accumulate 2 failed"
+    "$bin" "${flags[@]}" --nproc 2 --accumulate 2 --zero 3 --save acc3.safetensors >acc3.txt || fail "--accumulate 2 failed"
+    [[ -n $(losses <acc3.txt) && $(losses <acc3.txt) == "$(losses <acc0.txt)" ]] ||
+      { losses <acc0.txt; losses <acc3.txt; fail "--zero 3 --accumulate 2 losses differ from plain DDP's"; }
+  fi
   if [[ $stage == 3 ]]; then  # a unit per block, the root; every all-gather and reduce-scatter counted
     grep -q "^fsdp: 2 units, .* all-gathers, 6 reduce-scatters; waited .* ms" gpt.txt ||
       { cat gpt.txt; fail "--ddp-stats does not show FSDP's collectives"; }
