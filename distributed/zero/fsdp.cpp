@@ -185,6 +185,7 @@ void FullyShardedDataParallel::gather(size_t u) {
   Tensor out = allocator_flat(layout.shard * pg_->size(), unit.shard.dtype(), unit.shard.device());
   Tensor mine = raw::narrow(out, 0, pg_->rank() * layout.shard, layout.shard);
   raw::copy_(mine, unit.shard);
+  unit.gather_issued_ns = trace_issue_ns();
   unit.gather_work = pg_->allgather_into(out, mine);
   unit.gathering = out;
   unit.state = Unit::State::Gathering;
@@ -194,11 +195,10 @@ void FullyShardedDataParallel::gather(size_t u) {
 void FullyShardedDataParallel::wait(size_t u) {
   Unit& unit = *units_[u];
   if (unit.state != Unit::State::Gathering) return;
-  trace::Span span("fsdp all-gather wait");  // --trace: what prefetch did not hide, per unit
-  span.arg("unit", static_cast<int64_t>(u));
   const auto start = std::chrono::steady_clock::now();
   unit.gather_work->wait();
   stats_.allgather_wait_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  trace_collective(u, "all-gather", unit.gather_issued_ns);
   unit.flat->take_bytes(*unit.gathering.storage());
   unit.gathering = Tensor();
   unit.gather_work.reset();
@@ -224,6 +224,18 @@ void FullyShardedDataParallel::prefetch_after(size_t u, bool backward) {
   if (at == order_.end()) return;
   if (!backward && at + 1 != order_.end()) gather(*(at + 1));
   if (backward && at != order_.begin()) gather(*(at - 1));
+}
+
+void trace_collective(size_t unit, const char* what, int64_t issued_ns) {
+  trace::Tracer* t = trace::active();
+  if (t == nullptr || issued_ns == 0) return;
+  constexpr int kFirstTrack = 1000;  // clear of DDP's bucket tracks (a run has one or the other)
+  const int track = kFirstTrack + static_cast<int>(unit);
+  const int64_t now = trace::now_ns();
+  const std::string name = std::string(what) + " unit " + std::to_string(unit);
+  t->name_track(track, "fsdp unit " + std::to_string(unit));
+  t->complete(track, name, issued_ns, now);
+  t->flow(name + " done", track, now, 0, now);
 }
 
 // ---- forward --------------------------------------------------------------------------------------

@@ -105,6 +105,7 @@ void FullyShardedDataParallel::reduce_scatter(size_t u) {
   }
   if (in_flight_ >= 0) finish_scatter(static_cast<size_t>(in_flight_));  // one in flight at a time
   unit.scattering = empty({layout.shard}, {.dtype = unit.shard.dtype(), .device = unit.shard.device()});
+  unit.scatter_issued_ns = trace_issue_ns();
   unit.scatter_work = pg_->reduce_scatter(unit.scattering, unit.grad_flat, ReduceOp::Sum);
   in_flight_ = static_cast<int64_t>(u);
   ++stats_.reduce_scatters;
@@ -116,9 +117,8 @@ void FullyShardedDataParallel::finish_scatter(size_t u) {
   Unit& unit = *units_[u];
   if (in_flight_ == static_cast<int64_t>(u)) in_flight_ = -1;
   if (!unit.scatter_work) return;
-  trace::Span span("fsdp reduce-scatter wait");
-  span.arg("unit", static_cast<int64_t>(u));
   unit.scatter_work->wait();
+  trace_collective(u, "reduce-scatter", unit.scatter_issued_ns);
   unit.scatter_work.reset();
   unit.shard_grad = unit.scattering;
   unit.scattering = Tensor();

@@ -954,6 +954,11 @@ zero_nproc2 | zero2_nproc2 | zero3_nproc2)
   if [[ $stage == 3 ]]; then  # a unit per block, the root; every all-gather and reduce-scatter counted
     grep -q "^fsdp: 2 units, .* all-gathers, 6 reduce-scatters; waited .* ms" gpt.txt ||
       { cat gpt.txt; fail "--ddp-stats does not show FSDP's collectives"; }
+    "$bin" --nproc 2 --backend gloo --zero 3 --text t.txt --layers 1 --heads 2 --dim 16 --context 16 --batch-size 16 \
+      --max-steps 2 --quiet --trace gpt-trace.json --save gpt-t.safetensors >/dev/null || fail "--zero 3 --trace failed"
+    for span in "all-gather unit 0" "reduce-scatter unit 0" "all-gather unit 1 done" "fsdp unit 1"; do
+      grep -q "\"$span\"" gpt-trace.json || fail "the trace has no \"$span\" (Note [FSDP on the trace])"
+    done
   fi
   expect_error "this run is one process" --zero $stage --epochs 1
   ;;
