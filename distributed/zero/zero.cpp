@@ -63,8 +63,8 @@ ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::shared_ptr<DistributedData
                                                  std::unique_ptr<optim::Optimizer> full, ZeroOptions options)
     : ddp_(std::move(ddp)), stage_(options.stage) {
   MT_CHECK(ddp_ != nullptr && full != nullptr, "ZeroRedundancyOptimizer: needs a DDP model and an optimizer");
-  MT_CHECK(stage_ == 1 || stage_ == 2, "ZeroRedundancyOptimizer: stage ", stage_, " is not 1 or 2 (ZeRO-3, "
-           "sharded parameters, is not here)");
+  MT_CHECK(stage_ == 1 || stage_ == 2, "ZeroRedundancyOptimizer: stage ", stage_, " is not 1 or 2 (ZeRO-3 is "
+           "FullyShardedDataParallel with FsdpOptimizer, distributed/zero/fsdp.h)");
   pg_ = ddp_->process_group();
   std::vector<size_t> group_of;
   for (size_t g = 0; g < full->num_param_groups(); ++g) {

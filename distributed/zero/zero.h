@@ -24,7 +24,8 @@
 // Uneven inputs: a dist::Join over the DDP model works with it, with {.step = [&] { zero.step(); }}
 // (Note [Join], distributed/ddp/ddp_join.h).
 //
-// Not here: ZeRO-3 (sharding the parameters themselves), optimizers whose update is not elementwise
+// Not here: ZeRO-3, sharding the parameters themselves (FullyShardedDataParallel, fsdp.h, in units
+// of its own instead of DDP's buckets), optimizers whose update is not elementwise
 // (LAMB, Shampoo: they need the whole parameter).
 #pragma once
 

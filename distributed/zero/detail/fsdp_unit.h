@@ -26,7 +26,6 @@ struct FullyShardedDataParallel::Unit {
   Tensor grad_flat, scattering, shard_grad;
   std::shared_ptr<Work> scatter_work;
   size_t pending = 0;
-  bool launched = false;
   int64_t gather_issued_ns = 0, scatter_issued_ns = 0;  // --trace only (trace_collective); 0: not traced
 };
 
