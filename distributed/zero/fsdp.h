@@ -202,6 +202,11 @@ class FsdpOptimizer : public optim::Optimizer {
   // A COLLECTIVE: the state `full` would have (Note [Consolidated ZeRO state]); loads any world size's.
   optim::StateDict state_dict() const override;
   void load_state_dict(const optim::StateDict& state) override;
+  // Not a collective: this rank's part of state_dict(), for a sharded checkpoint writer. Each tensor
+  // field of each piece as a LocalShard named as in state_dict() ("state.<i>.<field>", the offset
+  // into parameter i flattened); scalar fields and the param_groups.* entries whole (offset 0,
+  // alike on every rank that holds a piece of the parameter).
+  std::vector<LocalShard> local_state_dict() const;
 
  private:
   struct Piece {  // elements [param_offset, +numel) of parameter `param` (full numbering), at

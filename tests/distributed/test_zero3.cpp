@@ -250,6 +250,13 @@ TEST_CASE("DDP: ZeRO-3's consolidated state dicts equal plain DDP's and resume b
       Tensor sum = full({1}, local, {.dtype = kFloat64});
       pg->allreduce(sum)->wait();
       MT_CHECK(sum.item() == total, "the ranks' local pieces hold ", sum.item(), " elements of ", total);
+      // This rank's optimizer pieces are the consolidated state's elements at their offsets.
+      for (const LocalShard& s : opt.local_state_dict()) {
+        const Tensor& whole = opt_state.at(s.name);
+        const Tensor want = s.shape.size() == 0 ? whole : whole.reshape({-1}).narrow(0, s.offset, s.values.numel());
+        MT_CHECK(want.to_vector<float>() == s.values.to_vector<float>(), "the local piece of '", s.name, "' at ",
+                 s.offset, " differs from the consolidated state");
+      }
       // Resume: a fresh model and optimizer from the consolidated state continue exactly as the run did.
       auto resumed_model = std::make_shared<TiedWithUnused>();
       resumed_model->load_state_dict(model_state);
