@@ -3,7 +3,8 @@
 // and 4 ranks, on a tiny GPT with a tied head, an unused parameter and a parameter count no world
 // size divides; no_sync accumulation equals plain DDP's; between steps each rank holds 1/N of the
 // parameters, as the CPU allocator counts them, and the units' parameters hold no bytes; the
-// consolidated state dicts equal plain DDP's and resume bit-exactly. The case names start with
+// consolidated state dicts equal plain DDP's and resume bit-exactly, and plain DDP's state (so a
+// checkpoint of any world size) carries on under ZeRO-3 as under plain DDP. The case names start with
 // "DDP: " so that they also run on MPI (Note [Tests under mpirun] in multiprocess.h).
 #include <doctest/doctest.h>
 
@@ -222,7 +223,8 @@ TEST_CASE("DDP: ZeRO-3 holds 1/N of the parameters per rank between steps, and p
   }
 }
 
-TEST_CASE("DDP: ZeRO-3's consolidated state dicts equal plain DDP's and resume bit-exactly at 2 and 3 ranks" *
+TEST_CASE("DDP: ZeRO-3's consolidated state dicts equal plain DDP's and resume bit-exactly, and plain DDP's state "
+          "resumes under ZeRO-3, at 2 and 3 ranks" *
           doctest::skip(kNoBackend)) {
   for (const int world : {2, 3}) {
     CAPTURE(world);
@@ -269,6 +271,19 @@ TEST_CASE("DDP: ZeRO-3's consolidated state dicts equal plain DDP's and resume b
         train_step(*resumed, resumed_opt, step, rank, world, 0);
       }
       check_close(resumed->full_state_dict(), fsdp->full_state_dict(), 0.0, "the resumed run");
+      // A checkpoint does not depend on the world size: plain DDP's state (what the consolidated
+      // state equals, above, at any world size) loaded into ZeRO-3 carries on as plain DDP does.
+      auto from_plain_model = std::make_shared<TiedWithUnused>();
+      from_plain_model->load_state_dict(plain_model->state_dict());
+      auto from_plain_full = make_optimizer(Kind::AdamW, *from_plain_model);
+      from_plain_full->load_state_dict(plain_opt->state_dict());
+      auto from_plain = std::make_shared<FullyShardedDataParallel>(from_plain_model, pg);
+      FsdpOptimizer from_plain_opt(from_plain, std::move(from_plain_full));
+      for (int64_t step = 3; step < 6; ++step) {
+        train_step(*plain, *plain_opt, step, rank, world, 0);
+        train_step(*from_plain, from_plain_opt, step, rank, world, 0);
+      }
+      check_close(from_plain->full_state_dict(), plain_model->state_dict(), 2e-5, "ZeRO-3 resumed from plain DDP's state");
     }, std::chrono::seconds(60));
   }
 }
