@@ -4,6 +4,7 @@
 #include "autograd/autograd_meta.h"
 #include "autograd/grad_mode.h"
 #include "autograd/record.h"
+#include "tensor/memory.h"
 #include "tensor/raw_ops.h"
 #include "tensor/small_blocks.h"
 
@@ -85,6 +86,10 @@ TensorList AccumulateGrad::apply(TensorList&& grads) {
     // common case: a fresh result of the backward formula), and then it is taken as it is. That
     // saves a copy the size of the parameter on every step after zero_grad(set_to_none).
     m.grad = g.is_sole_owner() ? std::move(g) : raw::clone(g);
+    // Made as an activation's gradient, kept as the leaf's: counted as gradients from here on
+    // (Note [Memory kinds] in tensor/memory.h; DDP's buckets are counted so from the start).
+    if (const Storage& bytes = *m.grad.storage(); bytes.device().is_cpu())
+      set_memory_kind(bytes.data(), bytes.nbytes(), MemoryKind::kGradients);
   } else {
     // In place: if .grad is a view into a bigger buffer (DDP's bucket), the sum lands there.
     raw::binary_(BinaryOp::Add, m.grad, g);

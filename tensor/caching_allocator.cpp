@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "tensor/check.h"
+#include "tensor/memory.h"
 
 namespace mt {
 
@@ -107,10 +108,15 @@ void BlockCache::split(Block* block, size_t size) {
   pool(tail->small).insert(tail);
 }
 
-void* BlockCache::allocate(size_t nbytes, StreamId stream) {
+void* BlockCache::allocate(size_t nbytes, StreamId stream, uint8_t tag) {
   const size_t size = round_size(nbytes);
   const bool small = size <= kSmallRequest;
   std::lock_guard<std::mutex> lock(mutex_);
+  if (stats_.limit > 0 && size > stats_.limit - std::min(stats_.limit, stats_.bytes_in_use))
+    detail::fail_with<OutOfMemoryError>(__FILE__, __LINE__, "out of memory: ", name_, " tensors are limited to ",
+                                        format_mib(stats_.limit), " (set_memory_limit; mini_train --max-memory), "
+                                        "and a request for ", format_mib(size), " came with ",
+                                        format_mib(stats_.bytes_in_use), " in use");
   Block* block = find_free(size, stream, small);
   if (block != nullptr) {
     ++stats_.cache_hits;
@@ -119,6 +125,7 @@ void* BlockCache::allocate(size_t nbytes, StreamId stream) {
   }
   split(block, size);
   block->allocated = true;
+  block->tag = tag;
   live_.emplace(block->ptr, block);
   ++stats_.allocations;
   stats_.bytes_in_use += block->size;
@@ -126,12 +133,13 @@ void* BlockCache::allocate(size_t nbytes, StreamId stream) {
   return block->ptr;
 }
 
-void BlockCache::deallocate(void* ptr) {
-  if (ptr == nullptr) return;
+uint8_t BlockCache::deallocate(void* ptr) {
+  if (ptr == nullptr) return 0;
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = live_.find(ptr);
   MT_CHECK(it != live_.end(), name_, ": deallocate of a pointer this allocator does not own");
   Block* block = it->second;
+  const uint8_t tag = block->tag;
   live_.erase(it);
   block->allocated = false;
   stats_.bytes_in_use -= block->size;
@@ -153,6 +161,21 @@ void BlockCache::deallocate(void* ptr) {
     block = prev;
   }
   p.insert(block);
+  return tag;
+}
+
+int BlockCache::retag(const void* ptr, uint8_t tag) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = live_.find(ptr);
+  if (it == live_.end()) return -1;
+  const uint8_t old = it->second->tag;
+  it->second->tag = tag;
+  return old;
+}
+
+void BlockCache::set_limit(size_t bytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.limit = bytes;
 }
 
 // A free block with no neighbours is a whole segment.

@@ -21,6 +21,8 @@
 //             requests for the same stream: work on one stream runs in issue order, so a new owner's
 //             kernels run after the old owner's last kernel, and the host need not wait for the GPU
 //             before recycling memory. Work on another stream could overtake and clobber it.
+//   limit     set_limit(bytes) refuses a request that would take bytes_in_use past it, with
+//             OutOfMemoryError, before looking for a block (Note [Memory limit] in tensor/memory.h).
 // It does not know what a stream or device is: a stream is an opaque integer.
 #pragma once
 
@@ -43,6 +45,7 @@ struct CacheStats {
   uint64_t raw_frees = 0;
   uint64_t allocations = 0;       // requests served
   uint64_t cache_hits = 0;        // requests served from a cached free block
+  size_t limit = 0;               // set_limit's cap on bytes_in_use; 0: none
 };
 
 class BlockCache {
@@ -67,10 +70,17 @@ class BlockCache {
   BlockCache(const BlockCache&) = delete;
   BlockCache& operator=(const BlockCache&) = delete;
 
-  // A block of at least nbytes (0 allowed: still a unique pointer) for work on `stream`.
-  void* allocate(size_t nbytes, StreamId stream);
-  // Returns a pointer from allocate() to the cache. Throws on a pointer it does not know.
-  void deallocate(void* ptr);
+  // A block of at least nbytes (0 allowed: still a unique pointer) for work on `stream`. `tag` is
+  // the owner's, kept with the block and handed back by deallocate (the CPU allocator's MemoryKind).
+  void* allocate(size_t nbytes, StreamId stream, uint8_t tag = 0);
+  // Returns a pointer from allocate() to the cache, and the tag it was allocated with. Throws on a
+  // pointer it does not know.
+  uint8_t deallocate(void* ptr);
+  // Changes the tag of the live block at ptr; returns its old tag, or -1 when ptr is not one.
+  int retag(const void* ptr, uint8_t tag);
+  // Note [Memory limit] (tensor/memory.h): requests that would take bytes_in_use past `bytes` throw
+  // OutOfMemoryError; 0 lifts the cap.
+  void set_limit(size_t bytes);
   // Releases every segment that is entirely free. Returns the bytes released.
   size_t empty_cache();
   // True when ptr is a live block from this cache.
@@ -88,6 +98,7 @@ class BlockCache {
     StreamId stream;
     bool small;              // which pool its segment belongs to
     bool allocated = false;
+    uint8_t tag = 0;         // the owner's, while allocated
     Block* prev = nullptr;   // neighbours in address order within one segment
     Block* next = nullptr;
   };

@@ -13,7 +13,8 @@
 //   |<-- 16..64 bytes gap -->|<-- size bytes, 64-byte aligned -->|
 //
 // (malloc returns at least 16-byte aligned memory, so the gap is 16 to 64 bytes: there is always
-// room for the pointer.)
+// room for the pointer, and for the block's MemoryKind in the word below it, Note [Memory kinds]
+// in tensor/memory.h.)
 //
 // Note [Large CPU blocks are cached]: glibc serves blocks above its mmap threshold (128 KiB, rising
 // as it sees big frees) with mmap and returns them with munmap, and trims the top of its heap when
@@ -30,6 +31,7 @@
 
 #include "tensor/caching_allocator.h"
 #include "tensor/check.h"
+#include "tensor/memory.h"
 #include "tensor/small_blocks.h"
 #include "tensor/storage.h"
 
@@ -48,44 +50,86 @@ BlockCache& large_blocks() {
   return *cache;
 }
 
-// cpu_memory_stats(): relaxed, since the counts are read only as numbers, never to order memory.
-std::atomic<size_t> bytes_in_use{0}, peak_bytes_in_use{0};
+// cpu_memory_stats() and tensor_memory(kCPU): relaxed, since the counts are read only as numbers,
+// never to order memory. Per kind (Note [Memory kinds], tensor/memory.h) the bytes in use, and
+// their copy taken at the total's peak.
+std::atomic<size_t> bytes_in_use{0}, peak_bytes_in_use{0}, limit_bytes{0};
+std::atomic<size_t> kind_in_use[kMemoryKinds], kind_at_peak[kMemoryKinds];
 
-void count_allocation(size_t nbytes) {
+void copy_kinds_at_peak() {
+  for (size_t k = 0; k < kMemoryKinds; ++k)
+    kind_at_peak[k].store(kind_in_use[k].load(std::memory_order_relaxed), std::memory_order_relaxed);
+}
+
+// Counts nbytes of `kind` in, or throws OutOfMemoryError (counting nothing) when they would take the
+// total past the limit (Note [Memory limit]). Called before the memory is taken.
+void count_allocation(size_t nbytes, MemoryKind kind) {
   const size_t now = bytes_in_use.fetch_add(nbytes, std::memory_order_relaxed) + nbytes;
+  const size_t limit = limit_bytes.load(std::memory_order_relaxed);
+  if (limit > 0 && now > limit) [[unlikely]] {
+    bytes_in_use.fetch_sub(nbytes, std::memory_order_relaxed);
+    detail::fail_with<OutOfMemoryError>(__FILE__, __LINE__, "out of memory: CPU tensors are limited to ",
+                                        format_mib(limit), " (set_memory_limit; mini_train --max-memory), and a "
+                                        "request for ", format_mib(nbytes), " came with ", format_mib(now - nbytes),
+                                        " in use");
+  }
+  kind_in_use[static_cast<size_t>(kind)].fetch_add(nbytes, std::memory_order_relaxed);
   size_t peak = peak_bytes_in_use.load(std::memory_order_relaxed);
-  while (now > peak && !peak_bytes_in_use.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+  while (now > peak) {
+    if (peak_bytes_in_use.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+      copy_kinds_at_peak();
+      break;
+    }
   }
 }
 
-void count_free(size_t nbytes) { bytes_in_use.fetch_sub(nbytes, std::memory_order_relaxed); }
+void count_free(size_t nbytes, MemoryKind kind) {
+  kind_in_use[static_cast<size_t>(kind)].fetch_sub(nbytes, std::memory_order_relaxed);
+  bytes_in_use.fetch_sub(nbytes, std::memory_order_relaxed);
+}
 
 class CpuAllocator final : public Allocator {
  public:
   constexpr CpuAllocator() = default;
 
-  // A 0-byte tensor still gets a real block, so every storage has a unique, freeable pointer.
+  // A 0-byte tensor still gets a real block, so every storage has a unique, freeable pointer. The
+  // block's MemoryKind goes with it: in the cache's tag, or in the gap's second word (kind_slot).
   void* allocate(size_t nbytes) override {
+    const MemoryKind kind = current_memory_kind();
+    count_allocation(nbytes, kind);
     if (nbytes >= kLargeBlock) {
-      void* block = large_blocks().allocate(nbytes, /*stream=*/0);
-      count_allocation(nbytes);
-      return block;
+      try {
+        return large_blocks().allocate(nbytes, /*stream=*/0, static_cast<uint8_t>(kind));
+      } catch (...) {
+        count_free(nbytes, kind);
+        throw;
+      }
     }
     void* raw = std::malloc(nbytes + kAlignment);
-    MT_CHECK(raw != nullptr, "out of memory: could not allocate ", nbytes, " bytes on the CPU");
+    if (raw == nullptr) {
+      count_free(nbytes, kind);
+      MT_FAIL("out of memory: could not allocate ", nbytes, " bytes on the CPU");
+    }
     const uintptr_t aligned = (reinterpret_cast<uintptr_t>(raw) + kAlignment) & ~uintptr_t{kAlignment - 1};
     void* ptr = reinterpret_cast<void*>(aligned);
     static_cast<void**>(ptr)[-1] = raw;
-    count_allocation(nbytes);
+    kind_slot(ptr) = static_cast<uintptr_t>(kind);
     return ptr;
   }
   // Storage passes back the size it asked for, which says which of the two the block came from.
   void deallocate(void* ptr, size_t nbytes) override {
     if (ptr == nullptr) return;
-    count_free(nbytes);
-    if (nbytes >= kLargeBlock) large_blocks().deallocate(ptr);
-    else std::free(static_cast<void**>(ptr)[-1]);
+    if (nbytes >= kLargeBlock) {
+      count_free(nbytes, static_cast<MemoryKind>(large_blocks().deallocate(ptr)));
+    } else {
+      count_free(nbytes, static_cast<MemoryKind>(kind_slot(ptr)));
+      std::free(static_cast<void**>(ptr)[-1]);
+    }
   }
+
+ private:
+  // The word below malloc's pointer: the gap is at least 16 bytes (see the top of the file).
+  static uintptr_t& kind_slot(void* ptr) { return static_cast<uintptr_t*>(ptr)[-2]; }
 };
 
 // Note [Small bytes inline]: a tensor's storage is a shared_ptr<Storage> (one heap block: the
@@ -103,17 +147,18 @@ constexpr size_t kInlineBytes = 512;
 template <typename T>
 struct InlineBytesAllocator {
   using value_type = T;
-  size_t nbytes;  // the tensor's bytes, placed after the Storage
-  explicit InlineBytesAllocator(size_t n) : nbytes(n) {}
+  size_t nbytes;     // the tensor's bytes, placed after the Storage
+  MemoryKind kind;   // kept in the control block's copy of this allocator until the free
+  explicit InlineBytesAllocator(size_t n) : nbytes(n), kind(current_memory_kind()) {}
   template <typename U>
-  InlineBytesAllocator(const InlineBytesAllocator<U>& o) : nbytes(o.nbytes) {}  // NOLINT: rebinding
+  InlineBytesAllocator(const InlineBytesAllocator<U>& o) : nbytes(o.nbytes), kind(o.kind) {}  // NOLINT: rebinding
   T* allocate(size_t n) {
+    count_allocation(nbytes, kind);
     void* block = detail::allocate_small(block_bytes(n));  // Note [Small blocks are recycled per thread]
-    count_allocation(nbytes);
     return static_cast<T*>(block);
   }
   void deallocate(T* block, size_t n) {
-    count_free(nbytes);
+    count_free(nbytes, kind);
     detail::free_small(block, block_bytes(n));
   }
   size_t block_bytes(size_t n) const { return n * sizeof(T) + kAlignment - 1 + nbytes; }
@@ -151,6 +196,37 @@ CpuMemoryStats cpu_memory_stats() {
           .peak_bytes_in_use = peak_bytes_in_use.load(std::memory_order_relaxed)};
 }
 
-void reset_cpu_peak_memory() { peak_bytes_in_use.store(bytes_in_use.load(std::memory_order_relaxed), std::memory_order_relaxed); }
+void reset_cpu_peak_memory() {
+  peak_bytes_in_use.store(bytes_in_use.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  copy_kinds_at_peak();
+}
+
+namespace detail {
+
+TensorMemory cpu_tensor_memory() {
+  TensorMemory m{.in_use = bytes_in_use.load(std::memory_order_relaxed),
+                 .peak = peak_bytes_in_use.load(std::memory_order_relaxed),
+                 .limit = limit_bytes.load(std::memory_order_relaxed),
+                 .has_kinds = true};
+  for (size_t k = 0; k < kMemoryKinds; ++k) m.peak_by_kind[k] = kind_at_peak[k].load(std::memory_order_relaxed);
+  return m;
+}
+
+void set_cpu_memory_limit(size_t bytes) { limit_bytes.store(bytes, std::memory_order_relaxed); }
+
+}  // namespace detail
+
+bool set_memory_kind(const void* data, size_t nbytes, MemoryKind kind) {
+  if (nbytes < kLargeBlock) return false;
+  const int old = large_blocks().retag(data, static_cast<uint8_t>(kind));
+  if (old < 0) return false;
+  kind_in_use[static_cast<size_t>(kind)].fetch_add(nbytes, std::memory_order_relaxed);
+  kind_in_use[static_cast<size_t>(old)].fetch_sub(nbytes, std::memory_order_relaxed);
+  return true;
+}
+
+namespace detail {
+
+}  // namespace detail
 
 }  // namespace mt

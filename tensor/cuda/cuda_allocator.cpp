@@ -157,6 +157,7 @@ PinnedAllocator& pinned() {
 
 Allocator& device_allocator(int device) { return allocator_of(device); }
 CacheStats memory_stats(int device) { return allocator_of(device).cache().stats(); }
+void set_memory_limit(int device, size_t bytes) { allocator_of(device).cache().set_limit(bytes); }
 void empty_cache(int device) {
   // cudaFree waits for the device anyway; syncing first also surfaces kernel errors here, at the
   // call that caused the wait, rather than inside the allocator.

@@ -23,6 +23,8 @@ namespace mt::cuda {
 Allocator& device_allocator(int device);
 CacheStats memory_stats(int device);
 void empty_cache(int device);
+// Note [Memory limit] (tensor/memory.h): caps the bytes cuda:`device`'s tensors hold; 0: no cap.
+void set_memory_limit(int device, size_t bytes);
 
 // Page-locked (pinned) host memory: copies from and to it skip the driver's own staging copy and can
 // run at full bus speed. Tensors made with it are ordinary CPU tensors (device kCPU).
