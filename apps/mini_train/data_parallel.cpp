@@ -8,6 +8,7 @@
 
 #include "distributed/ddp/sync_batchnorm.h"
 #include "distributed/zero/zero.h"
+#include "tensor/memory.h"
 
 namespace mt::app {
 
@@ -21,15 +22,18 @@ namespace {
 void shard_optimizer(Run& r) {
   const optim::StateDict schedule = r.scheduler ? r.scheduler->state_dict() : optim::StateDict{};
   r.scheduler.reset();  // it refers to the optimizer being replaced
-  if (r.fsdp) r.opt = std::make_unique<dist::FsdpOptimizer>(r.fsdp, std::move(r.opt));
-  else r.opt = std::make_unique<dist::ZeroRedundancyOptimizer>(r.ddp, std::move(r.opt), dist::ZeroOptions{.stage = r.o.zero});
+  {
+    MemoryKindGuard kind(MemoryKind::kOptimizerState);  // a resumed state's shard (Note [Memory kinds])
+    if (r.fsdp) r.opt = std::make_unique<dist::FsdpOptimizer>(r.fsdp, std::move(r.opt));
+    else r.opt = std::make_unique<dist::ZeroRedundancyOptimizer>(r.ddp, std::move(r.opt), dist::ZeroOptions{.stage = r.o.zero});
+  }
   r.scheduler = build_scheduler(r.o, *r.opt, total_steps(r.o, r.steps_per_epoch));
   if (r.scheduler) r.scheduler->load_state_dict(schedule);
 }
 
 // A run of one process has no DDP. --zero 1|2 and --comm-hook change what DDP sends, so asking for them
 // where nothing is sent is refused; the options that only tune or report DDP are ignored with a
-// warning on rank 0's stderr, which --quiet does not hide.
+// warning on rank 0's stderr, which --quiet does not hide (--ddp-stats still reports the peak memory).
 void check_one_process(const Run& r) {
   const char* how = "this run is one process: add --nproc N (CPU) or --gpus";
   MT_CHECK(!r.o.zero, "--zero ", r.o.zero, " shards the optimizer state over the ranks of a distributed run, and ", how,
@@ -39,8 +43,7 @@ void check_one_process(const Run& r) {
   std::string ignored;
   const Options defaults;
   for (const auto& [flag, set] : {std::pair{"--bucket-cap-mb", r.o.bucket_cap_mb != defaults.bucket_cap_mb},
-                                  std::pair{"--sync-bn", r.o.sync_bn}, std::pair{"--check-replicas", r.o.check_replicas > 0},
-                                  std::pair{"--ddp-stats", r.o.ddp_stats}})
+                                  std::pair{"--sync-bn", r.o.sync_bn}, std::pair{"--check-replicas", r.o.check_replicas > 0}})
     if (set) ignored += (ignored.empty() ? "" : ", ") + std::string(flag);
   if (r.lead && !ignored.empty())
     std::fprintf(stderr, "mini_train: warning: ignored in a run of one process (they tune or report DDP between "

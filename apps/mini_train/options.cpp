@@ -14,6 +14,7 @@
 #include "data/fashion_mnist.h"
 #include "data/text.h"
 #include "tensor/check.h"
+#include "tensor/memory.h"
 #include "tensor/parallel.h"
 
 namespace mt::app {
@@ -69,6 +70,7 @@ struct RawFlags {
   int64_t seed = 0;     // signed, so that -1 is refused instead of wrapping to 2^64 - 1
   bool no_shuffle = false;
   std::string threads;  // --threads, checked by parse_num_threads
+  std::string max_memory;  // --max-memory, checked by parse_memory_size
 };
 
 // The option table, one function per --help group.
@@ -134,6 +136,9 @@ void add_training_options(CLI::App& app, Options& o, RawFlags& raw) {
                  "and save the best epoch's weights (0: off)")->group(kGroup);
   app.add_flag("--allow-nonfinite", o.allow_nonfinite, "train on after a NaN or infinite loss (default: stop at "
                "the first one, naming the step)")->group(kGroup);
+  app.add_option("--max-memory", raw.max_memory, "at most this much tensor memory per process (e.g. 300M, 2G; "
+                 "default: MT_MAX_MEMORY, else no limit): an allocation past it stops the run with one "
+                 "out-of-memory line")->group(kGroup);
 }
 
 void add_file_options(CLI::App& app, Options& o) {
@@ -173,7 +178,8 @@ void add_distributed_options(CLI::App& app, Options& o) {
       ->check(CLI::IsMember({"auto", "gloo", "mpi"}))->group(kGroup);
   app.add_option("--gpus", o.gpus, "train on these GPUs, comma-separated: one process per GPU, NCCL "
                  "between them; --batch-size is per GPU")->group(kGroup);
-  app.add_flag("--ddp-stats", o.ddp_stats, "after training, print the gradient all-reduce statistics")
+  app.add_flag("--ddp-stats", o.ddp_stats, "after training, print the gradient all-reduce statistics and every rank's "
+               "peak tensor memory (parameters, gradients, optimizer state, the rest)")
       ->group(kGroup);
   app.add_option("--comm-hook", o.comm_hook, "how DDP communicates gradients: allreduce, or fp16 (compressed "
                  "to half precision: half the bytes, about 3 significant digits)")
@@ -316,6 +322,8 @@ bool parse_options(int argc, char** argv, Options& o, int* exit_code) {
   add_output_options(app, o);
   if (!parse_command_line(app, argc, argv, exit_code)) return false;
   if (app.get_option("--threads")->count() > 0) o.threads = mt::detail::parse_num_threads(raw.threads, "--threads");
+  if (app.get_option("--max-memory")->count() > 0) o.max_memory = parse_memory_size(raw.max_memory, "--max-memory");
+  else if (const char* env = std::getenv("MT_MAX_MEMORY"); env && *env) o.max_memory = parse_memory_size(env, "MT_MAX_MEMORY");
   o.shuffle = !raw.no_shuffle;
   MT_CHECK(raw.seed >= 0, "--seed must be >= 0, got ", raw.seed);
   o.seed = static_cast<uint64_t>(raw.seed);

@@ -93,6 +93,8 @@ struct Options {
   int64_t early_stop = 0;             // > 0: stop after this many epochs without a better --eval score (early_stop.h)
   // ---- added with issue 38: sharded checkpoints (checkpoint_sharded.h) ----
   std::string checkpoint_format;      // sharded | single; as parsed, "" becomes sharded under --zero, else single
+  // ---- added with issue 38: memory per rank ----
+  size_t max_memory = 0;              // > 0: bytes of tensors this process may hold (tensor/memory.h); 0: no cap
 };
 
 // Parses argv. Returns true to go on; false when the process should exit with *exit_code (--help,

@@ -9,6 +9,7 @@
 #include "apps/mini_train/checkpoint_step.h"
 #include "nn/checkpoint.h"
 #include "tensor/generator.h"
+#include "tensor/memory.h"
 
 namespace mt::app {
 
@@ -94,7 +95,10 @@ void resume(Run& r) {
   }
   reconcile(r, c, from);
   r.model->load_state_dict(c.model);
-  r.opt->load_state_dict(c.optimizer);
+  {
+    MemoryKindGuard kind(MemoryKind::kOptimizerState);  // Note [Memory kinds]
+    r.opt->load_state_dict(c.optimizer);
+  }
   if (r.scheduler) r.scheduler->load_state_dict(c.scheduler);
   default_generator().set_state(c.rng_seed, c.rng_offset);
   r.first_epoch = c.epoch + 1;

@@ -15,6 +15,7 @@
 #include "autograd/ops.h"
 #include "distributed/fault/heartbeat.h"
 #include "trace/tracer.h"
+#include "tensor/memory.h"
 
 namespace mt::app {
 
@@ -63,7 +64,10 @@ double train_step(Run& r, nn::Module& net, const data::Batch& batch, int64_t epo
   dist::set_phase(dist::Phase::Optimizer);
   trace::Span optimizer_span("optimizer");
   r.step_lr = r.opt->lr(0);  // what this step uses, for its --log-every record
-  r.opt->step();
+  {
+    MemoryKindGuard kind(MemoryKind::kOptimizerState);  // the state the step makes: Note [Memory kinds]
+    r.opt->step();
+  }
   if (r.scheduler) r.scheduler->step();
   return l;
 }

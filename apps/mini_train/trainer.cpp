@@ -48,6 +48,7 @@
 #include "distributed/process_group/init_process_group.h"
 #include "nn/checkpoint.h"
 #include "tensor/backend.h"
+#include "tensor/memory.h"
 #include "tensor/parallel.h"
 
 namespace mt::app {
@@ -90,6 +91,7 @@ Run set_up(const Options& o) {
   // touches CUDA, so that CUDA's and NCCL's state lives on it alone.
   r.device = training_device(o, r.rdv ? r.rdv->local_rank : 0);
   bind_device(r.device);
+  if (o.max_memory > 0) set_memory_limit(r.device, o.max_memory);  // --max-memory: Note [Memory limit]
   if (r.rdv && r.rdv->world_size > 1)
     r.pg = dist::init_process_group({.backend = r.device.is_cuda() ? "nccl" : worker_backend(o),
                                      .rendezvous = *r.rdv, .timeout = std::chrono::seconds(o.timeout),
@@ -99,11 +101,14 @@ Run set_up(const Options& o) {
   r.talk = r.lead && !o.quiet;
   r.d = load_data(o);
   r.signature = model_signature(o, r.d);
-  r.model = build_model(o, r.d);
-  // Before any training: a run whose result cannot be written does not start.
-  if (r.lead) check_outputs(o, output_sizes(o, count_parameters(*r.model)));
-  if (!o.init.empty()) load_init(*r.model, o.init, o.init_prefix);
-  if (r.device.is_cuda()) r.model->to(r.device);  // before the optimizer is built (Module::to)
+  {
+    MemoryKindGuard kind(MemoryKind::kParameters);  // what --ddp-stats counts as parameters: Note [Memory kinds]
+    r.model = build_model(o, r.d);
+    // Before any training: a run whose result cannot be written does not start.
+    if (r.lead) check_outputs(o, output_sizes(o, count_parameters(*r.model)));
+    if (!o.init.empty()) load_init(*r.model, o.init, o.init_prefix);
+    if (r.device.is_cuda()) r.model->to(r.device);  // before the optimizer is built (Module::to)
+  }
   r.loss_fn = build_loss(r.d);
   r.opt = build_optimizer(o, *r.model);
   // A batch larger than this rank's share of the data is that share: one step per epoch. (Left
@@ -237,7 +242,8 @@ void save_model(const Run& r, double last_loss, int64_t epochs, double seconds) 
               done == 1 ? "" : "s", loss, seconds);
 }
 
-// What the run ends with: the --ddp-stats lines, and on rank 0 the final --eval score.
+// What the run ends with: the --ddp-stats lines (at one process only the peak memory), and on rank 0
+// the final --eval score.
 void report_end(Run& r, const std::optional<Score>& last_score) {
   if (r.ddp && r.o.ddp_stats) {
     const std::vector<dist::BucketArrival> arrivals = r.ddp->bucket_arrivals();  // a collective: every rank
@@ -249,8 +255,11 @@ void report_end(Run& r, const std::optional<Score>& last_score) {
                 static_cast<long long>(s.units), static_cast<long long>(s.allgathers),
                 static_cast<long long>(s.reduce_scatters), s.allgather_wait_ms);
   }
-  if ((r.ddp || r.fsdp) && r.o.ddp_stats && r.lead && r.device.is_cpu())  // what --zero saves shows here (bench/zero.sh)
-    std::printf("memory: peak %.1f MiB of CPU tensors on rank 0\n", cpu_memory_stats().peak_bytes_in_use / 1048576.0);
+  if (r.o.ddp_stats) {  // what --zero saves shows here (bench/zero.sh, scripts/zero_memory_table.py)
+    const std::vector<TensorMemory> ranks =
+        r.pg ? dist::peak_memory_per_rank(*r.pg, r.device) : std::vector<TensorMemory>{tensor_memory(r.device)};
+    if (r.lead) std::fputs(dist::describe_peak_memory(ranks, r.device).c_str(), stdout);
+  }
   if (!r.lead || !r.o.eval) return;
   // Note [The final score]: the last epoch's --eval score was taken after its last step, and
   // nothing has changed the weights (or BatchNorm's statistics) since, so it is this score; only a

@@ -1,9 +1,11 @@
-// DDPStats' derived figure and its printed form (see ddp_stats.h).
+// DDPStats' derived figure and its printed form, and the ranks' peak memory (see ddp_stats.h).
 #include "distributed/ddp/ddp_stats.h"
 
 #include <algorithm>
 #include <cstdio>
 #include <string>
+
+#include "tensor/tensor.h"
 
 namespace mt::dist {
 
@@ -44,6 +46,46 @@ std::string describe_ddp_stats(const DDPStats& s, const std::vector<BucketArriva
                     arrivals[b].last_rank, arrivals[b].lateness_seconds * 1e3);
       out += line;
     }
+    out += "\n";
+  }
+  return out;
+}
+
+// Each rank's figures as doubles (exact below 2^53 bytes), all-gathered: 2 + kMemoryKinds per rank.
+std::vector<TensorMemory> peak_memory_per_rank(ProcessGroup& pg, Device device) {
+  const TensorMemory mine = tensor_memory(device);
+  std::vector<double> row{static_cast<double>(mine.peak), static_cast<double>(mine.limit)};
+  for (size_t k = 0; k < kMemoryKinds; ++k) row.push_back(static_cast<double>(mine.peak_by_kind[k]));
+  const int64_t n = static_cast<int64_t>(row.size());
+  Tensor all = empty({pg.size() * n}, {.dtype = DType::Float64, .device = pg.device()});
+  pg.allgather_into(all, from_vector(row, {n}).to(pg.device()))->wait();
+  const std::vector<double> values = all.to(kCPU).to_vector<double>();
+  std::vector<TensorMemory> ranks(static_cast<size_t>(pg.size()));
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    const double* v = values.data() + r * static_cast<size_t>(n);
+    ranks[r] = {.peak = static_cast<size_t>(v[0]), .limit = static_cast<size_t>(v[1]), .has_kinds = mine.has_kinds};
+    for (size_t k = 0; k < kMemoryKinds; ++k) ranks[r].peak_by_kind[k] = static_cast<size_t>(v[2 + k]);
+  }
+  return ranks;
+}
+
+std::string describe_peak_memory(const std::vector<TensorMemory>& ranks, Device device) {
+  const auto mib = [](size_t bytes) { return static_cast<double>(bytes) / 1048576.0; };
+  const std::string where = device.is_cpu() ? "CPU" : device.str();
+  std::string out;
+  char line[512];
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    const TensorMemory& m = ranks[r];
+    std::snprintf(line, sizeof line, "memory: peak %.1f MiB of %s tensors on rank %zu", mib(m.peak), where.c_str(), r);
+    out += line;
+    if (m.has_kinds) {
+      const auto kind = [&](MemoryKind k) { return mib(m.peak_by_kind[static_cast<size_t>(k)]); };
+      std::snprintf(line, sizeof line, ": parameters %.1f, gradients %.1f, optimizer state %.1f, activations and "
+                    "the rest %.1f MiB", kind(MemoryKind::kParameters), kind(MemoryKind::kGradients),
+                    kind(MemoryKind::kOptimizerState), kind(MemoryKind::kOther));
+      out += line;
+    }
+    if (m.limit > 0) out += " (limit " + format_mib(m.limit) + ")";
     out += "\n";
   }
   return out;

@@ -2,12 +2,16 @@
 // (`mini_train --ddp-stats`): its buckets, and per bucket when it became ready, when its all-reduce
 // was launched and seen complete, how much of it the step waited for, and which rank's gradient
 // was last to arrive. The reducer fills it (bucket_timeline.cpp); DistributedDataParallel::bucket_arrivals()
-// gathers the cross-rank part. Not here: a trace of single steps (that is the Tracer's job).
+// gathers the cross-rank part. Also every rank's peak tensor memory and what it was made of
+// (peak_memory_per_rank). Not here: a trace of single steps (that is the Tracer's job).
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "distributed/process_group/process_group.h"
+#include "tensor/memory.h"
 
 namespace mt::dist {
 
@@ -65,5 +69,12 @@ struct BucketArrival {
 // The lines `mini_train --ddp-stats` prints: totals, then one line per bucket. `arrivals` may be
 // empty (a world of one, or not gathered).
 std::string describe_ddp_stats(const DDPStats& stats, const std::vector<BucketArrival>& arrivals);
+
+// A COLLECTIVE: every rank's tensor_memory(device) (tensor/memory.h), in rank order, on every rank.
+std::vector<TensorMemory> peak_memory_per_rank(ProcessGroup& pg, Device device);
+// One line per rank: "memory: peak 95.3 MiB of CPU tensors on rank 0: parameters 24.1, gradients
+// 24.1, optimizer state 24.1, activations and the rest 23.0 MiB" (the kinds at the peak, Note
+// [Memory kinds]; CUDA tensors: the peak alone), and the limit when one is set.
+std::string describe_peak_memory(const std::vector<TensorMemory>& ranks, Device device);
 
 }  // namespace mt::dist

@@ -7,6 +7,7 @@
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
 #include "distributed/ddp/detail/unused_parameters.h"
+#include "tensor/memory.h"
 #include "tensor/raw_ops.h"
 
 namespace mt::dist::detail {
@@ -96,6 +97,7 @@ void Reducer::lay_out(const std::vector<std::vector<size_t>>& members) {
 void Reducer::allocate(size_t b) {
   Bucket& bucket = buckets_[b];
   const Tensor& first = slots_[bucket.slots.front()].param;
+  MemoryKindGuard kind(MemoryKind::kGradients);  // Note [Memory kinds]
   bucket.buffer = zeros({bucket.numel + DesyncGuard::kElements}, {.dtype = first.dtype(), .device = first.device()});
   bucket.guard = make_guard(bucket.buffer, bucket.numel);
   for (size_t s : bucket.slots) {

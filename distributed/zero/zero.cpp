@@ -9,6 +9,7 @@
 #include "autograd/grad_mode.h"
 #include "optim/adam.h"
 #include "optim/sgd.h"
+#include "tensor/memory.h"
 #include "tensor/raw_ops.h"
 
 namespace mt::dist {
@@ -114,9 +115,11 @@ void ZeroRedundancyOptimizer::build_buckets() {
     const ZeroShard split = zero_shard(layout.numel, pg_->size());
     Bucket b{.buffer = stage_ == 1 ? layout.buffer : Tensor(), .kept = Tensor(), .split = split, .params = {},
              .offsets = layout.offsets};
-    if (stage_ == 2)
+    if (stage_ == 2) {
+      MemoryKindGuard kind(MemoryKind::kGradients);  // Note [Memory kinds]
       b.kept = zeros({split.shard + split.numel - split.body},
                      {.dtype = layout.parameters.front().dtype(), .device = layout.parameters.front().device()});
+    }
     for (size_t k = 0; k < layout.parameters.size(); ++k) {
       const Tensor& param = layout.parameters[k];
       const auto at = std::find_if(all_.begin(), all_.end(), [&](const Tensor& p) { return p.is_same(param); });
@@ -205,6 +208,7 @@ void ZeroRedundancyOptimizer::step() {
     const Bucket& bucket = buckets_[b];
     if (bucket.split.shard == 0) return;
     const Tensor& param = all_[bucket.params.front()];
+    MemoryKindGuard kind(MemoryKind::kParameters);  // parameters on their way round (Note [Memory kinds])
     bodies[b] = stage_ == 1 ? raw::narrow(bucket.buffer, 0, 0, bucket.split.body)
                             : empty({bucket.split.body}, {.dtype = param.dtype(), .device = param.device()});
     for (const ZeroPiece& piece : pieces_)  // the shard's pieces into the shard (tails stay where they are)

@@ -296,8 +296,11 @@ unused_options)
     --zero 1 --epochs 1
   "$bin" -q --epochs 1 --ddp-stats --bucket-cap-mb 4 --check-replicas 2 --save m.safetensors >out.txt 2>err.txt ||
     { cat err.txt; fail "one process with DDP options failed"; }
-  [[ "$(cat err.txt)" == "mini_train: warning: ignored in a run of one process (they tune or report DDP between processes): --bucket-cap-mb, --check-replicas, --ddp-stats" ]] ||
+  [[ "$(cat err.txt)" == "mini_train: warning: ignored in a run of one process (they tune or report DDP between processes): --bucket-cap-mb, --check-replicas" ]] ||
     { cat err.txt; fail "no warning for the DDP options of a one-process run"; }
+  # --ddp-stats at one process: the peak memory alone, with what it was made of.
+  grep -q "^memory: peak [0-9.]* MiB of CPU tensors on rank 0: parameters [0-9.]*, gradients [0-9.]*, optimizer state" out.txt ||
+    { cat out.txt; fail "--ddp-stats at one process shows no peak memory"; }
   # ... and none where they apply, or without them.
   "$bin" -q --epochs 1 --nproc 2 --backend gloo --ddp-stats --bucket-cap-mb 4 --save "$work/m2.safetensors" \
     >out.txt 2>err.txt || { cat err.txt; fail "two processes with DDP options failed"; }
