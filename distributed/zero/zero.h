@@ -60,10 +60,12 @@ ZeroShard zero_shard(int64_t numel, int world);
 // whole bucket; stage 2 keeps, per bucket, only `kept` = [ this rank's shard (q) | tail ] (Note
 // [ZeRO shards]), allocated once, and that is where the optimizer's pieces find their gradients. As
 // each bucket becomes ready during backward, the hook divides it by the world size and issues the
-// reduce-scatter with the shard of `kept` as its output (and the tail and guard's all-reduce in the
-// bucket); finish() copies the tail into `kept`. The hook says releases_buckets(), so DDP allocates
-// each bucket when its first gradient arrives and releases it right after finish(), at its next
-// ready hook or in finalize (Note [Buckets that live for one backward], distributed/ddp/reducer.cpp):
+// reduce-scatter with the shard of `kept` as its output, and the all-reduce of a copy of the tail
+// and guard (a Work holds what it reduces until DDP drops it after finalize; a view would keep the
+// whole bucket alive that long); finish() copies the sums back into the bucket and the tail into
+// `kept`. The hook says releases_buckets(), so DDP allocates each bucket when its first gradient
+// arrives and releases it right after finish(), at its next ready hook or in finalize (Note
+// [Buckets that live for one backward], distributed/ddp/reducer.cpp):
 // between backwards a rank holds q + tail gradient elements per bucket instead of the whole bucket.
 // no_sync backwards launch nothing, so their buckets stay and accumulate, and the synced backward
 // reduce-scatters the sums; each synced backward overwrites `kept` (as under stage 1, gradients add
@@ -88,6 +90,7 @@ class ZeroHook : public CommHook {
  private:
   std::vector<Tensor> kept_;
   std::map<size_t, std::shared_ptr<Work>> scattering_;  // per bucket: its reduce-scatter in flight
+  std::map<size_t, Tensor> tails_;  // stage 2, per bucket: the copy of tail and guard being all-reduced
 };
 
 // One contiguous run of a parameter that this rank updates: elements [param_offset, +numel) of the

@@ -27,7 +27,9 @@ std::shared_ptr<Work> ZeroHook::launch(ProcessGroup& pg, GradBucket& bucket) {
     scattering_[bucket.index] = pg.reduce_scatter(mine, body, ReduceOp::Sum);
   }
   Tensor tail = raw::narrow(bucket.buffer, 0, split.body, bucket.buffer.numel() - split.body);
-  return pg.allreduce(tail, ReduceOp::Sum);
+  if (kept_.empty()) return pg.allreduce(tail, ReduceOp::Sum);
+  Tensor& copy = tails_[bucket.index] = raw::clone(tail);  // Note [ZeRO-2: only the shard stays]
+  return pg.allreduce(copy, ReduceOp::Sum);
 }
 
 // The reduce-scatter was issued before the tail's all-reduce, so it is normally long done. Its Work
@@ -40,6 +42,8 @@ void ZeroHook::finish(ProcessGroup& pg, GradBucket& bucket) {
   }
   if (kept_.empty()) return;
   const ZeroShard split = zero_shard(bucket.buffer.numel() - detail::DesyncGuard::kElements, pg.size());
+  Tensor sums = raw::narrow(bucket.buffer, 0, split.body, bucket.buffer.numel() - split.body);
+  raw::copy_(sums, tails_.at(bucket.index));  // the tail and guard, all-reduced
   const int64_t tail = split.numel - split.body;
   if (tail > 0) raw::copy_(raw::narrow(kept_.at(bucket.index), 0, split.shard, tail),
                            raw::narrow(bucket.buffer, 0, split.body, tail));
