@@ -71,12 +71,12 @@ std::vector<TensorMemory> peak_memory_per_rank(ProcessGroup& pg, Device device) 
 
 std::string describe_peak_memory(const std::vector<TensorMemory>& ranks, Device device) {
   const auto mib = [](size_t bytes) { return static_cast<double>(bytes) / 1048576.0; };
-  const std::string where = device.is_cpu() ? "CPU" : device.str();
+  const char* where = device.is_cpu() ? "CPU" : "GPU";  // each rank its own GPU
   std::string out;
   char line[512];
   for (size_t r = 0; r < ranks.size(); ++r) {
     const TensorMemory& m = ranks[r];
-    std::snprintf(line, sizeof line, "memory: peak %.1f MiB of %s tensors on rank %zu", mib(m.peak), where.c_str(), r);
+    std::snprintf(line, sizeof line, "memory: peak %.1f MiB of %s tensors on rank %zu", mib(m.peak), where, r);
     out += line;
     if (m.has_kinds) {
       const auto kind = [&](MemoryKind k) { return mib(m.peak_by_kind[static_cast<size_t>(k)]); };

@@ -47,6 +47,11 @@ gpus01_ddp)
     { cat out.txt err.txt; fail "--gpus 0,1 failed"; }
   grep -q "^  device *cuda 0,1, 2 processes (nccl)$" out.txt || { cat out.txt; fail "config table: not 2 processes on NCCL"; }
   grep -q '^DDP: 1 buckets' out.txt || { cat out.txt; fail "--ddp-stats: no bucket reduced"; }
+  grep -q '^memory: peak [0-9.]* MiB of GPU tensors on rank 1$' out.txt || { cat out.txt; fail "--ddp-stats: no GPU peak"; }
+  # --max-memory caps each GPU's caching allocator (Note [Memory limit]): one line per rank that ran out.
+  "$emu" --gpus 0,1 "${flags[@]}" --max-memory 1M --save capped.safetensors >out.txt 2>err.txt &&
+    fail "--gpus 0,1 trained under --max-memory 1M"
+  grep -q "error: out of memory: cuda:[01] tensors are limited to 1.0 MiB" err.txt || { cat err.txt; fail "no GPU out-of-memory line"; }
   "$cpu" --nproc 2 --backend gloo "${flags[@]}" --log-json cpu.jsonl --save cpu.safetensors >/dev/null 2>err.txt ||
     { cat err.txt; fail "--nproc 2 failed"; }
   compare gpu.jsonl cpu.jsonl gpu.safetensors cpu.safetensors
