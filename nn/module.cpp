@@ -294,9 +294,10 @@ LoadStateDictResult Module::load_state_dict(const NamedTensors& dict, bool stric
   }
 
   NoGradGuard no_grad;
-  // A dict read from a file is on the CPU, the module may be on a GPU: each tensor is copied to its
-  // destination's device (a no-op when it is already there).
-  for (auto& [dst, src] : copies) dst.copy_(src.to(dst.device()));
+  // A dict read from a file is on the CPU, the module may be on a GPU: each tensor is cast to its
+  // destination's dtype (a bfloat16 file into float32 parameters) on the CPU, then copied to its
+  // device (each a no-op when it already matches).
+  for (auto& [dst, src] : copies) dst.copy_(src.to(dst.dtype()).to(dst.device()));
   return result;
 }
 

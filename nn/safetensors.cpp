@@ -30,11 +30,11 @@ const char* safetensors_dtype_name(DType dtype, const std::string& tensor) {
   for (const auto& d : kDTypeNames)
     if (d.dtype == dtype) return d.name;
   MT_FAIL("save_safetensors: tensor '", tensor, "' has dtype ", dtype,
-          ", which minitrain does not save (F32, F64 and I64 only)");
+          ", which minitrain does not save (F32, F64, I64, BF16 and F16 only)");
 }
 
-// Note [Data order]: the data section holds 8-byte dtypes first, then 4-byte ones (a stable sort by
-// descending element size), and within one element size the caller's order. Every tensor then
+// Note [Data order]: the data section holds 8-byte dtypes first, then 4-byte, then 2-byte ones (a
+// stable sort by descending element size), and within one element size the caller's order. Every tensor then
 // starts at a multiple of its element size from the 8-aligned data section, so readers that map the
 // file and view it in place (numpy.frombuffer, safetensors' zero-copy loads) see aligned data. The
 // reference implementation does the same but sorts by name within a size; keeping the caller's

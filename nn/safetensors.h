@@ -9,15 +9,15 @@
 //
 // so Python's safetensors, numpy (json + frombuffer) and PyTorch read what we write, and we read theirs.
 //
-// What it does: F32, F64 and I64 tensors (minitrain's CPU dtypes) of any shape, including 0-dim and
-// empty ones; F16 and BF16 on load only, widened to F32 (a half-precision PyTorch model loads); the
+// What it does: F32, F64, I64, BF16 and F16 tensors (minitrain's CPU dtypes), each read and written
+// as itself, of any shape, including 0-dim and empty ones; the
 // string metadata map; atomic saves that write through symlinks and refuse devices
 // (Note [Output files] in tensor/output_file.cpp); strict, bounds-checked loading
 // (Note [Hostile safetensors files] in safetensors_read.cpp); a CRC32C of each tensor's bytes, written
 // into the metadata as "mt.crc32c.<name>" and checked on every load of a file that has them
 // (Note [Tensor checksums]).
 // What it does not do: other dtypes (I32, U8, ... are rejected with a clear error, not converted),
-// writing half precision, lazy or memory-mapped loading (a file is read whole, then copied into fresh tensors),
+// lazy or memory-mapped loading (a file is read whole, then copied into fresh tensors),
 // sharded checkpoints, or mapping names onto a Module (that is Module::load_state_dict's job).
 #pragma once
 

@@ -2,8 +2,8 @@
 // before trusting it, check each tensor's bytes against its checksum, then copy the data into
 // fresh tensors. The writer is safetensors.cpp; the format itself is described in safetensors.h.
 //
-// Not here: memory mapping, or anything that knows about Modules. The one conversion is on load:
-// F16 and BF16 tensors (what PyTorch writes for half-precision models) become float32.
+// Not here: memory mapping, anything that knows about Modules, or any conversion: every tensor loads
+// in the dtype the file stores (F16 and BF16 as float16 and bfloat16 tensors).
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -20,7 +20,6 @@
 #include "nn/crc32c.h"
 #include "nn/safetensors.h"
 #include "nn/detail/safetensors_format.h"
-#include "tensor/half.h"
 
 namespace mt {
 namespace {
@@ -33,13 +32,6 @@ using Json = nlohmann::json;
 // No legitimate header comes close; the reference implementation uses the same bound. Without one a
 // 16-byte file could make us parse (and allocate for) whatever its length field claims.
 constexpr uint64_t kMaxHeaderBytes = 100'000'000;
-
-// Half-precision dtypes are read and widened to float32 (exactly: every F16 and BF16 value is a
-// float32 value), never written. BF16 is the upper half of a float32's bits.
-struct HalfDType { const char* name; float (*to_float)(uint16_t); };
-float bf16_to_float(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }
-float f16_to_float(uint16_t h) { return half_to_float(h); }
-constexpr HalfDType kHalfDTypes[] = {{"F16", f16_to_float}, {"BF16", bf16_to_float}};
 
 // For error messages about untrusted names and values: at most 64 bytes (cut at a UTF-8 character
 // boundary), control bytes escaped, so that a hostile header cannot turn one error line into many.
@@ -120,8 +112,7 @@ class HeaderScan final : public nlohmann::json_sax<Json> {
 // One tensor as the header describes it, checked against itself and the data section's size.
 struct Entry {
   std::string name;
-  DType dtype;                       // of the loaded tensor
-  const HalfDType* half = nullptr;   // set: stored as F16/BF16, widened to float32 on load
+  DType dtype;
   Shape shape;
   uint64_t begin, end;  // byte range in the data section
 };
@@ -175,14 +166,7 @@ class Decoder {
     for (const Entry& e : entries) {
       Tensor t = empty(e.shape, {.dtype = e.dtype});
       // memcpy, not a cast: the bytes sit at any alignment in our buffer.
-      if (e.half) {
-        float* out = static_cast<float*>(t.raw_data());
-        for (uint64_t i = 0; i < (e.end - e.begin) / 2; ++i) {
-          uint16_t bits;
-          std::memcpy(&bits, data_ + data_begin_ + e.begin + 2 * i, 2);
-          out[i] = e.half->to_float(bits);
-        }
-      } else if (e.end > e.begin) {
+      if (e.end > e.begin) {
         std::memcpy(t.raw_data(), data_ + data_begin_ + e.begin, e.end - e.begin);
       }
       file.tensors.emplace_back(e.name, std::move(t));
@@ -238,12 +222,10 @@ class Decoder {
     const DTypeName* found = nullptr;
     for (const auto& d : kDTypeNames)
       if (dtype.get<std::string>() == d.name) found = &d;
-    for (const auto& h : kHalfDTypes)
-      if (dtype.get<std::string>() == h.name) e.half = &h;
-    CHECK_FILE(found != nullptr || e.half != nullptr, what, ": unsupported dtype ",
-               printable(dtype.get<std::string>()), " (minitrain loads F32, F64, I64, and F16/BF16 as F32)");
-    e.dtype = e.half ? kFloat32 : found->dtype;
-    const size_t stored_size = e.half ? 2 : element_size(e.dtype);  // bytes per element in the file
+    CHECK_FILE(found != nullptr, what, ": unsupported dtype ", printable(dtype.get<std::string>()),
+               " (minitrain loads F32, F64, I64, BF16 and F16)");
+    e.dtype = found->dtype;
+    const size_t stored_size = element_size(e.dtype);  // bytes per element in the file
 
     // The element count must fit in int64 and so must every partial product of the sizes (Shape and
     // the stride code multiply them in both directions); zeros are skipped because [0, 2^40, 2^40]

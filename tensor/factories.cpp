@@ -20,6 +20,9 @@ Tensor finish(Tensor t, const TensorOptions& opts) {
 
 Tensor empty(const Shape& shape, TensorOptions opts) {
   for (int64_t s : shape) MT_CHECK(s >= 0, "empty: negative size in shape ", shape);
+  // The CUDA backend has no bfloat16 kernels yet (float16 is a storage format there: casts only).
+  MT_CHECK(opts.dtype != kBFloat16 || opts.device.is_cpu(), "bfloat16 tensors are not supported on ", opts.device,
+           " yet (CPU only)");
   auto impl = detail::make_small<TensorImpl>();
   const size_t nbytes = static_cast<size_t>(shape.numel()) * element_size(opts.dtype);
   impl->storage = make_storage(nbytes, opts.device, backend(opts.device).allocator());
@@ -74,18 +77,24 @@ Tensor from_vector(const std::vector<float>& v, const Shape& s, TensorOptions o)
 Tensor from_vector(const std::vector<double>& v, const Shape& s, TensorOptions o) { return from_host(v, s, o); }
 Tensor from_vector(const std::vector<int64_t>& v, const Shape& s, TensorOptions o) { return from_host(v, s, o); }
 
+namespace {
+// A bfloat16 or float16 draw is the float32 draw rounded: the same generator state gives the same
+// numbers in every floating dtype, up to the rounding (PyTorch draws these dtypes its own way).
+DType draw_dtype(DType t) { return is_low_precision(t) ? kFloat32 : t; }
+}  // namespace
+
 Tensor rand(const Shape& shape, Generator& gen, TensorOptions opts) {
   MT_CHECK(is_floating(opts.dtype), "rand: needs a floating dtype, got ", opts.dtype);
-  Tensor t = empty(shape, {.dtype = opts.dtype, .device = opts.device});
+  Tensor t = empty(shape, {.dtype = draw_dtype(opts.dtype), .device = opts.device});
   raw::uniform_(t, gen, 0.0, 1.0);
-  return finish(t, opts);
+  return finish(raw::cast(t, opts.dtype), opts);
 }
 
 Tensor randn(const Shape& shape, Generator& gen, TensorOptions opts) {
   MT_CHECK(is_floating(opts.dtype), "randn: needs a floating dtype, got ", opts.dtype);
-  Tensor t = empty(shape, {.dtype = opts.dtype, .device = opts.device});
+  Tensor t = empty(shape, {.dtype = draw_dtype(opts.dtype), .device = opts.device});
   raw::normal_(t, gen, 0.0, 1.0);
-  return finish(t, opts);
+  return finish(raw::cast(t, opts.dtype), opts);
 }
 
 Tensor rand(const Shape& shape, TensorOptions opts) { return rand(shape, default_generator(), opts); }

@@ -109,7 +109,12 @@ void binary_(BinaryOp op, const Tensor& a, const Tensor& b) {
   const Shape shape = broadcast_shapes(a.sizes(), b.sizes(), op_name(op));
   MT_CHECK(shape == a.sizes(), op_name(op), "_ (in place): the result shape ", shape,
            " would differ from the destination's shape ", a.sizes());
-  backend(a.device()).binary(op, a, a, Fitted(b, shape, a.dtype()));
+  // A wider b (bfloat16 a += float32 b): computed in the promoted dtype and rounded into a once, as
+  // PyTorch does, not with b rounded to a's dtype first.
+  if (is_floating(a.dtype()) && promote(a.dtype(), b.dtype()) != a.dtype())
+    backend(a.device()).copy(a, binary(op, a, b));
+  else
+    backend(a.device()).binary(op, a, a, Fitted(b, shape, a.dtype()));
   a.storage()->bump_version();
 }
 
@@ -172,7 +177,12 @@ Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
   MT_CHECK(is_floating(x.dtype()), "mean: needs a floating dtype, got ", x.dtype());
   Tensor s = sum(x, dims, keepdim);
   const int64_t count = x.numel() / std::max<int64_t>(s.numel(), 1);
-  unary_(UnaryOp::MulScalar, s, count == 0 ? std::numeric_limits<double>::quiet_NaN() : 1.0 / static_cast<double>(count));
+  // bfloat16 and float16 divide by the count, as PyTorch does: 1/count rounded to 16 bits would
+  // cost a rounding more than count itself (exact up to 256 in bfloat16, 2048 in float16).
+  if (is_low_precision(x.dtype()) && count > 0)
+    binary_(BinaryOp::Div, s, full(Shape{}, static_cast<double>(count), {.dtype = x.dtype(), .device = x.device()}));
+  else
+    unary_(UnaryOp::MulScalar, s, count == 0 ? std::numeric_limits<double>::quiet_NaN() : 1.0 / static_cast<double>(count));
   return s;
 }
 

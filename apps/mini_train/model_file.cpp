@@ -129,7 +129,7 @@ void load_init(nn::Module& model, const std::string& path, const std::string& pr
     const Tensor& dst = std::find_if(own.begin(), own.end(), [&](const auto& p) { return p.first == name; })->second;
     MT_CHECK(t.sizes() == dst.sizes(), "--init ", path, ": '", name, "' is ", t.sizes(), " in the file but ",
              dst.sizes(), " in the model; give the --model/--hidden and data the weights were trained with");
-    if (t.dtype() != dst.dtype()) t = raw::cast(t, dst.dtype());  // F64 or widened F16/BF16 weights
+    if (t.dtype() != dst.dtype()) t = raw::cast(t, dst.dtype());  // F64, F16 or BF16 weights
   }
   model.load_state_dict(weights);
 }

@@ -174,8 +174,12 @@ Tensor min(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) { re
 // from differentiable ops, so its backward is theirs: dx = dy·2(x - mean)/(n - c) (the mean's own
 // gradient contributes Σ(x - mean) = 0). n = 1 with unbiased divides by 0: the value is NaN, as in
 // PyTorch, and so is the gradient (0·inf), what 0/0 is; PyTorch 1.13 returns dy·inf for it instead.
+// bfloat16 and float16: computed in float32 and rounded once, as PyTorch's CPU var does (five
+// 16-bit roundings on the way would cost up to several ulps); the casts are graph nodes, so the
+// gradient comes back in x's dtype.
 Tensor var(const Tensor& x, const std::vector<int64_t>& dims, VarOptions options) {
   MT_CHECK(is_floating(x.dtype()), "var: needs a floating dtype, got ", x.dtype());
+  if (is_low_precision(x.dtype())) return cast(var(cast(x, kFloat32), dims, options), x.dtype());
   const Tensor centered = x - mean(x, dims, /*keepdim=*/true);
   Tensor ss = sum(centered * centered, dims, options.keepdim);
   const int64_t n = x.numel() / std::max<int64_t>(ss.numel(), 1);

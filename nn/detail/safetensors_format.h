@@ -25,7 +25,8 @@ constexpr const char* kChecksumPrefix = "mt.crc32c.";
 constexpr size_t kChecksumDigits = 8;  // lowercase hex, zero-padded: every checksum has one width
 
 struct DTypeName { DType dtype; const char* name; };
-constexpr DTypeName kDTypeNames[] = {{kFloat32, "F32"}, {kFloat64, "F64"}, {kInt64, "I64"}};
+constexpr DTypeName kDTypeNames[] = {{kFloat32, "F32"}, {kFloat64, "F64"}, {kInt64, "I64"},
+                                     {kBFloat16, "BF16"}, {kFloat16, "F16"}};
 
 // A checksum as the metadata holds it: "e3069283".
 inline std::string checksum_hex(uint32_t crc) {

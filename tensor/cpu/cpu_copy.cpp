@@ -1,12 +1,12 @@
 // CpuBackend::copy and ::fill: moving and casting elements between (possibly strided) tensors.
 // copy is what contiguous(), .to(dtype), clone() and copy_ end in; it does not broadcast (raw_ops
-// expands src to dst's shape first) and does not cross devices (to_device does that). float16 only
-// casts to and from float32 here (DDP's fp16 compression); the CPU has no float16 arithmetic.
+// expands src to dst's shape first) and does not cross devices (to_device does that). Every dtype
+// casts to every other; a cast from or to bfloat16 or float16 goes through float32 (tensor/half.h
+// rounds to nearest even), as PyTorch's does.
 #include <algorithm>
 #include <cstring>
 
 #include "tensor/cpu/elementwise.h"
-#include "tensor/half.h"
 
 namespace mt {
 
@@ -21,26 +21,17 @@ void CpuBackend::copy(const Tensor& dst, const Tensor& src) {
     });
     return;
   }
-  // float16 is a storage format only (tensor/half.h): it can be cast to and from float32.
-  if (dst.dtype() == DType::Float16 || src.dtype() == DType::Float16) {
-    MT_CHECK((dst.dtype() == DType::Float16 && src.dtype() == DType::Float32) ||
-                 (dst.dtype() == DType::Float32 && src.dtype() == DType::Float16),
-             "copy: on the CPU float16 only casts to and from float32, not ", src.dtype(), " to ", dst.dtype());
-    if (dst.dtype() == DType::Float16)
-      cpu::map_unary<uint16_t, float>(dst, src, [](float x) { return float_to_half(x); });
-    else
-      cpu::map_unary<float, uint16_t>(dst, src, [](uint16_t h) { return half_to_float(h); });
-    return;
-  }
-  MT_DISPATCH_ALL(dst.dtype(), "copy", [&]<typename TO>() {
-    MT_DISPATCH_ALL(src.dtype(), "copy", [&]<typename TI>() {
-      cpu::map_unary<TO, TI>(dst, src, [](TI x) { return static_cast<TO>(x); });
+  // Through the source's compute type: bfloat16 -> float64 is float -> double, exact; float64 ->
+  // bfloat16 is double -> float -> bfloat16, two roundings, as in PyTorch (c10's BFloat16(float)).
+  MT_DISPATCH_ALL_AND_LOWP(dst.dtype(), "copy", [&]<typename TO>() {
+    MT_DISPATCH_ALL_AND_LOWP(src.dtype(), "copy", [&]<typename TI>() {
+      cpu::map_unary<TO, TI>(dst, src, [](TI x) { return static_cast<TO>(static_cast<compute_t<TI>>(x)); });
     });
   });
 }
 
 void CpuBackend::fill(const Tensor& dst, double value) {
-  MT_DISPATCH_ALL(dst.dtype(), "fill", [&]<typename T>() {
+  MT_DISPATCH_ALL_AND_LOWP(dst.dtype(), "fill", [&]<typename T>() {
     const T v = static_cast<T>(value);
     T* p = cpu::data<T>(dst);
     if (cpu::is_contiguous(dst)) {

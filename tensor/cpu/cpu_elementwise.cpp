@@ -1,5 +1,7 @@
 // CpuBackend::unary, ::binary and ::where: the elementwise math. Each op is a lambda handed to the
 // loops in tensor/cpu/elementwise.h; the switch on the op runs once per call, outside the loop.
+// bfloat16 and float16 compute in float32 and round once per element (Note [Low-precision compute
+// type], tensor/dtype.h), as PyTorch's CPU kernels do, so their results are PyTorch's bits.
 // Broadcasting and dtype promotion already happened in raw_ops.cpp: here every operand has out's
 // shape (stride 0 where broadcast) and, except where's condition, out's dtype.
 #include <cmath>
@@ -11,27 +13,34 @@
 namespace mt {
 
 void CpuBackend::unary(UnaryOp op, const Tensor& out, const Tensor& in, double scalar) {
-  MT_DISPATCH_ALL(out.dtype(), op_name(op), [&]<typename T>() {
-    auto map = [&](auto f, int64_t grain = cpu::kGrainElementwise) { cpu::map_unary<T, T>(out, in, f, grain); };
+  MT_DISPATCH_ALL_AND_LOWP(out.dtype(), op_name(op), [&]<typename T>() {
+    // The lambdas below compute in C (Note [Low-precision compute type]); the loop widens each
+    // element to C and rounds the result to T once. For float, double and int64, C is T.
+    using C = compute_t<T>;
+    auto map = [&](auto f, int64_t grain = cpu::kGrainElementwise) {
+      cpu::map_unary<T, T>(out, in, [f](T x) { return T(f(C(x))); }, grain);
+    };
     constexpr int64_t costly = cpu::kGrainTranscendental;  // a libm call per element splits sooner
-    const T s = static_cast<T>(scalar);
+    // The scalar is rounded to T first, as PyTorch 1.13 does with a number next to a tensor
+    // (bfloat16 x * 0.3 multiplies by 0.30078125): results are its bits.
+    const C s = static_cast<C>(static_cast<T>(scalar));
 
-    if constexpr (std::is_floating_point_v<T>) {
+    if constexpr (std::is_floating_point_v<C>) {
       switch (op) {
-        case UnaryOp::Exp: return map([](T x) { return std::exp(x); }, costly);
-        case UnaryOp::Log: return map([](T x) { return std::log(x); }, costly);
-        case UnaryOp::Sqrt: return map([](T x) { return std::sqrt(x); });
-        case UnaryOp::Tanh: return map([](T x) { return std::tanh(x); }, costly);
-        case UnaryOp::Sigmoid: return map([](T x) { return T(1) / (T(1) + std::exp(-x)); }, costly);
-        case UnaryOp::Erf: return map([](T x) { return std::erf(x); }, costly);
-        case UnaryOp::Expm1: return map([](T x) { return std::expm1(x); }, costly);
-        case UnaryOp::Log1p: return map([](T x) { return std::log1p(x); }, costly);
+        case UnaryOp::Exp: return map([](C x) { return std::exp(x); }, costly);
+        case UnaryOp::Log: return map([](C x) { return std::log(x); }, costly);
+        case UnaryOp::Sqrt: return map([](C x) { return std::sqrt(x); });
+        case UnaryOp::Tanh: return map([](C x) { return std::tanh(x); }, costly);
+        case UnaryOp::Sigmoid: return map([](C x) { return C(1) / (C(1) + std::exp(-x)); }, costly);
+        case UnaryOp::Erf: return map([](C x) { return std::erf(x); }, costly);
+        case UnaryOp::Expm1: return map([](C x) { return std::expm1(x); }, costly);
+        case UnaryOp::Log1p: return map([](C x) { return std::log1p(x); }, costly);
         // The exponents training uses are special-cased: x*x is exact and an order of magnitude
         // faster than std::pow, and MSE and norms square on every step.
         case UnaryOp::Pow:
-          if (scalar == 2.0) return map([](T x) { return x * x; });
-          if (scalar == 0.5) return map([](T x) { return std::sqrt(x); });
-          return map([s](T x) { return std::pow(x, s); }, costly);
+          if (scalar == 2.0) return map([](C x) { return x * x; });
+          if (scalar == 0.5) return map([](C x) { return std::sqrt(x); });
+          return map([s](C x) { return std::pow(x, s); }, costly);
         default: break;
       }
     } else {
@@ -42,51 +51,52 @@ void CpuBackend::unary(UnaryOp op, const Tensor& out, const Tensor& in, double s
         // Integer powers are computed in double and truncated; raw_ops promotes to floating
         // first when the exponent is not a small whole number.
         case UnaryOp::Pow:
-          return map([scalar](T x) { return static_cast<T>(std::pow(static_cast<double>(x), scalar)); });
+          return map([scalar](C x) { return static_cast<C>(std::pow(static_cast<double>(x), scalar)); });
         default: break;
       }
     }
 
     switch (op) {
-      case UnaryOp::Neg: return map([](T x) { return T(-x); });
+      case UnaryOp::Neg: return map([](C x) { return C(-x); });
       // x < 0 ? 0 : x rather than max(x, 0): a NaN input stays NaN, as in PyTorch.
-      case UnaryOp::Relu: return map([](T x) { return x < T(0) ? T(0) : x; });
-      case UnaryOp::Abs: return map([](T x) { return T(std::abs(x)); });
-      case UnaryOp::Sign: return map([](T x) { return T((T(0) < x) - (x < T(0))); });
-      case UnaryOp::AddScalar: return map([s](T x) { return T(x + s); });
-      case UnaryOp::MulScalar: return map([s](T x) { return T(x * s); });
+      case UnaryOp::Relu: return map([](C x) { return x < C(0) ? C(0) : x; });
+      case UnaryOp::Abs: return map([](C x) { return C(std::abs(x)); });
+      case UnaryOp::Sign: return map([](C x) { return C((C(0) < x) - (x < C(0))); });
+      case UnaryOp::AddScalar: return map([s](C x) { return C(x + s); });
+      case UnaryOp::MulScalar: return map([s](C x) { return C(x * s); });
       default: MT_FAIL(op_name(op), ": not implemented on CPU for ", out.dtype());
     }
   });
 }
 
 void CpuBackend::binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
-  MT_DISPATCH_ALL(out.dtype(), op_name(op), [&]<typename T>() {
-    auto map = [&](auto f) { cpu::map_binary<T>(out, a, b, f); };
+  MT_DISPATCH_ALL_AND_LOWP(out.dtype(), op_name(op), [&]<typename T>() {
+    using C = compute_t<T>;  // as in unary: compute in C, round to T once
+    auto map = [&](auto f) { cpu::map_binary<T>(out, a, b, [f](T x, T y) { return T(f(C(x), C(y))); }); };
     switch (op) {
-      case BinaryOp::Add: return map([](T x, T y) { return T(x + y); });
-      case BinaryOp::Sub: return map([](T x, T y) { return T(x - y); });
-      case BinaryOp::Mul: return map([](T x, T y) { return T(x * y); });
+      case BinaryOp::Add: return map([](C x, C y) { return C(x + y); });
+      case BinaryOp::Sub: return map([](C x, C y) { return C(x - y); });
+      case BinaryOp::Mul: return map([](C x, C y) { return C(x * y); });
       case BinaryOp::Div:
-        if constexpr (std::is_integral_v<T>) {
+        if constexpr (std::is_integral_v<C>) {
           // Integer division truncates (C++ and torch.div(rounding_mode="trunc")); a zero divisor
           // would kill the process with SIGFPE, so it becomes an error instead.
-          return map([](T x, T y) {
+          return map([](C x, C y) {
             MT_CHECK(y != 0, "div: integer division by zero");
-            return T(x / y);
+            return C(x / y);
           });
         } else {
-          return map([](T x, T y) { return x / y; });
+          return map([](C x, C y) { return x / y; });
         }
       // NaN wins, as in PyTorch: "x != x" is the NaN test that still vectorises.
-      case BinaryOp::Maximum: return map([](T x, T y) { return (x > y || x != x) ? x : y; });
-      case BinaryOp::Minimum: return map([](T x, T y) { return (x < y || x != x) ? x : y; });
-      case BinaryOp::Eq: return map([](T x, T y) { return T(x == y); });
-      case BinaryOp::Ne: return map([](T x, T y) { return T(x != y); });
-      case BinaryOp::Lt: return map([](T x, T y) { return T(x < y); });
-      case BinaryOp::Le: return map([](T x, T y) { return T(x <= y); });
-      case BinaryOp::Gt: return map([](T x, T y) { return T(x > y); });
-      case BinaryOp::Ge: return map([](T x, T y) { return T(x >= y); });
+      case BinaryOp::Maximum: return map([](C x, C y) { return (x > y || x != x) ? x : y; });
+      case BinaryOp::Minimum: return map([](C x, C y) { return (x < y || x != x) ? x : y; });
+      case BinaryOp::Eq: return map([](C x, C y) { return C(x == y); });
+      case BinaryOp::Ne: return map([](C x, C y) { return C(x != y); });
+      case BinaryOp::Lt: return map([](C x, C y) { return C(x < y); });
+      case BinaryOp::Le: return map([](C x, C y) { return C(x <= y); });
+      case BinaryOp::Gt: return map([](C x, C y) { return C(x > y); });
+      case BinaryOp::Ge: return map([](C x, C y) { return C(x >= y); });
     }
     MT_FAIL(op_name(op), ": not implemented on CPU");
   });
@@ -94,8 +104,8 @@ void CpuBackend::binary(BinaryOp op, const Tensor& out, const Tensor& a, const T
 
 // out = cond != 0 ? a : b. cond may have any dtype (masks are often float 1/0 from comparisons).
 void CpuBackend::where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) {
-  MT_DISPATCH_ALL(out.dtype(), "where", [&]<typename T>() {
-    MT_DISPATCH_ALL(cond.dtype(), "where", [&]<typename C>() {
+  MT_DISPATCH_ALL_AND_LOWP(out.dtype(), "where", [&]<typename T>() {
+    MT_DISPATCH_ALL_AND_LOWP(cond.dtype(), "where", [&]<typename C>() {
       T* o = cpu::data<T>(out);
       const C* c = cpu::data<const C>(cond);
       const T* x = cpu::data<const T>(a);

@@ -11,7 +11,10 @@
 //                   Eigen's own GEMM through Eigen::Map, or OpenBLAS's cblas_sgemm/dgemm where the
 //                   build links it (MT_HAVE_BLAS), whichever the build measured faster or MT_GEMM
 //                   names (Note [Which GEMM] in cmake/Dependencies.cmake).
-// int64 always takes the reference loops: BLAS has no integer GEMM.
+//   gemm_low_precision  bfloat16 and float16: float32 GEMM (either library) on tiles widened to
+//                   float32 one at a time (Note [Low-precision GEMM in tiles]).
+// int64 always takes the reference loops: BLAS has no integer GEMM. Every path sums in
+// compute_t<T> (float32 for the 16-bit dtypes) and rounds each output element once.
 #include <algorithm>
 #include <cstdlib>
 #include <string>
@@ -83,7 +86,7 @@ struct GemmDims {
 // order p = 0, 1, ..., K-1, reading a and b through their strides. On the tiny problems it gets,
 // this plain form beats the (i, p, j) "axpy" order, whose vectorised inner loop over j costs more
 // to enter than it saves when N is 1 or a few (linear's x·wᵀ with one output feature).
-template <typename T>
+template <typename T, typename Acc = compute_t<T>>
 void gemm_loops(const Tensor& out, const Tensor& a, const Tensor& b, bool accumulate, GemmDims d) {
   T* c = cpu::data<T>(out);
   const T* pa = cpu::data<const T>(a);
@@ -96,9 +99,9 @@ void gemm_loops(const Tensor& out, const Tensor& a, const Tensor& b, bool accumu
     T* C = c + bi * d.m * d.n;
     for (int64_t i = 0; i < d.m; ++i)
       for (int64_t j = 0; j < d.n; ++j) {
-        T acc = accumulate ? C[i * d.n + j] : T(0);
-        for (int64_t p = 0; p < d.k; ++p) acc += A[i * sa1 + p * sa2] * B[p * sb1 + j * sb2];
-        C[i * d.n + j] = acc;
+        Acc acc = accumulate ? Acc(C[i * d.n + j]) : Acc(0);
+        for (int64_t p = 0; p < d.k; ++p) acc += Acc(A[i * sa1 + p * sa2]) * Acc(B[p * sb1 + j * sb2]);
+        C[i * d.n + j] = T(acc);
       }
   }
 }
@@ -120,24 +123,24 @@ constexpr int64_t kLanes = 8;
 // C[i] (+)= Σ_p A[i, p]·B[p] for the rows i of A, kLanes rows at a time. A stride may be the
 // constant Unit, so the compiler sees unit-stride loads (and vectorises the lanes when rows are).
 using Unit = std::integral_constant<int64_t, 1>;
-template <typename T, typename RowStride, typename ColStride>
+template <typename T, typename RowStride, typename ColStride, typename Acc = compute_t<T>>
 void rows_times_vector(T* C, const T* A, RowStride row_stride, ColStride col_stride, const T* B, int64_t b_stride,
                        int64_t m, int64_t k, bool accumulate) {
   int64_t i = 0;
   for (; i + kLanes <= m; i += kLanes) {
-    T acc[kLanes];
-    for (int64_t q = 0; q < kLanes; ++q) acc[q] = accumulate ? C[i + q] : T(0);
+    Acc acc[kLanes];
+    for (int64_t q = 0; q < kLanes; ++q) acc[q] = accumulate ? Acc(C[i + q]) : Acc(0);
     const T* rows = A + i * row_stride;
     for (int64_t p = 0; p < k; ++p) {
-      const T bp = B[p * b_stride];
-      for (int64_t q = 0; q < kLanes; ++q) acc[q] += rows[q * row_stride + p * col_stride] * bp;
+      const Acc bp = B[p * b_stride];
+      for (int64_t q = 0; q < kLanes; ++q) acc[q] += Acc(rows[q * row_stride + p * col_stride]) * bp;
     }
-    for (int64_t q = 0; q < kLanes; ++q) C[i + q] = acc[q];
+    for (int64_t q = 0; q < kLanes; ++q) C[i + q] = T(acc[q]);
   }
   for (; i < m; ++i) {
-    T acc = accumulate ? C[i] : T(0);
-    for (int64_t p = 0; p < k; ++p) acc += A[i * row_stride + p * col_stride] * B[p * b_stride];
-    C[i] = acc;
+    Acc acc = accumulate ? Acc(C[i]) : Acc(0);
+    for (int64_t p = 0; p < k; ++p) acc += Acc(A[i * row_stride + p * col_stride]) * Acc(B[p * b_stride]);
+    C[i] = T(acc);
   }
 }
 
@@ -303,6 +306,58 @@ void gemm_blas(const Tensor& out, const Tensor& a, const Tensor& b, bool accumul
   });
 }
 
+// Note [Low-precision GEMM in tiles]: BLAS has no bfloat16 or float16 GEMM here (Debian's OpenBLAS
+// 0.3.21 is built without cblas_sbgemm: `nm -D libopenblas.so` shows no sbgemm), and widening
+// both operands to float32 first would allocate twice their size again: a (4096, 4096) bfloat16
+// weight would need 64 MiB of float32 beside its 32. So C is cut into tiles of kLowTile x kLowTile,
+// and each tile is one task: for each panel of kLowTile along K, the A (tile rows, panel) and
+// B (panel, tile columns) pieces are widened into small float32 buffers and multiplied by the
+// float32 GEMM (beta 1, onto the tile's float32 sums); after the last panel the tile is rounded
+// into out once. The scratch is three kLowTile² float32 buffers per task (768 KiB), whatever the
+// operands' sizes; it comes from the CPU allocator, so cpu_memory_stats sees it (the test of the
+// bound does). Each piece of A is widened once per tile column and each of B once per tile row:
+// 2/kLowTile conversions per multiply-add. The tiles are fixed by the shapes, and each tile's
+// sums run in the same order on any thread, so the bits do not depend on the thread count.
+constexpr int64_t kLowTile = 256;
+
+template <typename T>
+void gemm_low_precision(const Tensor& out, const Tensor& a, const Tensor& b, bool accumulate, GemmDims d) {
+  T* c = cpu::data<T>(out);
+  const T* pa = cpu::data<const T>(a);
+  const T* pb = cpu::data<const T>(b);
+  const Shape& sa = a.strides();
+  const Shape& sb = b.strides();
+  const int64_t row_tiles = (d.m + kLowTile - 1) / kLowTile, col_tiles = (d.n + kLowTile - 1) / kLowTile;
+  const bool openblas = gemm_uses_openblas();  // on the calling thread: a bad MT_GEMM throws here
+  parallel_for(d.batch * row_tiles * col_tiles, 1, [&](int64_t lo, int64_t hi) {
+    // wa (rows, panel), wb (panel, cols), acc (rows, cols): row-major float32, at most kLowTile².
+    const Tensor scratch = empty({3, kLowTile * kLowTile}, {.dtype = kFloat32});
+    float* wa = scratch.data_ptr<float>();
+    float* wb = wa + kLowTile * kLowTile;
+    float* acc = wb + kLowTile * kLowTile;
+    for (int64_t t = lo; t < hi; ++t) {
+      const int64_t bi = t / (row_tiles * col_tiles), tile = t % (row_tiles * col_tiles);
+      const int64_t i0 = tile / col_tiles * kLowTile, j0 = tile % col_tiles * kLowTile;
+      const int64_t rows = std::min(kLowTile, d.m - i0), cols = std::min(kLowTile, d.n - j0);
+      const T* A = pa + bi * sa[0] + i0 * sa[1];
+      const T* B = pb + bi * sb[0] + j0 * sb[2];
+      T* C = c + bi * d.m * d.n + i0 * d.n + j0;
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t j = 0; j < cols; ++j) acc[i * cols + j] = accumulate ? float(C[i * d.n + j]) : 0.0f;
+      for (int64_t p0 = 0; p0 < d.k; p0 += kLowTile) {
+        const int64_t panel = std::min(kLowTile, d.k - p0);
+        for (int64_t i = 0; i < rows; ++i)
+          for (int64_t p = 0; p < panel; ++p) wa[i * panel + p] = A[i * sa[1] + (p0 + p) * sa[2]];
+        for (int64_t p = 0; p < panel; ++p)
+          for (int64_t j = 0; j < cols; ++j) wb[p * cols + j] = B[(p0 + p) * sb[1] + j * sb[2]];
+        gemm_call<float>(openblas, rows, cols, panel, wa, {false, panel}, wb, {false, cols}, true, acc, cols);
+      }
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t j = 0; j < cols; ++j) C[i * d.n + j] = T(acc[i * cols + j]);
+    }
+  });
+}
+
 // Checks the contract's shapes and returns (B, M, N, K).
 GemmDims gemm_dims(const Tensor& out, const Tensor& a, const Tensor& b) {
   MT_CHECK(out.dim() == 3 && a.dim() == 3 && b.dim() == 3 && cpu::is_contiguous(out),
@@ -319,10 +374,12 @@ GemmDims gemm_dims(const Tensor& out, const Tensor& a, const Tensor& b) {
 void CpuBackend::gemm(const Tensor& out, const Tensor& a, const Tensor& b, bool accumulate) {
   const GemmDims d = gemm_dims(out, a, b);
   if (out.numel() == 0) return;
-  MT_DISPATCH_ALL(out.dtype(), "gemm", [&]<typename T>() {
+  MT_DISPATCH_ALL_AND_LOWP(out.dtype(), "gemm", [&]<typename T>() {
     MatrixLayout la, lb;
     if ((d.n == 1 || d.m == 1) && d.m * d.n * d.k < kSmallGemv) return gemv_loops<T>(out, a, b, accumulate, d);
-    if constexpr (!std::is_same_v<T, int64_t>) {
+    if constexpr (!std::is_same_v<compute_t<T>, T>) {
+      if (d.m * d.n * d.k >= kSmallGemm) return gemm_low_precision<T>(out, a, b, accumulate, d);
+    } else if constexpr (!std::is_same_v<T, int64_t>) {
       if (d.m * d.n * d.k >= kSmallGemm && blas_layout(d.m, d.k, a.strides()[1], a.strides()[2], la) &&
           blas_layout(d.k, d.n, b.strides()[1], b.strides()[2], lb)) {
         return gemm_blas<T>(out, a, b, accumulate, d, la, lb);
@@ -336,7 +393,7 @@ const char* cpu_gemm_library() { return gemm_uses_openblas() ? "OpenBLAS" : "Eig
 
 void cpu::gemm_reference(const Tensor& out, const Tensor& a, const Tensor& b, bool accumulate) {
   const GemmDims d = gemm_dims(out, a, b);
-  MT_DISPATCH_ALL(out.dtype(), "gemm", [&]<typename T>() { gemm_loops<T>(out, a, b, accumulate, d); });
+  MT_DISPATCH_ALL_AND_LOWP(out.dtype(), "gemm", [&]<typename T>() { gemm_loops<T>(out, a, b, accumulate, d); });
 }
 
 }  // namespace mt

@@ -1,6 +1,8 @@
 // CpuBackend index kernels: index_select / index_add (one index list for a whole dim: embedding
 // lookups and their backward) and gather / scatter_add (one index per element: picking each
 // sample's target logit in cross-entropy, and its backward).
+// bfloat16 and float16 too: each addition of index_add and scatter_add in float32, rounded once
+// (Note [Low-precision compute type], tensor/dtype.h), as PyTorch's.
 //
 // raw_ops.cpp views every operand as 3-D (outer, n, inner) around the indexed dim, so these kernels
 // never see the original rank. Every index is bounds-checked here, before any write, so a bad label
@@ -84,7 +86,7 @@ void CpuBackend::index_select(const Tensor& out, const Tensor& in, const Tensor&
            " does not match in ", in.sizes(), " and ", k, " indices");
   const int64_t* idx = cpu::data<const int64_t>(index);
   check_bounds("index_select", idx, k, d.n);
-  MT_DISPATCH_ALL(in.dtype(), "index_select", [&]<typename T>() {
+  MT_DISPATCH_ALL_AND_LOWP(in.dtype(), "index_select", [&]<typename T>() {
     const T* x = cpu::data<const T>(in);
     T* y = cpu::data<T>(out);
     // Output rows (a, j) are written once each: any split is safe (Note [Parallel scatters]).
@@ -135,13 +137,13 @@ void CpuBackend::index_add(const Tensor& out, const Tensor& index, const Tensor&
   const int64_t* idx = cpu::data<const int64_t>(index);
   check_bounds("index_add", idx, k, d.n);
   if (k == 0 || d.inner == 0 || d.outer == 0) return;
-  MT_DISPATCH_ALL(out.dtype(), "index_add", [&]<typename T>() {
+  MT_DISPATCH_ALL_AND_LOWP(out.dtype(), "index_add", [&]<typename T>() {
     const T* x = cpu::data<const T>(src);
     T* y = cpu::data<T>(out);
     const auto add_row = [=](int64_t a, int64_t j) {  // out row index[j] += src row j, of slice a
       const T* from = x + (a * k + j) * d.inner;
       T* to = y + (a * d.n + idx[j]) * d.inner;
-      for (int64_t i = 0; i < d.inner; ++i) to[i] += from[i];
+      for (int64_t i = 0; i < d.inner; ++i) to[i] = T(compute_t<T>(to[i]) + compute_t<T>(from[i]));
     };
     // One thread: the rows in order j, no buckets. The same additions in the same order reach
     // every element as through the buckets below, so the bits do not depend on the path.
@@ -172,7 +174,7 @@ void CpuBackend::gather(const Tensor& out, const Tensor& in, const Tensor& index
            index.sizes(), " and out ", out.sizes(), " do not match in ", in.sizes());
   const int64_t* idx = cpu::data<const int64_t>(index);
   check_bounds("gather", idx, index.numel(), d.n);
-  MT_DISPATCH_ALL(in.dtype(), "gather", [&]<typename T>() {
+  MT_DISPATCH_ALL_AND_LOWP(in.dtype(), "gather", [&]<typename T>() {
     const T* x = cpu::data<const T>(in);
     T* y = cpu::data<T>(out);
     // Output rows (a, j) are written once each: any split is safe (Note [Parallel scatters]).
@@ -199,7 +201,7 @@ void CpuBackend::scatter_add(const Tensor& out, const Tensor& index, const Tenso
            index.sizes(), " and src ", src.sizes(), " do not match out ", out.sizes());
   const int64_t* idx = cpu::data<const int64_t>(index);
   check_bounds("scatter_add", idx, index.numel(), d.n);
-  MT_DISPATCH_ALL(out.dtype(), "scatter_add", [&]<typename T>() {
+  MT_DISPATCH_ALL_AND_LOWP(out.dtype(), "scatter_add", [&]<typename T>() {
     const T* x = cpu::data<const T>(src);
     T* y = cpu::data<T>(out);
     // Column i of src only ever reaches column i of out: split by columns, j in order (Note
@@ -208,7 +210,8 @@ void CpuBackend::scatter_add(const Tensor& out, const Tensor& index, const Tenso
       for (int64_t j = 0; j < s.n; ++j)
         for (int64_t i = i0; i < i1; ++i) {
           const int64_t pos = (a * s.n + j) * s.inner + i;
-          y[(a * d.n + idx[pos]) * d.inner + i] += x[pos];
+          T& to = y[(a * d.n + idx[pos]) * d.inner + i];
+          to = T(compute_t<T>(to) + compute_t<T>(x[pos]));
         }
     });
   });

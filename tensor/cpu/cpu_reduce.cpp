@@ -15,10 +15,14 @@
 // Float32 sums accumulate in float32 as in PyTorch. Rows and columns are summed pairwise (halves
 // summed separately, then added), so the rounding error grows like log(r) instead of r; the
 // general path does that within each contiguous run and sums the runs sequentially.
+// bfloat16 and float16 inputs are read as float32 and combined in float32 (an Op's In is the
+// element type read, its Type the accumulator), into a float32 result rounded once at the end
+// (Note [Low-precision compute type], tensor/dtype.h).
 #include <algorithm>
 #include <bit>
 #include <cstdlib>
 #include <limits>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -41,16 +45,18 @@ constexpr int64_t kUnitStrideChunk = 1024;  // at least, per chunk of the genera
 // Each reduction is an identity and a combine step. NaN handling for Max/Min: the result is NaN if
 // any input is (PyTorch's rule). "x != x" is true only for NaN, so once acc is NaN no later x
 // replaces it, and a NaN x always does.
-template <typename T>
+template <typename T, typename InT = T>
 struct SumOp {
   using Type = T;
+  using In = InT;
   static constexpr bool kPairwise = true;
   static T identity() { return T(0); }
   static T combine(T acc, T x) { return acc + x; }
 };
-template <typename T>
+template <typename T, typename InT = T>
 struct MaxOp {
   using Type = T;
+  using In = InT;
   static constexpr bool kPairwise = false;
   static T identity() {
     if constexpr (std::numeric_limits<T>::has_infinity) return -std::numeric_limits<T>::infinity();
@@ -58,9 +64,10 @@ struct MaxOp {
   }
   static T combine(T acc, T x) { return (x > acc || x != x) ? x : acc; }
 };
-template <typename T>
+template <typename T, typename InT = T>
 struct MinOp {
   using Type = T;
+  using In = InT;
   static constexpr bool kPairwise = false;
   static T identity() {
     if constexpr (std::numeric_limits<T>::has_infinity) return std::numeric_limits<T>::infinity();
@@ -70,8 +77,8 @@ struct MinOp {
 };
 
 // Combines x[0 .. n) into one value.
-template <typename Op, typename T = typename Op::Type>
-T reduce_row(const T* x, int64_t n) {
+template <typename Op, typename T = typename Op::Type, typename In = typename Op::In>
+T reduce_row(const In* x, int64_t n) {
   if constexpr (Op::kPairwise) {
     if (n > kPairwiseRow) {
       const int64_t half = n / 2 / kLanes * kLanes;
@@ -96,8 +103,8 @@ T reduce_row(const T* x, int64_t n) {
 // out(inner) = the r rows of x(r, inner) combined; row k starts at x + k·ld (ld >= inner: a block of
 // columns of a wider matrix). Pairwise sums need one scratch row per level of halving (see
 // scratch_rows), handed down as a stack: level 0 first.
-template <typename Op, typename T = typename Op::Type>
-void reduce_columns(T* out, const T* x, int64_t r, int64_t inner, int64_t ld, T* scratch) {
+template <typename Op, typename T = typename Op::Type, typename In = typename Op::In>
+void reduce_columns(T* out, const In* x, int64_t r, int64_t inner, int64_t ld, T* scratch) {
   if constexpr (Op::kPairwise) {
     if (r > kPairwiseRows) {
       const int64_t half = r / 2;
@@ -113,7 +120,7 @@ void reduce_columns(T* out, const T* x, int64_t r, int64_t inner, int64_t ld, T*
   }
   std::copy(x, x + inner, out);
   for (int64_t k = 1; k < r; ++k) {
-    const T* row = x + k * ld;
+    const In* row = x + k * ld;
     for (int64_t j = 0; j < inner; ++j) out[j] = Op::combine(out[j], row[j]);
   }
 }
@@ -170,11 +177,11 @@ GeneralLoop general_loop(const Tensor& out, const Tensor& in, uint32_t dim_mask)
 }
 
 // Combines the loop's elements of x into o (already holding the identity, or a partial result).
-template <typename Op, typename T = typename Op::Type>
-void combine_into(const GeneralLoop& l, T* o, const T* x) {
+template <typename Op, typename T = typename Op::Type, typename In = typename Op::In>
+void combine_into(const GeneralLoop& l, T* o, const In* x) {
   cpu::strided_loop(
       l.sizes,
-      [](int64_t n, const std::array<int64_t, 2>& s, T* o, const T* x) {
+      [](int64_t n, const std::array<int64_t, 2>& s, T* o, const In* x) {
         if (s[0] == 0 && s[1] == 1) {  // a contiguous run along reduced dims: one output slot
           *o = Op::combine(*o, reduce_row<Op>(x, n));
         } else if (s[0] == 0) {
@@ -185,17 +192,17 @@ void combine_into(const GeneralLoop& l, T* o, const T* x) {
           for (int64_t i = 0; i < n; ++i) o[i * s[0]] = Op::combine(o[i * s[0]], x[i * s[1]]);
         }
       },
-      cpu::Operand<T>{o, l.out_strides.begin()}, cpu::Operand<const T>{x, l.in_strides.begin()});
+      cpu::Operand<T>{o, l.out_strides.begin()}, cpu::Operand<const In>{x, l.in_strides.begin()});
 }
 
 // Any layout. The loop runs over in's dims sorted by in's stride, largest first, so its innermost
 // run walks in's memory in order: summing dim 0 of a transposed matrix then reads contiguous runs
 // that reduce_row can vectorise, instead of jumping a whole row per element. On the intra-op
 // threads as Note [Parallel reductions] says (the general path).
-template <typename Op, typename T = typename Op::Type>
+template <typename Op, typename T = typename Op::Type, typename In = typename Op::In>
 void reduce_general(const Tensor& out, const Tensor& in, uint32_t dim_mask) {
   T* o = cpu::data<T>(out);
-  const T* x = cpu::data<const T>(in);
+  const In* x = cpu::data<const In>(in);
   const GeneralLoop loop = general_loop(out, in, dim_mask);
   // The loop dim to split: the outermost kept one longer than 1, else the outermost one longer
   // than 1 (every dim reduced); none when in has one element.
@@ -219,7 +226,7 @@ void reduce_general(const Tensor& out, const Tensor& in, uint32_t dim_mask) {
   parallel_for(size, grain, [&](int64_t lo, int64_t hi) {
     GeneralLoop part = loop;
     if (split >= 0) part.sizes[split] = hi - lo;
-    const T* from = split >= 0 ? x + lo * loop.in_strides[split] : x;
+    const In* from = split >= 0 ? x + lo * loop.in_strides[split] : x;
     T* to = kept ? o + lo * loop.out_strides[split] : &partial[lo / grain];
     combine_into<Op>(part, to, from);
   });
@@ -270,8 +277,8 @@ T combine_pieces(int64_t n, const std::vector<T>& part, size_t& next) {
 }
 
 // reduce_row(x, n) with the subtrees of its pairwise tree on the intra-op threads.
-template <typename Op, typename T = typename Op::Type>
-T reduce_long_row(const T* x, int64_t n) {
+template <typename Op, typename T = typename Op::Type, typename In = typename Op::In>
+T reduce_long_row(const In* x, int64_t n) {
   std::vector<std::pair<int64_t, int64_t>> pieces;
   split_row(0, n, pieces);
   std::vector<T> part(pieces.size());
@@ -282,7 +289,7 @@ T reduce_long_row(const T* x, int64_t n) {
   return combine_pieces<Op>(n, part, next);
 }
 
-template <typename Op, typename T = typename Op::Type>
+template <typename Op, typename T = typename Op::Type, typename In = typename Op::In>
 void reduce_impl(const Tensor& out, const Tensor& in, uint32_t dim_mask) {
   Block b;
   if (!cpu::is_contiguous(in) || !as_block(in.sizes(), dim_mask, b)) {
@@ -290,7 +297,7 @@ void reduce_impl(const Tensor& out, const Tensor& in, uint32_t dim_mask) {
     return;
   }
   T* o = cpu::data<T>(out);
-  const T* x = cpu::data<const T>(in);
+  const In* x = cpu::data<const In>(in);
   if (b.inner == 1) {
     if (b.r > kParallelRow) {
       for (int64_t i = 0; i < b.outer; ++i) o[i] = reduce_long_row<Op>(x + i * b.r, b.r);
@@ -315,13 +322,13 @@ void reduce_impl(const Tensor& out, const Tensor& in, uint32_t dim_mask) {
 
 // The index of the largest of x[0], x[stride], ..., x[(n-1)*stride]: the first one on ties, the
 // first NaN if there is one. n >= 1.
-template <typename T>
+template <typename T, typename C = compute_t<T>>
 int64_t argmax_scan(const T* x, int64_t n, int64_t stride) {
-  T best = x[0];
+  C best = x[0];
   if (best != best) return 0;
   int64_t arg = 0;
   for (int64_t k = 1; k < n; ++k) {
-    const T v = x[k * stride];
+    const C v = x[k * stride];
     if (v != v) return k;
     if (v > best) {
       best = v;
@@ -353,16 +360,21 @@ void CpuBackend::reduce(ReductionOp op, const Tensor& out, const Tensor& in, uin
   // Sum over nothing is 0; the others have no identity a user would expect.
   MT_CHECK(op == ReductionOp::Sum || in.numel() > 0, name, ": cannot reduce over an empty dim (input shape ",
            in.sizes(), ")");
-  MT_DISPATCH_ALL(in.dtype(), name, [&]<typename T>() {
+  MT_DISPATCH_ALL_AND_LOWP(in.dtype(), name, [&]<typename T>() {
+    using C = compute_t<T>;
+    // A low-precision input combines into a float32 result, rounded into out once at the end.
+    const bool widened = op != ReductionOp::ArgMax && !std::is_same_v<C, T>;
+    const Tensor acc = widened ? empty(out.sizes(), {.dtype = dtype_of<C>::value}) : out;
     switch (op) {
-      case ReductionOp::Sum: return reduce_impl<SumOp<T>>(out, in, dim_mask);
-      case ReductionOp::Max: return reduce_impl<MaxOp<T>>(out, in, dim_mask);
-      case ReductionOp::Min: return reduce_impl<MinOp<T>>(out, in, dim_mask);
+      case ReductionOp::Sum: reduce_impl<SumOp<C, T>>(acc, in, dim_mask); break;
+      case ReductionOp::Max: reduce_impl<MaxOp<C, T>>(acc, in, dim_mask); break;
+      case ReductionOp::Min: reduce_impl<MinOp<C, T>>(acc, in, dim_mask); break;
       case ReductionOp::ArgMax:
         MT_CHECK(std::popcount(dim_mask) == 1 && std::countr_zero(dim_mask) < in.dim(),
                  "argmax: reduces exactly one dim, got dim mask ", dim_mask);
         return argmax<T>(out, in, std::countr_zero(dim_mask));
     }
+    if (widened) copy(out, acc);
   });
 }
 

@@ -286,7 +286,7 @@ TEST_CASE("safetensors: every malformed file is one clear mt::Error") {
   }
 }
 
-TEST_CASE("safetensors: F16 and BF16 tensors load as float32, exactly") {
+TEST_CASE("safetensors: F16 and BF16 tensors load as themselves, and save as themselves") {
   // Bit patterns with known values (IEEE 754 binary16; bfloat16 = the top 16 bits of a float32).
   const std::vector<uint16_t> f16 = {0x3C00, 0xC000, 0x3555, 0x7BFF, 0x0001, 0x8000};
   const std::vector<float> f16_values = {1.0f, -2.0f, 0.333251953125f, 65504.0f, 0x1p-24f, -0.0f};
@@ -298,14 +298,32 @@ TEST_CASE("safetensors: F16 and BF16 tensors load as float32, exactly") {
   bytes.append(reinterpret_cast<const char*>(bf16.data()), 6);
   const mt::SafetensorsFile f = decode(bytes);
   const Tensor& h = find(f, "h");
-  CHECK(h.dtype() == mt::kFloat32);
+  CHECK(h.dtype() == mt::kFloat16);
   CHECK(h.sizes() == mt::Shape{2, 3});
   CHECK(h.to_vector<float>() == f16_values);
   CHECK(std::signbit(h.to_vector<float>()[5]));
+  CHECK(find(f, "b").dtype() == mt::kBFloat16);
   CHECK(find(f, "b").to_vector<float>() == bf16_values);
   // A half-precision entry's byte range is checked against 2 bytes per element, not 4.
   CHECK(decode_error(file_of(R"({"h":{"dtype":"F16","shape":[3],"data_offsets":[0,12]}})", 12))
             .find("needs 6") != std::string::npos);
+
+  // Saved, they keep their dtype names and their 2-byte patterns, after the wider tensors.
+  TempDir dir;
+  const std::string path = dir.file("half.safetensors");
+  mt::save_safetensors(path, {{"b", find(f, "b")}, {"h", h}, {"w", mt::ones({2})}});
+  const std::string saved = read_bytes(path);
+  uint64_t n;
+  std::memcpy(&n, saved.data(), 8);
+  const auto header = nlohmann::json::parse(saved.substr(8, n));
+  CHECK(header["b"]["dtype"] == "BF16");
+  CHECK(header["h"]["dtype"] == "F16");
+  CHECK(header["w"]["data_offsets"][0] == 0);  // Note [Data order]: 4-byte dtypes first
+  const uint64_t begin = header["h"]["data_offsets"][0];
+  CHECK(std::memcmp(saved.data() + 8 + n + begin, f16.data(), 12) == 0);
+  const mt::SafetensorsFile back = mt::load_safetensors(path);
+  CHECK(find(back, "h").dtype() == mt::kFloat16);
+  CHECK(find(back, "b").to_vector<float>() == bf16_values);
 }
 
 // Note [Tensor checksums]: what a flipped bit in a saved model looks like to the one who loads it.
