@@ -81,7 +81,7 @@ constexpr DType promote(DType a, DType b) {
       case ::mt::DType::Float32: return fn__.template operator()<float>();          \
       case ::mt::DType::Float64: return fn__.template operator()<double>();         \
       case ::mt::DType::Int64: return fn__.template operator()<int64_t>();          \
-      default: MT_FAIL(OPNAME, ": dtype ", DT, " is not supported by this kernel"); \
+      default: MT_FAIL(OPNAME, ": no ", DT, " kernel yet; cast with .to(kFloat32)"); \
     }                                                                               \
   }()
 
@@ -107,6 +107,9 @@ constexpr DType promote(DType a, DType b) {
     switch (DT) {                                                                   \
       case ::mt::DType::Float32: return fn__.template operator()<float>();          \
       case ::mt::DType::Float64: return fn__.template operator()<double>();         \
+      case ::mt::DType::BFloat16:                                                   \
+      case ::mt::DType::Float16:                                                    \
+        MT_FAIL(OPNAME, ": no ", DT, " kernel yet; cast with .to(kFloat32)");      \
       default: MT_FAIL(OPNAME, ": needs a floating dtype, got ", DT);               \
     }                                                                               \
   }()

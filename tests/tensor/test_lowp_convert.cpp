@@ -129,3 +129,10 @@ TEST_CASE("lowp: dtype promotion follows PyTorch") {
   CHECK(lt(bf, bf).dtype() == kBFloat16);
   static_assert(promote(kBFloat16, kFloat16) == kFloat32 && promote(kInt64, kBFloat16) == kBFloat16);
 }
+
+TEST_CASE("lowp: an op with no 16-bit kernel yet says so in one line") {
+  const Tensor x = ones({2, 3}, {.dtype = kBFloat16});
+  CHECK_THROWS_WITH_AS(x.softmax(1), doctest::Contains("softmax: no bfloat16 kernel yet; cast with .to(kFloat32)"),
+                       Error);
+  CHECK(x.to(kFloat32).softmax(1).to(kBFloat16).dtype() == kBFloat16);
+}
