@@ -182,7 +182,8 @@ Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
   if (is_low_precision(x.dtype()) && count > 0)
     binary_(BinaryOp::Div, s, full(Shape{}, static_cast<double>(count), {.dtype = x.dtype(), .device = x.device()}));
   else
-    unary_(UnaryOp::MulScalar, s, count == 0 ? std::numeric_limits<double>::quiet_NaN() : 1.0 / static_cast<double>(count));
+    unary_(UnaryOp::MulScalar, s,
+           count == 0 ? std::numeric_limits<double>::quiet_NaN() : 1.0 / static_cast<double>(count));
   return s;
 }
 

@@ -135,4 +135,7 @@ TEST_CASE("lowp: an op with no 16-bit kernel yet says so in one line") {
   CHECK_THROWS_WITH_AS(x.softmax(1), doctest::Contains("softmax: no bfloat16 kernel yet; cast with .to(kFloat32)"),
                        Error);
   CHECK(x.to(kFloat32).softmax(1).to(kBFloat16).dtype() == kBFloat16);
+  // The CUDA backend has no bfloat16 kernels yet: such a tensor is refused where it would be made.
+  CHECK_THROWS_WITH_AS(empty({2}, {.dtype = kBFloat16, .device = Device("cuda:0")}),
+                       doctest::Contains("bfloat16 tensors are not supported on cuda:0 yet (CPU only)"), Error);
 }

@@ -7,13 +7,13 @@
 // has no CPU kernel, against its float32 result rounded once). Two of PyTorch's kernels round more
 // than once: pow with exponent 3 is (x·x)·x with x·x rounded to 16 bits (checked: 0 of 1,000
 // bfloat16 values differ from that, 233 from x³ rounded once), and pow with -0.5 goes through its
-// own rsqrt; minitrain rounds x³ and x^-0.5 once, and those two compare within one ulp. A sum (reduction, GEMM) is also
-// rounded once, but its float32 value depends on the order of the additions, which differs between
-// libraries; two float32 sums a few float32 ulps apart round to neighbouring 16-bit values when
-// they straddle a rounding boundary. So those compare within one 16-bit ulp of PyTorch's value:
-// |got - want| <= 2^-p·|want| (p = 7 for bfloat16's 8 significant bits, 10 for float16's 11), plus
-// 2^-p of the largest |want| of the tensor for sums that cancel to near zero. mean and var round
-// more than once in PyTorch (mean is sum then divide), so one ulp is their bound too.
+// own rsqrt; minitrain rounds x³ and x^-0.5 once, and those two compare within one ulp.
+// A sum (reduction, GEMM) is also rounded once, but its float32 value depends on the order of the
+// additions, which differs between libraries; two float32 sums a few float32 ulps apart round to
+// neighbouring 16-bit values when they straddle a rounding boundary. So those compare within one
+// 16-bit ulp of PyTorch's value: |got - want| <= 2^-p·|want| (p = 7 for bfloat16's 8 significant
+// bits, 10 for float16's 11), plus 2^-p of the largest |want| of the tensor for sums that cancel to
+// near zero. mean rounds twice, here as in PyTorch (the sum, then the division by the count).
 #include <doctest/doctest.h>
 
 #include <cmath>
