@@ -16,6 +16,7 @@
 
 #include "distributed/process_group/detail/collective_queue.h"
 #include "distributed/process_group/gloo/detail/gloo_connect.h"
+#include "distributed/process_group/gloo/detail/lost_peer.h"
 #include "tensor/raw_ops.h"
 #include "tensor/half.h"
 
@@ -74,6 +75,7 @@ int element_count(const Tensor& t) {
 
 struct ProcessGroupGloo::Gloo {
   std::shared_ptr<::gloo::rendezvous::Context> context;
+  std::unique_ptr<detail::LostPeer> lost_peer;  // names the rank behind Gloo's errors (Note [Naming the lost peer])
   std::vector<char> gathered;  // allreduce_in_rank_order's (size, n) slots, kept for the next call
 
   // The small buffers' way (Note [Allreduce algorithm]): every rank's n elements gathered into
@@ -182,6 +184,7 @@ ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<Store> store, int rank, int s
 
   // Note [Connecting without hostages] in gloo_connect.cpp: bounded by the timeout, whatever the peers do.
   gloo_->context = detail::connect_gloo(store_, rank, size, opts);
+  gloo_->lost_peer = std::make_unique<detail::LostPeer>(*gloo_->context, store_, timeout());
 }
 
 ProcessGroupGloo::~ProcessGroupGloo() = default;
@@ -196,6 +199,13 @@ void ProcessGroupGloo::enqueue(const std::shared_ptr<Work>& work, std::function<
     } catch (const Error&) {
       throw;  // ours, already named
     } catch (const std::exception& e) {
+      // Gloo's exceptions say what happened to which socket; ours add which collective, which rank
+      // that socket led to and where the failure began (Note [Naming the lost peer], which also
+      // leaves this rank's notice for its peers: before the connections close, below).
+      const std::string gloo_message = e.what();
+      const bool timed_out = gloo_message.find("Timed out") != std::string::npos ||
+                             gloo_message.find("timeout") != std::string::npos;
+      const std::string lost = gloo_->lost_peer->explain(gloo_message, timed_out);
       // Note [A failure closes the connections]: the queue is poisoned now (Note [A failed collective
       // poisons the queue]), so the connections will carry nothing more; closing them at once makes
       // the peers that wait for this rank in the same collective fail now, with "connection closed",
@@ -203,15 +213,13 @@ void ProcessGroupGloo::enqueue(const std::shared_ptr<Work>& work, std::function<
       // round trip, whichever peers it talked to.
       for (int peer = 0; peer < size(); ++peer)
         if (peer != rank()) gloo_->context->getPair(peer)->close();
-      // Gloo's exceptions say what happened to which socket; ours add which collective, and why that
-      // usually happens.
-      const std::string gloo_message = e.what();
-      if (gloo_message.find("Timed out") != std::string::npos ||
-          gloo_message.find("timeout") != std::string::npos)
-        MT_FAIL_TIMEOUT(description, " timed out after ", format_ms(timeout), ": a peer is dead or hung, or did "
-                        "not issue the same collective (Note [Collective order]). Gloo: ", gloo_message);
-      MT_FAIL_PEER_LOST(description, " failed (timeout ", format_ms(timeout), "): a peer closed its connection or the "
-              "network failed; did another rank exit? Gloo: ", gloo_message);
+      if (timed_out)
+        MT_FAIL_TIMEOUT(description, " timed out after ", format_ms(timeout), ": ",
+                        lost.empty() ? "a peer is dead or hung, or did not issue the same collective" : lost,
+                        " (Note [Collective order]). Gloo: ", gloo_message);
+      MT_FAIL_PEER_LOST(description, " failed (timeout ", format_ms(timeout), "): ",
+                        lost.empty() ? "a peer closed its connection or the network failed; did another rank exit?" : lost,
+                        ". Gloo: ", gloo_message);
     }
   });
 }
