@@ -10,6 +10,12 @@
 // All ranks must run the same number of allreduces, so rank 0 picks the iteration count from a
 // warm-up and broadcasts it (itself a small demonstration of a collective deciding for everyone).
 //
+// Options, after WORLD (or alone under mpirun): --sizes N,N,... (element counts instead of the four
+// above) and --unguarded (allreduce_own_guard instead of allreduce: no guard of the plain all-reduce,
+// Note [Collective guard]; the lines then end in "_unguarded_us"), so that a guard's cost is the
+// difference of two runs:
+//   bench_allreduce 2 --sizes 1024,262144,4194304; bench_allreduce 2 --sizes 1024,262144,4194304 --unguarded
+//
 // Output, like bench_core: `minitrain allreduce_<n>_us <median µs>` on stdout (`allreduce_<n>_<W>ranks_us`
 // for other world sizes than 2; `mpi_allreduce_...` under mpirun); the spread of the
 // repetitions and the bandwidth on stderr. Wall time only: the work happens on Gloo's and the
@@ -36,9 +42,38 @@ using Clock = std::chrono::steady_clock;
 constexpr int kReps = 7;
 constexpr double kRepSeconds = 0.25;
 
+struct Config {
+  std::vector<int64_t> sizes{11, 1000, 16384, 203530};
+  bool unguarded = false;
+};
+Config config;  // from the command line, once, before any rank starts
+
+// argv[first..]: --sizes N,N,... and --unguarded; false on anything else.
+bool parse_options(int argc, char** argv, int first) {
+  for (int i = first; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--unguarded") {
+      config.unguarded = true;
+    } else if (a == "--sizes" && i + 1 < argc) {
+      config.sizes.clear();
+      for (const char* p = argv[++i]; *p;) {
+        char* end = nullptr;
+        const long long n = std::strtoll(p, &end, 10);
+        if (end == p || n < 1) return false;
+        config.sizes.push_back(n);
+        p = *end == ',' ? end + 1 : end;
+        if (*end != ',' && *end != '\0') return false;
+      }
+    } else {
+      return false;
+    }
+  }
+  return !config.sizes.empty();
+}
+
 double seconds_of_allreduces(mt::dist::ProcessGroup& pg, mt::Tensor& t, int64_t iters) {
   const auto t0 = Clock::now();
-  for (int64_t i = 0; i < iters; ++i) pg.allreduce(t)->wait();
+  for (int64_t i = 0; i < iters; ++i) (config.unguarded ? pg.allreduce_own_guard(t) : pg.allreduce(t))->wait();
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
@@ -57,8 +92,8 @@ void bench_size(mt::dist::ProcessGroup& pg, int64_t numel) {
   const double median = per_call[kReps / 2];
   char ranks[32] = "";  // "_3ranks" beyond 2 ranks (a char buffer: GCC 12 warns, falsely, on "_" + std::string)
   if (pg.size() != 2) std::snprintf(ranks, sizeof ranks, "_%dranks", pg.size());
-  std::printf("minitrain %sallreduce_%lld%s_us %.4g\n", pg.backend() == std::string("mpi") ? "mpi_" : "",
-              static_cast<long long>(numel), ranks, median * 1e6);
+  std::printf("minitrain %sallreduce_%lld%s%s_us %.4g\n", pg.backend() == std::string("mpi") ? "mpi_" : "",
+              static_cast<long long>(numel), ranks, config.unguarded ? "_unguarded" : "", median * 1e6);
   std::fflush(stdout);
   // Bus bandwidth as NCCL's tests define it for allreduce: 2·(n-1)/n · bytes / time.
   const double bytes = 2.0 * (pg.size() - 1) / pg.size() * static_cast<double>(numel) * sizeof(float);
@@ -68,7 +103,7 @@ void bench_size(mt::dist::ProcessGroup& pg, int64_t numel) {
 }
 
 void bench_sizes(mt::dist::ProcessGroup& pg) {
-  for (const int64_t numel : {int64_t{11}, int64_t{1000}, int64_t{16384}, int64_t{203530}}) bench_size(pg, numel);
+  for (const int64_t numel : config.sizes) bench_size(pg, numel);
 }
 
 // Under mpirun: every process is a rank already; MPI's launcher told it which.
@@ -103,10 +138,17 @@ int run_rank(int rank, int world, int port) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMI_SIZE")) return run_mpi();
-  const int world = argc > 1 ? std::atoi(argv[1]) : 2;
+  const char* usage = "usage: bench_allreduce [WORLD] [--sizes N,N,...] [--unguarded]   (2 to 64 ranks; default 2)\n";
+  const bool under_mpirun = std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMI_SIZE");
+  const bool has_world = argc > 1 && argv[1][0] != '-';
+  if (!parse_options(argc, argv, has_world ? 2 : 1)) {
+    std::fprintf(stderr, "%s", usage);
+    return 2;
+  }
+  if (under_mpirun) return run_mpi();
+  const int world = has_world ? std::atoi(argv[1]) : 2;
   if (world < 2 || world > 64) {
-    std::fprintf(stderr, "usage: bench_allreduce [WORLD]   (2 to 64 ranks; default 2)\n");
+    std::fprintf(stderr, "%s", usage);
     return 2;
   }
   if (!mt::dist::ProcessGroupGloo::is_available()) {

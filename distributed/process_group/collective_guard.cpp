@@ -13,9 +13,8 @@ namespace mt::dist::detail {
 // order]), so a rank that left a DDP training loop early (it ran out of batches, uneven inputs
 // without a Join) has its next all-reduce, the epoch's loss say, summed with its peers' next bucket
 // whenever the byte counts match: the peers' bucket guard fails (Note [Desync guard]), but this rank's
-// all-reduce would return a wrong sum without a word. So plain all-reduces carry a guard too (up to
-// kGuardMaxBytes, below):
-// ProcessGroup::allreduce copies the tensor into a buffer kGuardElements longer, writes a marker
+// all-reduce would return a wrong sum without a word. So plain all-reduces carry a guard too. Up to
+// kGuardMaxBytes, ProcessGroup::allreduce copies the tensor into a buffer kGuardElements longer, writes a marker
 // (kAllreduceMarker, which no DDP bucket writes) and four hashes of (collective number, element
 // count, dtype, op) as h and h^2, all-reduces the buffer, checks the sums in wait(), and only then
 // copies the sum back into the tensor. By Cauchy-Schwarz (Σh)^2 <= world·Σh^2, with equality exactly
@@ -30,14 +29,33 @@ namespace mt::dist::detail {
 // The allgather waits at most kReportWait: a rank whose collective carried no guard (a broadcast of
 // the same size, say) never comes, and the message then says only what this rank knows.
 //
-// The price is a copy of the tensor in and out and kGuardElements more elements on the wire, so only
-// all-reduces up to kGuardMaxBytes carry a guard: the small ones a rank issues after its training
-// loop (an epoch's loss, a count), where the copy costs less than the collective's own latency
-// (measured with bench/bench_allreduce: bench/README.md). A larger plain all-reduce that meets a
-// bucket of exactly its size still fails its peers' bucket guard, but returns a wrong sum on its own
-// rank. DDP's buckets pay nothing (their guard lives in slack at the end of the bucket:
-// allreduce_own_guard); Max, float16, NCCL's GPU tensors and a world of one go unguarded (Max has no
-// sum to carry it; NCCL's wait must not block the host to read it).
+// The price is a copy of the tensor in and out and kGuardElements more elements on the wire: below
+// the collective's own latency for the small all-reduces a rank issues after its training loop (an
+// epoch's loss, a count; measured with bench/bench_allreduce: bench/README.md). Larger ones carry
+// their guard another way (Note [Guarding large all-reduces], below). DDP's buckets pay nothing here
+// (their guard lives in slack at the end of the bucket: allreduce_own_guard); Max, float16, NCCL's GPU
+// tensors and a world of one go unguarded (Max has no sum to carry it; NCCL's wait must not block the
+// host to read it).
+//
+// Note [Guarding large all-reduces]: copying a tensor in and out costs about 10 us at 64 KiB
+// (kGuardMaxBytes), but milliseconds at 16 MiB, a large part of the all-reduce itself. So an
+// all-reduce over kGuardMaxBytes sends its guard alone first: an all-reduce of kGuardElements float64
+// (72 bytes whatever the tensor, so that two ranks' guards always pair up), then the tensor itself,
+// in place and unguarded, through run_allreduce_if: ProcessGroupGloo, whose collectives run in issue
+// order on one thread, asks there, when the tensor's turn comes, whether the guard agreed, and skips
+// the tensor when it did not, on every rank of that guard alike (they all hold the same sums). Both
+// are issued at once, so allreduce() still returns at once; the returned Work's wait() judges the
+// guard first and, when it failed, reports as above. Ranks at different plain all-reduces (another
+// number, size, dtype or op: a rank that left a loop early and all-reduces its results while its
+// peers all-reduce gradients) thus fail on every rank, within a round trip, naming where each rank
+// was, and the tensor keeps its value. ProcessGroupMPI hands each collective to MPI as it is issued,
+// so there the tensor is all-reduced whatever the guard says: the ranks are still named when the
+// tensors have the same size, but the tensor then holds whatever MPI summed, and tensors of different
+// sizes end the job with MPI's own error (MPI_ERR_TRUNCATE). A guard that meets a collective of
+// another size (a DDP bucket, say) is not a sum of guards: the backend fails on the mismatch, without
+// naming the rank that ran out, but no rank gets a tensor summed with a bucket. The price: one small
+// all-reduce's latency per large all-reduce (bench/README.md, "Data-parallel", the guards). Code that
+// guards its own large all-reduces (DDP) calls allreduce_own_guard, which skips both guards.
 namespace {
 
 constexpr std::chrono::seconds kReportWait{5};
@@ -186,7 +204,8 @@ std::string explain_failed_guard(ProcessGroup& pg, const CollectivePoint& mine, 
 namespace {
 
 // The Work of a guarded all-reduce: the backend's Work on the longer buffer, then, once, in the
-// first wait(): the guard's verdict and the copy back into the caller's tensor.
+// first wait(): the guard's verdict and the copy of the wire's first tensor.numel() elements back into
+// the caller's tensor (none for a large all-reduce's probe: Note [Guarding large all-reduces]).
 class GuardedAllreduceWork final : public Work {
  public:
   GuardedAllreduceWork(ProcessGroup& pg, Tensor tensor, Tensor wire, CollectivePoint point, int64_t range,
@@ -201,6 +220,12 @@ class GuardedAllreduceWork final : public Work {
 
   bool is_completed() const override { return inner_->is_completed(); }
 
+  // Whether the guard's all-reduce has completed and every rank agreed: the verdict alone, without
+  // the report (Note [Guarding large all-reduces] asks it on the backend's own thread).
+  bool agreed() const {
+    return inner_->is_completed() && verdict() == GuardVerdict::kAgree;
+  }
+
   void wait(std::chrono::milliseconds timeout) override {
     inner_->wait(timeout);
     std::lock_guard<std::mutex> lock(mutex_);
@@ -212,13 +237,18 @@ class GuardedAllreduceWork final : public Work {
   }
 
  private:
-  void check() {
-    const int64_t n = tensor_.numel();
+  GuardVerdict verdict() const {
+    const int64_t n = wire_.numel() - kGuardElements;
     const GuardValues sums = load_guard(static_cast<const char*>(wire_.raw_data()) + n * element_size(wire_.dtype()),
                                         wire_.dtype());
-    const GuardVerdict verdict = guard_verdict(sums, kAllreduceMarker, pg_.size(), range_);
+    return guard_verdict(sums, kAllreduceMarker, pg_.size(), range_);
+  }
+
+  void check() {
+    const int64_t n = wire_.numel() - kGuardElements;
+    const GuardVerdict verdict = this->verdict();
     if (verdict == GuardVerdict::kAgree) {
-      tensor_.view({n}).copy_(wire_.narrow(0, 0, n));
+      if (n > 0) tensor_.view({n}).copy_(wire_.narrow(0, 0, n));
       return;
     }
     failure_ = "collective guard on rank " + std::to_string(pg_.rank()) + ": " + describe_point(point_) +
@@ -238,27 +268,55 @@ class GuardedAllreduceWork final : public Work {
   std::string failure_;
 };
 
+// A large all-reduce's Work (Note [Guarding large all-reduces]): its guard's first (which throws the
+// report when the ranks disagreed), then the all-reduce's.
+class ProbedAllreduceWork final : public Work {
+ public:
+  ProbedAllreduceWork(std::shared_ptr<GuardedAllreduceWork> guard, std::shared_ptr<Work> whole)
+      : Work(whole->description(), whole->timeout()), guard_(std::move(guard)), whole_(std::move(whole)) {}
+
+  bool is_completed() const override { return guard_->is_completed() && whole_->is_completed(); }
+
+  void wait(std::chrono::milliseconds timeout) override {
+    guard_->wait(timeout);
+    whole_->wait(timeout);
+  }
+
+ private:
+  std::shared_ptr<GuardedAllreduceWork> guard_;
+  std::shared_ptr<Work> whole_;
+};
+
 }  // namespace
 
 bool allreduce_is_guarded(const ProcessGroup& pg, const Tensor& tensor, ReduceOp op) {
   const DType d = tensor.dtype();
-  return pg.size() > 1 && pg.device().is_cpu() && op != ReduceOp::Max &&
-         (d == kFloat32 || d == kFloat64 || d == kInt64) &&
-         tensor.numel() * static_cast<int64_t>(element_size(d)) <= kGuardMaxBytes;
+  return pg.size() > 1 && pg.device().is_cpu() && op != ReduceOp::Max && (d == kFloat32 || d == kFloat64 || d == kInt64);
 }
 
-std::shared_ptr<Work> guarded_allreduce(ProcessGroup& pg, Tensor& tensor, ReduceOp op, int64_t number,
-                                        const std::function<std::shared_ptr<Work>(Tensor&)>& run) {
+std::shared_ptr<Work> guarded_allreduce(
+    ProcessGroup& pg, Tensor& tensor, ReduceOp op, int64_t number, const std::function<std::shared_ptr<Work>(Tensor&)>& run,
+    const std::function<std::shared_ptr<Work>(Tensor&, std::function<bool()>)>& run_if) {
   const int64_t n = tensor.numel();
   const DType dtype = tensor.dtype();
   const CollectivePoint point{.kind = CollectivePoint::kAllreduce,
                               .fields = {number, n, static_cast<int64_t>(dtype), static_cast<int64_t>(op), 0},
                               .rank = pg.rank()};
-  const int64_t range = guard_range(pg.size(), dtype == kInt64 ? kFloat64 : dtype);
   const uint64_t hash = guard_hash({point.kind, point.fields[0], point.fields[1], point.fields[2], point.fields[3], 0});
+  const double scale = op == ReduceOp::Avg ? pg.size() : 1.0;  // Avg divides the guard too
+  if (n * static_cast<int64_t>(element_size(dtype)) > kGuardMaxBytes) {
+    // The guard alone first (Note [Guarding large all-reduces]), in float64 whatever the tensor's
+    // dtype, so that two ranks' guards are the same bytes even when their tensors differ; then the
+    // tensor, all-reduced only if the guard agreed.
+    const int64_t range = guard_range(pg.size(), kFloat64);
+    Tensor probe = empty({kGuardElements}, {.dtype = kFloat64, .device = pg.device()});
+    store_guard(guard_values(hash, kAllreduceMarker, range, scale), probe.raw_data(), kFloat64);
+    auto guard = std::make_shared<GuardedAllreduceWork>(pg, Tensor{}, probe, point, range, run(probe));
+    return std::make_shared<ProbedAllreduceWork>(guard, run_if(tensor, [guard] { return guard->agreed(); }));
+  }
+  const int64_t range = guard_range(pg.size(), dtype == kInt64 ? kFloat64 : dtype);
   Tensor wire = empty({n + kGuardElements}, {.dtype = dtype, .device = pg.device()});
   wire.narrow(0, 0, n).copy_(tensor.view({n}));
-  const double scale = op == ReduceOp::Avg ? pg.size() : 1.0;  // Avg divides the guard too
   store_guard(guard_values(hash, kAllreduceMarker, range, scale),
               static_cast<char*>(wire.raw_data()) + n * element_size(dtype), dtype);
   return std::make_shared<GuardedAllreduceWork>(pg, tensor, wire, point, range, run(wire));

@@ -55,8 +55,9 @@ std::shared_ptr<Work> ProcessGroup::start_allreduce(Tensor& tensor, ReduceOp op,
   tensor.storage()->bump_version();
   if (!guard || !detail::allreduce_is_guarded(*this, tensor, op)) return run_allreduce(tensor, op, what);
   // The all-reduce runs on a copy with a guard at its end (Note [Collective guard]).
-  return detail::guarded_allreduce(*this, tensor, op, static_cast<int64_t>(issued_),
-                                   [&](Tensor& wire) { return run_allreduce(wire, op, what); });
+  return detail::guarded_allreduce(
+      *this, tensor, op, static_cast<int64_t>(issued_), [&](Tensor& wire) { return run_allreduce(wire, op, what); },
+      [&](Tensor& whole, std::function<bool()> proceed) { return run_allreduce_if(whole, op, what, std::move(proceed)); });
 }
 
 std::shared_ptr<Work> ProcessGroup::broadcast(Tensor& tensor, int root) {

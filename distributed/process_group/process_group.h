@@ -25,6 +25,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -57,10 +58,11 @@ class ProcessGroup {
   // backend's run_* below (Note [One opening for every collective]).
   //
   // Avg is Sum followed by a division by size() on each rank; it needs a floating dtype.
-  // allreduce, on tensors up to 64 KiB, carries a guard that proves every rank was at the same
-  // all-reduce, or fails on every rank naming where each was (Note [Collective guard] in
-  // collective_guard.cpp; it costs a copy of the tensor). allreduce_own_guard is for buffers that end in a guard of their own: DDP's buckets
-  // (Note [Desync guard]).
+  // allreduce carries a guard that proves every rank was at the same all-reduce, or fails on every
+  // rank naming where each was (Note [Collective guard] in collective_guard.cpp): up to 64 KiB in a
+  // copy of the tensor, above that in a small all-reduce of its own issued just before it (Note
+  // [Guarding large all-reduces]). allreduce_own_guard skips it, for buffers that end in a guard of
+  // their own: DDP's buckets (Note [Desync guard]).
   std::shared_ptr<Work> allreduce(Tensor& tensor, ReduceOp op = ReduceOp::Sum);
   std::shared_ptr<Work> allreduce_own_guard(Tensor& tensor, ReduceOp op = ReduceOp::Sum);
   std::shared_ptr<Work> broadcast(Tensor& tensor, int root = 0);
@@ -101,6 +103,14 @@ class ProcessGroup {
   virtual std::shared_ptr<Work> run_reduce_scatter(Tensor& output, const Tensor& input, ReduceOp op,
                                                    const std::string& what) = 0;
   virtual std::shared_ptr<Work> run_allgather_into(Tensor& output, const Tensor& input, const std::string& what) = 0;
+  // The all-reduce of a large tensor after its guard (Note [Guarding large all-reduces] in
+  // collective_guard.cpp): a backend that runs its collectives in issue order on a thread of its own
+  // asks `proceed` there, when the all-reduce's turn comes, and skips it when the answer is no; by
+  // default (a backend that hands each collective to its library at once) it runs regardless.
+  virtual std::shared_ptr<Work> run_allreduce_if(Tensor& tensor, ReduceOp op, const std::string& what,
+                                                 std::function<bool()> proceed) {
+    return run_allreduce(tensor, op, what);
+  }
 
  private:
   // Checks a collective's tensor (defined, on device(), contiguous, supported dtype); `what` names the call.

@@ -159,3 +159,57 @@ TEST_CASE("DDP: plain all-reduces that differ between ranks fail on every rank, 
     MT_FAIL("the guard let a Sum and an Avg pair up");
   });
 }
+
+// Note [Guarding large all-reduces]: over 64 KiB the guard travels alone, before the tensor. Equal
+// all-reduces stay exact (Sum, Avg, int64); when the last rank left its loop and all-reduces its
+// results (another size, or the same bytes with another op) while the others all-reduce their next
+// gradients, every rank fails within seconds naming what each issued, and every tensor keeps its
+// value. Under MPI the tensor is all-reduced whatever the guard said (the backend hands it to MPI at
+// once), so there only the same bytes are tried, and the tensor's value is not checked.
+TEST_CASE("DDP: plain all-reduces over 64 KiB are guarded too: equal ones exact, a rank at another one named by every rank" *
+          doctest::skip(kNoBackend)) {
+  for (const int world : {2, 4}) {
+    CAPTURE(world);
+    const int port = find_free_port();
+    test::run_ranks(world, [&](int rank) {
+      auto pg = test::join_group(rank, world, port);
+      const double sum = world * (world + 1) / 2.0;
+      for (int i = 0; i < 3; ++i) {
+        Tensor f = full({40000}, 1.0 + rank), d = full({20000}, 1.0 + rank, {.dtype = kFloat64});
+        Tensor n = full({10000}, 1.0 + rank, {.dtype = kInt64});
+        pg->allreduce(f)->wait();
+        pg->allreduce(d, ReduceOp::Avg)->wait();
+        pg->allreduce(n)->wait();
+        MT_CHECK(f.to_vector<float>() == std::vector<float>(40000, static_cast<float>(sum)) &&
+                     d.to_vector<double>() == std::vector<double>(20000, sum / world) &&
+                     n.to_vector<int64_t>() == std::vector<int64_t>(10000, static_cast<int64_t>(sum)),
+                 "a guarded large all-reduce summed wrongly");
+      }
+      const int last = world - 1;
+      for (const bool same_bytes : {false, true}) {
+        CAPTURE(same_bytes);
+        if (test::mpi_mode() && !same_bytes) continue;  // MPI_ERR_TRUNCATE: the job would abort
+        const auto t0 = std::chrono::steady_clock::now();
+        // The others' next gradients: 40,000 floats, Sum; the last rank's results: 30,000 floats, or
+        // the same 40,000 averaged.
+        Tensor t = full({rank == last && !same_bytes ? 30000 : 40000}, 1.0 + rank);
+        const ReduceOp op = rank == last && same_bytes ? ReduceOp::Avg : ReduceOp::Sum;
+        try {
+          pg->allreduce(t, op)->wait();
+        } catch (const Error& e) {
+          const std::string message = e.what(), lasts = "rank " + std::to_string(last) + ": allreduce #";
+          MT_CHECK(message.find("different collectives (rank 0: allreduce #") != std::string::npos &&
+                       message.find(" (40000 float32, Sum)") != std::string::npos &&
+                       message.find(lasts) != std::string::npos &&
+                       message.find(same_bytes ? " (40000 float32, Avg))" : " (30000 float32, Sum))") != std::string::npos,
+                   message);
+          MT_CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 5.0, "too slow");
+          MT_CHECK(test::mpi_mode() || t.to_vector<float>() == std::vector<float>(t.numel(), 1.0f + rank),
+                   "the failed all-reduce wrote its tensor");
+          continue;  // a failed guard leaves the group usable: every rank failed it alike
+        }
+        MT_FAIL("rank ", rank, ": all-reduces of different sizes or ops were summed together");
+      }
+    }, 60s);
+  }
+}

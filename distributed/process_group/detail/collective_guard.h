@@ -1,15 +1,15 @@
 // Guards in the data of an all-reduce: a few elements at the end of the buffer that every rank fills
 // with where it is, so that the collective's own sums prove all ranks were at the same collective
 // (Note [Collective guard] in collective_guard.cpp). Two users: ProcessGroup::allreduce appends one to
-// every plain all-reduce (a copy of the tensor with kGuardElements more elements), and DDP's buckets
+// every plain all-reduce up to kGuardMaxBytes (a copy of the tensor with kGuardElements more
+// elements) and sends it alone before larger ones (Note [Guarding large all-reduces]), and DDP's buckets
 // carry one of their own (DesyncGuard, distributed/fault/detail/desync_guard.h) with a different
 // marker. When a guard fails, the ranks meet in one allgather of a CollectivePoint each, whatever
 // kind of collective each was in, and every rank's error names where each rank was: the rank that
 // left a DDP training loop early is named as such.
 //
 // Not here: broadcasts, allgathers, barriers and the flat collectives (no sum to carry a guard);
-// plain all-reduces over kGuardMaxBytes, with Max, of float16, on a GPU (NCCL) or in a world of one:
-// those run unguarded.
+// plain all-reduces with Max, of float16, on a GPU (NCCL) or in a world of one: those run unguarded.
 #pragma once
 
 #include <array>
@@ -34,8 +34,9 @@ using GuardValues = std::array<double, kGuardElements>;
 constexpr double kBucketMarker = 23.0 / 32;  // a DDP bucket (DesyncGuard)
 constexpr double kAllreduceMarker = 13.0;    // a plain all-reduce (an integer: int64 all-reduces carry it too)
 
-// The largest plain all-reduce that carries a guard: copying a tensor in and out costs about 10 µs
-// at 64 KiB here, under the all-reduce's own latency; at 814 KB it costs 130 µs (Note [Collective guard]).
+// The largest plain all-reduce whose guard travels in a copy of it: copying a tensor in and out costs
+// about 10 µs at 64 KiB here, under the all-reduce's own latency; at 814 KB it costs 130 µs. Larger
+// ones send the guard alone first (Note [Guarding large all-reduces]).
 constexpr int64_t kGuardMaxBytes = 64 * 1024;
 
 // K: the hashes are integers in [1, K], small enough that world·K^2 stays exact in `wire`.
@@ -75,9 +76,12 @@ std::string explain_failed_guard(ProcessGroup& pg, const CollectivePoint& mine, 
 
 // ProcessGroup::allreduce's guarded path: copies `tensor` into a buffer with a guard at its end,
 // all-reduces that through `run`, and returns a Work whose wait() checks the guard and copies the
-// sum back into `tensor` (Note [Collective guard]).
+// sum back into `tensor` (Note [Collective guard]); over kGuardMaxBytes, all-reduces the guard alone
+// through `run`, then `tensor` itself through `run_if`, on the condition that the guard agreed, and
+// returns a Work whose wait() checks the guard first (Note [Guarding large all-reduces]).
 bool allreduce_is_guarded(const ProcessGroup& pg, const Tensor& tensor, ReduceOp op);
-std::shared_ptr<Work> guarded_allreduce(ProcessGroup& pg, Tensor& tensor, ReduceOp op, int64_t number,
-                                        const std::function<std::shared_ptr<Work>(Tensor&)>& run);
+std::shared_ptr<Work> guarded_allreduce(
+    ProcessGroup& pg, Tensor& tensor, ReduceOp op, int64_t number, const std::function<std::shared_ptr<Work>(Tensor&)>& run,
+    const std::function<std::shared_ptr<Work>(Tensor&, std::function<bool()>)>& run_if);
 
 }  // namespace mt::dist::detail

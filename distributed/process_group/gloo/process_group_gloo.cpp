@@ -224,33 +224,46 @@ void ProcessGroupGloo::enqueue(const std::shared_ptr<Work>& work, std::function<
   });
 }
 
+void ProcessGroupGloo::allreduce_now(const Tensor& tensor, ReduceOp op) {
+  const int n = element_count(tensor);
+  if (n == 0 || size() == 1) return;  // Note [A world of one]
+  with_type(tensor.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    T* data = static_cast<T*>(tensor.raw_data());
+    const auto* reduce = op == ReduceOp::Max ? ::gloo::ReductionFunction<T>::max
+                                             : ::gloo::ReductionFunction<T>::sum;
+    // Note [Allreduce algorithm]: the result must be the same bits on every rank (Note [Same bits on
+    // every rank] in tests/distributed/collectives.h), and which algorithm runs depends only on the
+    // byte count, the same on every rank. Gloo's plain ring (each rank adds what arrives to its own
+    // buffer and passes it on) fails the first: rank r adds x_r + x_{r-1} + x_{r-2} ..., a different
+    // order on every rank from 3 ranks on. So small buffers are allgathered, then every rank adds
+    // the slots in rank order, x_0 + x_1 + ...: the same one message per step as the ring, and as
+    // fast (bench_allreduce, 11 floats: 2 ranks 41 us, the ring 40; 3 ranks 126 us, the ring 130),
+    // where halving-doubling took 110 us against the ring's 58 at 1,000 floats. Halving-doubling (reduce-scatter, then allgather, by recursive halving) reduces each
+    // chunk on one rank and sends that rank's result to all, so its ranks agree; it moves 1/size of
+    // the data per message and wins for large buffers, 242 us against 1,058 us for 203,530 floats
+    // at 2 ranks; the two cross near 128 KiB.
+    if (static_cast<size_t>(n) * sizeof(T) <= kGatherMaxBytes)
+      gloo_->allreduce_in_rank_order(data, n, reduce);
+    else
+      gloo_->allreduce_in_pieces(data, n, reduce);
+    if (op == ReduceOp::Avg) divide(data, n, size());  // Sum, then divide: Gloo has no average
+  });
+}
+
 std::shared_ptr<Work> ProcessGroupGloo::run_allreduce(Tensor& tensor, ReduceOp op, const std::string& what) {
   auto work = std::make_shared<Work>(what, timeout());
-  enqueue(work, [this, tensor, op] {
-    const int n = element_count(tensor);
-    if (n == 0 || size() == 1) return;  // Note [A world of one]
-    with_type(tensor.dtype(), [&](auto zero) {
-      using T = decltype(zero);
-      T* data = static_cast<T*>(tensor.raw_data());
-      const auto* reduce = op == ReduceOp::Max ? ::gloo::ReductionFunction<T>::max
-                                               : ::gloo::ReductionFunction<T>::sum;
-      // Note [Allreduce algorithm]: the result must be the same bits on every rank (Note [Same bits on
-      // every rank] in tests/distributed/collectives.h), and which algorithm runs depends only on the
-      // byte count, the same on every rank. Gloo's plain ring (each rank adds what arrives to its own
-      // buffer and passes it on) fails the first: rank r adds x_r + x_{r-1} + x_{r-2} ..., a different
-      // order on every rank from 3 ranks on. So small buffers are allgathered, then every rank adds
-      // the slots in rank order, x_0 + x_1 + ...: the same one message per step as the ring, and as
-      // fast (bench_allreduce, 11 floats: 2 ranks 41 us, the ring 40; 3 ranks 126 us, the ring 130),
-      // where halving-doubling took 110 us against the ring's 58 at 1,000 floats. Halving-doubling (reduce-scatter, then allgather, by recursive halving) reduces each
-      // chunk on one rank and sends that rank's result to all, so its ranks agree; it moves 1/size of
-      // the data per message and wins for large buffers, 242 us against 1,058 us for 203,530 floats
-      // at 2 ranks; the two cross near 128 KiB.
-      if (static_cast<size_t>(n) * sizeof(T) <= kGatherMaxBytes)
-        gloo_->allreduce_in_rank_order(data, n, reduce);
-      else
-        gloo_->allreduce_in_pieces(data, n, reduce);
-      if (op == ReduceOp::Avg) divide(data, n, size());  // Sum, then divide: Gloo has no average
-    });
+  enqueue(work, [this, tensor, op] { allreduce_now(tensor, op); });
+  return work;
+}
+
+// Note [Guarding large all-reduces] in collective_guard.cpp: the guard's all-reduce ran just before on
+// this same thread, so its verdict is known when this one's turn comes.
+std::shared_ptr<Work> ProcessGroupGloo::run_allreduce_if(Tensor& tensor, ReduceOp op, const std::string& what,
+                                                         std::function<bool()> proceed) {
+  auto work = std::make_shared<Work>(what, timeout());
+  enqueue(work, [this, tensor, op, proceed = std::move(proceed)] {
+    if (proceed()) allreduce_now(tensor, op);
   });
   return work;
 }

@@ -65,6 +65,9 @@ class ProcessGroupGloo : public ProcessGroup {
   std::shared_ptr<Work> run_reduce_scatter(Tensor& output, const Tensor& input, ReduceOp op,
                                            const std::string& what) override;
   std::shared_ptr<Work> run_allgather_into(Tensor& output, const Tensor& input, const std::string& what) override;
+  std::shared_ptr<Work> run_allreduce_if(Tensor& tensor, ReduceOp op, const std::string& what,
+                                         std::function<bool()> proceed) override;
+  void allreduce_now(const Tensor& tensor, ReduceOp op);  // on the queue's thread
 
   struct Gloo;  // Gloo's context; defined in process_group_gloo.cpp so that Gloo's headers stay private
   // Queues `run` for `work`, turning Gloo's exceptions into errors that name the collective.

@@ -33,5 +33,9 @@ std::shared_ptr<Work> ProcessGroupGloo::run_reduce_scatter(Tensor&, const Tensor
 std::shared_ptr<Work> ProcessGroupGloo::run_allgather_into(Tensor&, const Tensor&, const std::string&) {
   MT_FAIL("no Gloo backend");
 }
+std::shared_ptr<Work> ProcessGroupGloo::run_allreduce_if(Tensor&, ReduceOp, const std::string&, std::function<bool()>) {
+  MT_FAIL("no Gloo backend");
+}
+void ProcessGroupGloo::allreduce_now(const Tensor&, ReduceOp) { MT_FAIL("no Gloo backend"); }
 
 }  // namespace mt::dist
