@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "tensor/tensor.h"
 #include "tensor/transformer_options.h"
@@ -59,6 +60,13 @@ struct Window2d {
     if (ceil_mode && (out - 1) * stride >= in + pad) --out;
     return out;
   }
+};
+
+// Linear interpolation along one dim, as bilinear resampling reads it: output position i takes
+// l0[i]·in[i0[i]] + l1[i]·in[i1[i]]. The caller (interpolate) computes the taps; every index < the input size.
+struct LinearTaps {
+  std::vector<int64_t> i0, i1;
+  std::vector<double> l0, l1;
 };
 
 const char* op_name(UnaryOp op);
@@ -116,6 +124,11 @@ class Backend {
   // k < n is topk's, which need not order the rest. x: (rows, n) contiguous floating or int64;
   // indices: (rows, k) int64 contiguous, k <= n, overwritten.
   virtual void argsort(const Tensor& indices, const Tensor& x, bool descending) = 0;
+  // Running sums along the middle dim (tensor/raw_scan.cpp): out[o, i, j] = Σ_{i' <= i} in[o, i', j], or
+  // Σ_{i' >= i} when reverse. in, out: (outer, n, inner) contiguous, out overwritten. Not pure: the
+  // default composes it from copy and binary in ⌈log₂ n⌉ passes (Note [Cumsum by doubling]); the CPU
+  // overrides it with one pass.
+  virtual void cumsum(const Tensor& out, const Tensor& in, bool reverse);
 
   // Random fills of a contiguous floating tensor, drawing from gen (and advancing it).
   virtual void uniform(const Tensor& out, Generator& gen, double low, double high) = 0;
@@ -176,6 +189,14 @@ class Backend {
   virtual void winograd_input(const Tensor& v, const Tensor& x, const Window2d& w);
   virtual void winograd_output(const Tensor& y, const Tensor& m, const Tensor& bias);
   virtual void winograd_output_backward(const Tensor& m, const Tensor& dy);
+  // Bilinear resampling of (P, H, W) planes to (P, OH, OW) and its adjoint (tensor/raw_interpolate.cpp):
+  //   out[p, i, j] = λr0[i]·(λc0[j]·x[p, r0[i], c0[j]] + λc1[j]·x[p, r0[i], c1[j]]) + λr1[i]·(the same at r1[i])
+  // with rows = {r0, r1, λr0, λr1} (OH entries each) and cols alike (OW). x, out, dx, dy contiguous;
+  // bilinear_backward writes dx whole. Optional: a backend without them answers false to has_bilinear
+  // and interpolate stays a composition of index_select passes (autograd/functions/interpolate.cpp).
+  virtual bool has_bilinear() const { return false; }
+  virtual void bilinear(const Tensor& out, const Tensor& x, const LinearTaps& rows, const LinearTaps& cols);
+  virtual void bilinear_backward(const Tensor& dx, const Tensor& dy, const LinearTaps& rows, const LinearTaps& cols);
 
   // Waits for queued work (no-op on CPU).
   virtual void synchronize() {}

@@ -131,6 +131,15 @@ Tensor conv2d_winograd(const Tensor& x, const Tensor& w, const Tensor& b, const 
 Tensor conv2d_input_grad_winograd(const Tensor& dy, const Tensor& w, const Conv2dOptions& o);
 // dw of conv2d for dy (N, O, OH, OW) and x: the adjoint of the Winograd forward in w.
 Tensor conv2d_weight_grad_winograd(const Tensor& dy, const Tensor& x, const Tensor& w, const Conv2dOptions& o);
+// Running sums along dim (tensor/raw_scan.cpp): y[..., i, ...] = Σ_{j <= i} x[..., j, ...], or
+// Σ_{j >= i} when reverse. x at least 1-D; any dtype the backend sums.
+Tensor cumsum(const Tensor& x, int64_t dim, bool reverse = false);
+// Bilinear resampling of the last two dims by the backend's kernel (tensor/raw_interpolate.cpp), when
+// bilinear_applies: x floating, 3-D or more, on a backend with has_bilinear(). x: (..., H, W) ->
+// (..., OH, OW), OH = rows' size, OW = cols'; bilinear_backward: dy (..., OH, OW) -> dx (..., h, w).
+bool bilinear_applies(const Tensor& x);
+Tensor bilinear(const Tensor& x, const LinearTaps& rows, const LinearTaps& cols);
+Tensor bilinear_backward(const Tensor& dy, const LinearTaps& rows, const LinearTaps& cols, int64_t h, int64_t w);
 // Max pooling with the argmax of each window: indices[n, c, oh, ow] = h·W + w within x[n, c].
 struct MaxPool2dResult {
   Tensor out, indices;  // (N, C, OH, OW); indices int64

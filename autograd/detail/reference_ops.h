@@ -1,10 +1,12 @@
-// The obviously correct compositions of the fused transformer ops (autograd/ops.h): layer norm,
-// GELU and attention written with the elementwise, reduction, matmul and softmax ops they replace.
+// The obviously correct compositions of the fused ops: layer norm, GELU and attention (autograd/ops.h)
+// written with the elementwise, reduction, matmul and softmax ops they replace, and bilinear
+// interpolate (autograd/spatial_ops.h) as index_select passes.
 // Tests compare the fused ops with these, values and gradients; benchmarks time them side by side.
 // Not for models: each costs several nodes and temporaries where the fused op costs one.
 #pragma once
 
 #include "autograd/ops.h"
+#include "autograd/spatial_ops.h"
 
 namespace mt::reference {
 
@@ -15,5 +17,8 @@ Tensor gelu(const Tensor& x, GeluApproximate approximate = GeluApproximate::None
 // softmax(masked_fill(scale·q·kᵀ, j > i, -inf), -1)·v: the (B, H, Tq, Tk) matrix made explicitly.
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const AttentionOptions& options = {});
+// interpolate without the backend's bilinear kernel: every mode composed from index_select
+// (Note [Bilinear by a kernel] in autograd/functions/interpolate.cpp).
+Tensor interpolate(const Tensor& x, const InterpolateOptions& options);
 
 }  // namespace mt::reference

@@ -23,15 +23,33 @@ namespace {
 // whose keys are all masked has no softmax: its output is NaN, as in PyTorch. The masked scores are
 // the (B, H, Tq, Tk) matrix the fused kernels avoid, so a masked call costs that much memory, like
 // PyTorch 1.13's own math path; causal alone stays fused.
+// A boolean mask (and causal, when a mask comes with it) becomes an additive one first, 0 where a
+// query may attend and -inf where not, at the mask's own (broadcast) size: adding it to the scores
+// is one pass, and its backward hands the scores their gradient unchanged, where masked_fill's
+// where costs a pass each way (PyTorch 2's math path does the same). The two differ only for a
+// score of +inf or NaN under the mask, which masked_fill would have replaced.
+Tensor additive_mask(const Tensor& q, const Tensor& k, const Tensor& mask, const AttentionOptions& options) {
+  const double inf = std::numeric_limits<double>::infinity();
+  const TensorOptions like{.dtype = q.dtype(), .device = q.device()};
+  const Tensor zero = zeros(Shape{}, like), minus_inf = full(Shape{}, -inf, like);
+  Tensor bias = mask;
+  if (mask.dtype() == kInt64) bias = raw::where(mask, zero, minus_inf);
+  if (options.causal) bias = bias + raw::where(raw::tril_mask(q.size(2), k.size(2), 0, q.device()), zero, minus_inf);
+  return bias;
+}
+
 Tensor composed_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
                           const AttentionOptions& options) {
   const double inf = std::numeric_limits<double>::infinity();
   const double scale = options.scale.value_or(1.0 / std::sqrt(static_cast<double>(q.size(-1))));
   // q scaled rather than the scores: (Tq, d) multiplications instead of (Tq, Tk)
   Tensor scores = matmul(q * scale, transpose(k, -1, -2));  // (B, H, Tq, Tk)
-  const Tensor zero = zeros(Shape{}, {.dtype = kInt64, .device = q.device()});
-  if (options.causal) scores = masked_fill(scores, eq(raw::tril_mask(q.size(2), k.size(2), 0, q.device()), zero), -inf);
-  if (mask.defined()) scores = mask.dtype() == kInt64 ? masked_fill(scores, eq(mask, zero), -inf) : scores + mask;
+  if (mask.defined()) {
+    scores = scores + additive_mask(q, k, mask, options);
+  } else if (options.causal) {  // dv != d without a mask
+    const Tensor zero = zeros(Shape{}, {.dtype = kInt64, .device = q.device()});
+    scores = masked_fill(scores, eq(raw::tril_mask(q.size(2), k.size(2), 0, q.device()), zero), -inf);
+  }
   return matmul(softmax(scores, -1), v);
 }
 

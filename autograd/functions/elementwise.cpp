@@ -106,7 +106,10 @@ struct WhereBackward final : Node {
     check_not_released();
     const Tensor c = cond.unpack(*this);
     const Tensor zero = zeros(Shape{}, {.dtype = g[0].dtype(), .device = g[0].device()});
-    return {reduce_grad(raw::where(c, g[0], zero), ia), reduce_grad(raw::where(c, zero, g[0]), ib)};
+    Tensor da, db;  // only the sides that want one: masked_fill's number side does not
+    if (next_edges[0].valid()) da = reduce_grad(raw::where(c, g[0], zero), ia);
+    if (next_edges[1].valid()) db = reduce_grad(raw::where(c, zero, g[0]), ib);
+    return {da, db};
   }
   void release_saved() override { cond.reset(), Node::release_saved(); }
   std::string name() const override { return "WhereBackward"; }

@@ -1,27 +1,33 @@
-// interpolate (nearest, bilinear), composed from index_select, so it runs on every backend and its
-// backward is index_select's (index_add: every output adds its gradient back to the inputs it read).
-// Both modes are separable: the H and W passes run one after the other, each one index_select per
-// source tap. The source positions are PyTorch 1.13's (aten/src/ATen/native/UpSample.h), computed
-// on the host once per call:
+// interpolate (nearest, bilinear). Nearest is composed from index_select, so it runs on every backend
+// and its backward is index_select's (index_add: every output adds its gradient back to the input it
+// read). Bilinear is one node over the backend's bilinear kernel where the backend has one (the CPU's,
+// tensor/cpu/cpu_interpolate.cpp), and the same composition elsewhere, which is also its reference
+// (mt::reference::interpolate; Note [Bilinear by a kernel]). Both modes are separable: the H and W
+// passes run one after the other, each one index_select per source tap. The source positions are
+// PyTorch 1.13's (aten/src/ATen/native/UpSample.h), computed on the host once per call:
 //   nearest    src = min(floor(dst·s), in - 1) in float, s = 1/scale_factor or in/out; the index
 //              itself when out = in, and dst/2 when out = 2·in
 //   bilinear   real = s·dst (align_corners, s = (in-1)/(out-1)) or max(s·(dst + ½) - ½, 0) (s as for
 //              nearest, in double); i0 = floor(real), i1 = i0 + 1 below the last row, λ1 = real - i0,
 //              y = (1 - λ1)·x[i0] + λ1·x[i1]; the identity when out = in without align_corners
 // The W pass runs first, so y = λh0·(λw0·x00 + λw1·x01) + λh1·(λw0·x10 + λw1·x11), PyTorch's order.
+//
+// Note [Bilinear by a kernel]: the composition makes four output-sized temporaries a pass and its
+// backward two index_adds a pass: about twice libtorch's time when issue 40's ops were measured. The
+// kernel reads the four taps of each output once and its adjoint writes each input row once per
+// output row that reads it. The CUDA backend has no such kernel and runs the composition; the tests
+// compare the two (tests/autograd/test_gradcheck_spatial.cpp) and each with PyTorch.
 #include <cmath>
 
+#include "autograd/detail/reference_ops.h"
 #include "autograd/ops.h"
+#include "autograd/record.h"
 #include "autograd/spatial_ops.h"
+#include "tensor/raw_ops.h"
 
 namespace mt {
 
 namespace {
-
-struct Taps {
-  std::vector<int64_t> i0, i1;
-  std::vector<double> l0, l1;
-};
 
 std::vector<int64_t> nearest_sources(int64_t in, int64_t out, double scale_factor) {
   std::vector<int64_t> src(out);
@@ -34,8 +40,8 @@ std::vector<int64_t> nearest_sources(int64_t in, int64_t out, double scale_facto
   return src;
 }
 
-Taps linear_taps(int64_t in, int64_t out, double scale_factor, bool align_corners) {
-  Taps t;
+LinearTaps linear_taps(int64_t in, int64_t out, double scale_factor, bool align_corners) {
+  LinearTaps t;
   double s;
   if (align_corners) s = out > 1 ? static_cast<double>(in - 1) / static_cast<double>(out - 1) : 0.0;
   else s = scale_factor > 0 ? 1.0 / scale_factor : static_cast<double>(in) / static_cast<double>(out);
@@ -64,15 +70,30 @@ Tensor weights(const std::vector<double>& v, int d, const Tensor& like) {
   return cast(from_vector(v, s, {.dtype = kFloat64, .device = like.device()}), like.dtype());
 }
 
-Tensor linear_pass(const Tensor& x, int d, const Taps& t) {
+Tensor linear_pass(const Tensor& x, int d, const LinearTaps& t) {
   const Tensor a = index_select(x, d, index(t.i0, x.device()));
   const Tensor b = index_select(x, d, index(t.i1, x.device()));
   return a * weights(t.l0, d, x) + b * weights(t.l1, d, x);
 }
 
-}  // namespace
+// y = bilinear(x)   =>   dx = bilinear's adjoint applied to dy (the backend's kernel)
+struct BilinearBackward final : Node {
+  LinearTaps rows, cols;
+  int64_t h = 0, w = 0;
+  TensorList apply(TensorList&& g) override { return {raw::bilinear_backward(g[0], rows, cols, h, w)}; }
+  std::string name() const override { return "BilinearBackward"; }
+};
 
-Tensor interpolate(const Tensor& x, const InterpolateOptions& o) {
+Tensor bilinear_kernel(const Tensor& x, LinearTaps rows, LinearTaps cols) {
+  Tensor y = raw::bilinear(x, rows, cols);
+  if (auto node = detail::record<BilinearBackward>({&x})) {
+    node->h = x.size(2), node->w = x.size(3), node->rows = std::move(rows), node->cols = std::move(cols);
+    detail::set_history(y, node);
+  }
+  return y;
+}
+
+Tensor interpolate_impl(const Tensor& x, const InterpolateOptions& o, bool kernel) {
   MT_CHECK(x.dim() == 4, "interpolate: input must be 4-D (N, C, H, W), got shape ", x.sizes());
   MT_CHECK(is_floating(x.dtype()), "interpolate: needs a floating dtype, got ", x.dtype());
   const bool by_size = o.size.h > 0 || o.size.w > 0, by_scale = o.scale_factor.h > 0 || o.scale_factor.w > 0;
@@ -94,8 +115,17 @@ Tensor interpolate(const Tensor& x, const InterpolateOptions& o) {
     const Tensor rows = index_select(x, 2, index(nearest_sources(h, out.h, scale.h), x.device()));
     return index_select(rows, 3, index(nearest_sources(w, out.w, scale.w), x.device()));
   }
-  const Tensor cols = linear_pass(x, 3, linear_taps(w, out.w, scale.w, o.align_corners));
-  return linear_pass(cols, 2, linear_taps(h, out.h, scale.h, o.align_corners));
+  LinearTaps rows = linear_taps(h, out.h, scale.h, o.align_corners), cols = linear_taps(w, out.w, scale.w, o.align_corners);
+  if (kernel && raw::bilinear_applies(x)) return bilinear_kernel(x, std::move(rows), std::move(cols));
+  return linear_pass(linear_pass(x, 3, cols), 2, rows);
+}
+
+}  // namespace
+
+Tensor interpolate(const Tensor& x, const InterpolateOptions& options) { return interpolate_impl(x, options, true); }
+
+Tensor reference::interpolate(const Tensor& x, const InterpolateOptions& options) {
+  return interpolate_impl(x, options, false);
 }
 
 }  // namespace mt

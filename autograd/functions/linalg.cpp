@@ -55,14 +55,16 @@ struct SoftmaxBackward final : Node {
   int64_t dim = -1;
   bool log = false;
   // softmax:      y = eˣ/Σeˣ      =>   dx = y·(dy - Σ dy·y)
-  // log_softmax:  y = x - log Σeˣ =>   dx = dy - eʸ·Σ dy
+  // log_softmax:  y = x - log Σeˣ =>   dx = dy - eʸ·Σ dy, with eʸ = softmax(x) = softmax(y) taken by the
+  //               softmax kernel (its float exp is vectorised, Note [Softmax's float exp]; the unary
+  //               exp is a libm call per element)
   TensorList apply(TensorList&& g) override {
     check_not_released();
     const Tensor yv = y.unpack(*this);
     const Tensor& dy = g[0];
     if (log) {
       const Tensor s = raw::sum(dy, {dim}, true);
-      return {raw::binary(BinaryOp::Sub, dy, raw::binary(BinaryOp::Mul, raw::unary(UnaryOp::Exp, yv), s))};
+      return {raw::binary(BinaryOp::Sub, dy, raw::binary(BinaryOp::Mul, raw::softmax(yv, dim), s))};
     }
     const Tensor s = raw::sum(raw::binary(BinaryOp::Mul, dy, yv), {dim}, true);
     return {raw::binary(BinaryOp::Mul, yv, raw::binary(BinaryOp::Sub, dy, s))};

@@ -4,12 +4,14 @@
 // The methods are spread over one file per kind of kernel:
 //   cpu_copy.cpp      copy, fill                  cpu_elementwise.cpp  unary, binary, where
 //   cpu_reduce.cpp    reduce                      cpu_softmax.cpp      softmax, log_softmax
+//   cpu_scan.cpp      cumsum
 //   cpu_gemm.cpp      gemm (BLAS/Eigen + loops)   cpu_index.cpp        index_select/add, gather, scatter_add
 //   cpu_random.cpp    uniform, normal             cpu_allocator.cpp    the 64-byte aligned allocator
 //   cpu_sort.cpp      argsort
 //   cpu_layer_norm.cpp, cpu_gelu.cpp, cpu_attention.cpp: the fused transformer kernels
 //   cpu_conv.cpp      im2col, col2im, max_pool2d
 //   cpu_winograd.cpp  Winograd F(2x2, 3x3) input and output transforms
+//   cpu_interpolate.cpp  bilinear resampling and its adjoint
 // and backend_registry.cpp holds the device-type -> Backend table. Shared loops: strided_loop.h
 // (any strides) and elementwise.h (with the contiguous and broadcast-scalar fast paths).
 // Kernels above a size threshold split their loops across the intra-op threads with parallel_for
@@ -44,6 +46,7 @@ class CpuBackend final : public Backend {
   void gather(const Tensor& out, const Tensor& in, const Tensor& index) override;
   void scatter_add(const Tensor& out, const Tensor& index, const Tensor& src) override;
   void argsort(const Tensor& indices, const Tensor& x, bool descending) override;  // cpu_sort.cpp
+  void cumsum(const Tensor& out, const Tensor& in, bool reverse) override;           // cpu_scan.cpp
   void uniform(const Tensor& out, Generator& gen, double low, double high) override;
   void normal(const Tensor& out, Generator& gen, double mean, double std) override;
   // Transformer kernels: cpu_layer_norm.cpp, cpu_gelu.cpp, cpu_attention.cpp.
@@ -66,6 +69,10 @@ class CpuBackend final : public Backend {
   void winograd_input(const Tensor& v, const Tensor& x, const Window2d& w) override;
   void winograd_output(const Tensor& y, const Tensor& m, const Tensor& bias) override;
   void winograd_output_backward(const Tensor& m, const Tensor& dy) override;
+  // cpu_interpolate.cpp
+  bool has_bilinear() const override { return true; }
+  void bilinear(const Tensor& out, const Tensor& x, const LinearTaps& rows, const LinearTaps& cols) override;
+  void bilinear_backward(const Tensor& dx, const Tensor& dy, const LinearTaps& rows, const LinearTaps& cols) override;
 };
 
 namespace cpu {

@@ -4,6 +4,7 @@
 // drawn from a seeded generator, non-contiguous inputs included.
 #include <doctest/doctest.h>
 
+#include "autograd/detail/reference_ops.h"
 #include "minitrain.h"
 #include "gradcheck_case.h"
 #include "nn/nn.h"
@@ -81,6 +82,33 @@ TEST_CASE("gradcheck: interpolate, nearest and bilinear with and without align_c
     check([&](V x) {
       return interpolate(x[0].transpose(-1, -2), {.scale_factor = 2, .mode = InterpolateMode::Bilinear, .align_corners = ac});
     }, {input({1, 2, 3, 4})});
+  }
+}
+
+TEST_CASE("bilinear interpolate's kernel equals its composition (Note [Bilinear by a kernel]), values and gradients") {
+  for (DType dtype : {kFloat64, kFloat32}) {
+    const double tol = dtype == kFloat64 ? 1e-13 : 1e-5;
+    for (int trial = 0; trial < 8; ++trial) {
+      const bool ac = trial % 2 == 1, by_size = trial % 4 < 2;
+      const Shape shape{draw(1, 2), draw(1, 3), draw(2, 9), draw(2, 9)};
+      CAPTURE(trial);
+      CAPTURE(shape);
+      const InterpolateOptions o = by_size ? InterpolateOptions{.size = {draw(1, 12), draw(1, 12)}}
+                                           : InterpolateOptions{.scale_factor = {0.5 + 0.3 * static_cast<double>(draw(0, 8)),
+                                                                                 0.5 + 0.3 * static_cast<double>(draw(0, 8))}};
+      InterpolateOptions bilinear = o;
+      bilinear.mode = InterpolateMode::Bilinear, bilinear.align_corners = ac;
+      const Tensor x = input(shape).detach().to(dtype);
+      const Tensor a = x.clone().requires_grad_(), b = x.clone().requires_grad_();
+      const Tensor ya = interpolate(trial % 3 == 0 ? a.transpose(-1, -2) : a, bilinear);
+      const Tensor yb = reference::interpolate(trial % 3 == 0 ? b.transpose(-1, -2) : b, bilinear);
+      REQUIRE(ya.sizes() == yb.sizes());
+      CHECK((ya - yb).abs().max().item() <= tol);
+      const Tensor gy = randn(ya.sizes(), gen, {.dtype = dtype});
+      (ya * gy).sum().backward();
+      (yb * gy).sum().backward();
+      CHECK((a.grad() - b.grad()).abs().max().item() <= tol * 10);
+    }
   }
 }
 

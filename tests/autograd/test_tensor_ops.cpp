@@ -3,12 +3,14 @@
 // PyTorch's values for them: tests/nn/test_torch_ops.cpp.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
 
 #include "minitrain.h"
 #include "gradcheck_case.h"
+#include "tensor/raw_ops.h"
 
 using namespace mt;
 
@@ -52,7 +54,19 @@ TEST_CASE("gradcheck: cumsum along each dim, lengths that are and are not powers
   check([](V x) { return cumsum(x[0].t(), 0); }, {input({4, 9})});
 }
 
-TEST_CASE("cumsum: the doubling scan equals a left-to-right loop, and works on int64 (Note [Cumsum by doubling])") {
+TEST_CASE("cumsum: the CPU's one-pass scan equals the composed doubling scan (Note [Cumsum by doubling])") {
+  Generator gen(55);
+  const Tensor x = randn({3, 37, 5}, gen, {.dtype = kFloat64});  // 37: not a power of two
+  for (bool reverse : {false, true}) {
+    CAPTURE(reverse);
+    const Tensor one_pass = raw::cumsum(x, 1, reverse);
+    const Tensor doubling = empty({3, 37, 5}, {.dtype = kFloat64});
+    backend(kCPU).Backend::cumsum(doubling, x, reverse);  // the base class's composition, called by name
+    CHECK((one_pass - doubling).abs().max().item() <= 1e-12);
+  }
+}
+
+TEST_CASE("cumsum equals a left-to-right loop, and works on int64") {
   const Tensor x = arange(1, 38, 1, {.dtype = kFloat64});  // 37 values: not a power of two
   const std::vector<double> got = cumsum(x, 0).to_vector<double>();
   double run = 0;
@@ -95,4 +109,37 @@ TEST_CASE("one_hot: classes from the data or given, and out-of-range indices nam
   CHECK(one_hot(idx, 4).sizes() == Shape{2, 4});
   CHECK_THROWS_WITH(one_hot(idx, 2), doctest::Contains("class index 2 is out of range for num_classes = 2"));
   CHECK_THROWS_WITH(one_hot(from_vector(std::vector<int64_t>{-1}, {1})), doctest::Contains("must be >= 0"));
+}
+
+TEST_CASE("float32 softmax and log_softmax: the vectorised exp within a few ulp of libm's, -inf gives 0, NaN stays (Note [Softmax's float exp])") {
+  // The reference takes the same float32 x - max (its rounding is the input's, not exp's), then exp,
+  // the sum and the division in double.
+  Generator gen(56);
+  for (int64_t n : {1, 7, 8, 9, 37, 1000}) {
+    CAPTURE(n);
+    const Tensor x = randn({5, n}, gen) * 30.0f;  // float32, spanning e^-150 .. e^0 after the shift
+    const std::vector<float> xs = x.to_vector<float>(), got = softmax(x, 1).to_vector<float>(),
+                             got_log = log_softmax(x, 1).to_vector<float>();
+    for (int64_t r = 0; r < 5; ++r) {
+      const float* row = xs.data() + r * n;
+      const float m = *std::max_element(row, row + n);
+      double sum = 0;
+      for (int64_t i = 0; i < n; ++i) sum += std::exp(static_cast<double>(row[i] - m));
+      for (int64_t i = 0; i < n; ++i) {
+        const double want = std::exp(static_cast<double>(row[i] - m)) / sum;
+        const double want_log = static_cast<double>(row[i] - m) - std::log(sum);
+        if (row[i] - m < -87.0f) CHECK(got[r * n + i] == 0.0f);  // below e^-87 the float exp gives 0
+        else CHECK(std::abs(got[r * n + i] - want) <= 8 * 6e-8 * want);
+        CHECK(std::abs(got_log[r * n + i] - want_log) <= 8 * 6e-8 * std::max(1.0, std::abs(want_log)));
+      }
+    }
+  }
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> masked = softmax(from_vector(std::vector<float>{1, -inf, 2, -inf, 0, 3, -inf, 1, 2}, {9}), 0)
+                                        .to_vector<float>();
+  CHECK(masked[1] == 0.0f);
+  CHECK(masked[3] == 0.0f);
+  CHECK(masked[6] == 0.0f);
+  for (float v : softmax(from_vector(std::vector<float>{1, nan, 2, 3, 4, 5, 6, 7, 8, 9}, {10}), 0).to_vector<float>())
+    CHECK(std::isnan(v));
 }

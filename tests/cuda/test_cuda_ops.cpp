@@ -73,17 +73,32 @@ TEST_CASE("losses on CUDA match the CPU, values and gradients") {
     const Tensor target = raw::softmax(sample(x.sizes(), x.dtype(), 5), 1);
     return nn::F::kl_div(x.log_softmax(1), x.device().is_cpu() ? target : gpu(target), {.reduction = nn::kBatchMean});
   }, {6, 4});
+  compare("nll_loss with weights and ignore_index", [&](const Tensor& x) {
+    const Tensor w = raw::cast(from_vector(std::vector<double>{0.5, 2.0, 1.0, 0.25}, {4}), x.dtype());
+    const bool cuda = !x.device().is_cpu();
+    return nn::F::nll_loss(x.log_softmax(1), cuda ? gpu(t) : t, {.weight = cuda ? gpu(w) : w});
+  }, {4, 5}, 2.0);
+  compare("binary_cross_entropy", [](const Tensor& x) {
+    const Tensor target = raw::unary(UnaryOp::Sigmoid, sample(x.sizes(), x.dtype(), 7));
+    return nn::F::binary_cross_entropy(x.sigmoid(), x.device().is_cpu() ? target : gpu(target));
+  }, {7, 5}, 3.0);
+  compare("smooth_l1_loss", [](const Tensor& x) {
+    const Tensor target = sample(x.sizes(), x.dtype(), 8);
+    return nn::F::smooth_l1_loss(x, x.device().is_cpu() ? target : gpu(target), {.beta = 0.5});
+  }, {6, 4}, 2.0);
   compare("huber_loss", [](const Tensor& x) {
     const Tensor target = sample(x.sizes(), x.dtype(), 6);
     return nn::F::huber_loss(x, x.device().is_cpu() ? target : gpu(target), {.delta = 0.7});
   }, {6, 4}, 2.0);
 }
 
-TEST_CASE("logsumexp, cumsum, flip, roll, where with a scalar and one_hot on CUDA match the CPU") {
+TEST_CASE("logsumexp, cumsum, flip, roll, clamp, where with a scalar and one_hot on CUDA match the CPU") {
   compare("logsumexp", [](const Tensor& x) { return logsumexp(x, {1}); }, {40, 7}, 300.0);
   compare("cumsum", [](const Tensor& x) { return cumsum(x, 1); }, {37, 5});
   compare("flip", [](const Tensor& x) { return flip(x, {0, 1}); }, {6, 9});
   compare("roll", [](const Tensor& x) { return roll(x, {-3, 2}, {0, 1}); }, {6, 9});
+  compare("clamp", [](const Tensor& x) { return clamp(x, -0.5, 0.7); }, {6, 9});
+  compare("clamp min > max", [](const Tensor& x) { return clamp(x, 0.7, -0.5); }, {6, 9});
   compare("where scalar", [](const Tensor& x) { return where(gt(x, x * 0.0), x, -0.5); }, {6, 9});
   const Tensor idx = from_vector(std::vector<int64_t>{2, 0, 4, 4, 1}, {5});
   check_close(one_hot(idx), one_hot(gpu(idx)), 0, "one_hot");

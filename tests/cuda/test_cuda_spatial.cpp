@@ -92,6 +92,9 @@ TEST_CASE("cuda: ceil_mode pooling, unbatched inputs and adaptive max pooling ma
   for (Size2 out : {Size2(3, 4), Size2(1), Size2(8, 9)})
     check_op("adaptive_max_pool2d", [&](const std::vector<Tensor>& p) { return adaptive_max_pool2d(p[0], out); },
              {{2, 3, 7, 6}}, /*transpose=*/true);
+  const Tensor x = sample({2, 3, 7, 6}, kFloat64, 6);
+  CHECK(adaptive_max_pool2d_with_indices(gpu(x), {3, 4}).second.to_vector<int64_t>() ==
+        adaptive_max_pool2d_with_indices(x, {3, 4}).second.to_vector<int64_t>());
 }
 
 TEST_CASE("cuda: conv1d, padding same and modes, interpolate and conv_transpose2d match the CPU") {
