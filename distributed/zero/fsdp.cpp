@@ -15,6 +15,7 @@
 #include "nn/module_list.h"
 #include "nn/transformer.h"
 #include "tensor/backend.h"
+#include "tensor/memory.h"
 #include "tensor/raw_ops.h"
 #include "trace/tracer.h"
 
@@ -182,6 +183,7 @@ void FullyShardedDataParallel::gather(size_t u) {
   Unit& unit = *units_[u];
   const UnitLayout& layout = layouts_[u];
   if (layout.numel == 0 || unit.state != Unit::State::Free) return;
+  MemoryKindGuard kind(MemoryKind::kParameters);  // the gathered unit (Note [Memory kinds])
   Tensor out = allocator_flat(layout.shard * pg_->size(), unit.shard.dtype(), unit.shard.device());
   Tensor mine = raw::narrow(out, 0, pg_->rank() * layout.shard, layout.shard);
   raw::copy_(mine, unit.shard);

@@ -7,6 +7,7 @@
 #include "autograd/record.h"
 #include "distributed/zero/detail/fsdp_unit.h"
 #include "distributed/zero/fsdp.h"
+#include "tensor/memory.h"
 #include "tensor/raw_ops.h"
 #include "trace/tracer.h"
 
@@ -93,6 +94,7 @@ void FullyShardedDataParallel::reduce_scatter(size_t u) {
   const UnitLayout& layout = layouts_[u];
   if (layout.numel == 0) return;
   const int64_t padded = layout.shard * pg_->size();
+  MemoryKindGuard kind(MemoryKind::kGradients);  // the unit's flat gradients (Note [Memory kinds])
   unit.grad_flat = empty({padded}, {.dtype = unit.shard.dtype(), .device = unit.shard.device()});
   raw::fill_(raw::narrow(unit.grad_flat, 0, layout.numel, padded - layout.numel), 0.0);
   for (size_t k = 0; k < unit.params.size(); ++k) {
