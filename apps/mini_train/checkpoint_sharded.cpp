@@ -1,11 +1,14 @@
-// Sharded checkpoints for --zero 1|2 (see checkpoint_sharded.h).
+// Sharded checkpoints for --zero 1|2|3 (see checkpoint_sharded.h).
 #include "apps/mini_train/checkpoint_sharded.h"
 
 #include <algorithm>
+#include <map>
 #include <vector>
 
+#include "distributed/zero/fsdp.h"
 #include "distributed/zero/zero.h"
 #include "nn/sharded_checkpoint.h"
+#include "tensor/raw_ops.h"
 
 namespace mt::app {
 
@@ -32,6 +35,49 @@ std::vector<std::string> gather_strings(dist::ProcessGroup& pg, const std::strin
   return out;
 }
 
+// Every name the model's state_dict() gives each parameter, by the parameter's first name (that of
+// named_parameters, which FSDP's pieces carry): a tied weight has two. And the buffers, by name.
+struct ModelNames {
+  std::map<std::string, std::vector<std::string>> of_param;
+  NamedTensors buffers;
+};
+
+ModelNames model_names(const nn::Module& model) {
+  std::map<const TensorImpl*, std::string> first;
+  for (const auto& [name, p] : model.named_parameters()) first.emplace(p.unsafe_impl(), name);
+  ModelNames out;
+  for (const auto& [path, m] : model.named_modules()) {
+    const std::string prefix = path.empty() ? "" : path + ".";
+    for (const auto& [name, p] : m->named_parameters(/*recurse=*/false))
+      out.of_param[first.at(p.unsafe_impl())].push_back(prefix + name);
+    for (const auto& [name, b] : m->named_buffers(/*recurse=*/false)) out.buffers.emplace_back(prefix + name, b);
+  }
+  return out;
+}
+
+// --zero 3: this rank's pieces of the parameters (FSDP's shards, under every name of each) and of the
+// optimizer state, none gathered (not a collective). Scalars and param_groups.* entries come whole
+// from every rank, alike (Note [Sharded checkpoints] takes any one copy).
+std::vector<ShardPiece> fsdp_pieces(const Run& r) {
+  const ModelNames names = model_names(*r.model);
+  std::vector<ShardPiece> pieces;
+  for (const dist::LocalShard& s : r.fsdp->local_state_dict()) {
+    const auto named = names.of_param.find(s.name);
+    MT_CHECK(named != names.of_param.end(), "--checkpoint-format sharded: FSDP's parameter '", s.name,
+             "' is not one of the model's");
+    for (const std::string& name : named->second)
+      pieces.push_back({.name = "model/" + name, .shape = s.shape, .offset = s.offset, .data = s.values});
+  }
+  const auto* opt = dynamic_cast<const dist::FsdpOptimizer*>(r.opt.get());
+  MT_CHECK(opt != nullptr, "--checkpoint-format sharded: this --zero 3 run's optimizer is not FSDP's");
+  for (const dist::LocalShard& s : opt->local_state_dict()) {
+    const bool state = s.name.rfind("state.", 0) == 0;  // a piece of a parameter's state, else whole
+    pieces.push_back({.name = "optimizer/" + s.name, .shape = state ? s.shape : s.values.sizes(), .offset = s.offset,
+                      .data = raw::reshape(s.values, {s.values.numel()})});
+  }
+  return pieces;
+}
+
 }  // namespace
 
 bool sharded_checkpoints(const Run& r) { return r.o.checkpoint_format == "sharded"; }
@@ -43,19 +89,30 @@ const dist::ZeroRedundancyOptimizer& zero_optimizer(const Run& r) {
 }
 
 void save_sharded(const Run& r, const std::string& path, const Checkpoint& c) {
-  const dist::ZeroRedundancyOptimizer& zero = zero_optimizer(r);
-  LocalShard local = zero.local_state();  // not a collective
   std::vector<ShardPiece> pieces;
-  if (r.lead) {  // the weights once, and what every rank holds alike
-    Checkpoint whole = c;
-    whole.optimizer = std::move(local.replicated);
-    pieces = whole_pieces(whole);
+  int stage = 3;
+  if (r.fsdp) {  // --zero 3: every rank its pieces of the weights and of the optimizer state
+    if (r.lead) {  // what every rank holds alike: the buffers, the counters, the scheduler, the progress
+      Checkpoint whole = c;
+      whole.model = model_names(*r.model).buffers;
+      pieces = whole_pieces(whole);
+    }
+    for (ShardPiece& p : fsdp_pieces(r)) pieces.push_back(std::move(p));
+  } else {  // --zero 1|2: the weights once, from rank 0, and every rank's optimizer pieces
+    const dist::ZeroRedundancyOptimizer& zero = zero_optimizer(r);
+    stage = zero.stage();
+    LocalShard local = zero.local_state();  // not a collective
+    if (r.lead) {
+      Checkpoint whole = c;
+      whole.optimizer = std::move(local.replicated);
+      pieces = whole_pieces(whole);
+    }
+    for (ShardPiece& p : local.pieces) pieces.push_back({.name = "optimizer/" + p.name, .shape = p.shape,
+                                                         .offset = p.offset, .data = std::move(p.data)});
   }
-  for (ShardPiece& p : local.pieces) pieces.push_back({.name = "optimizer/" + p.name, .shape = p.shape,
-                                                       .offset = p.offset, .data = std::move(p.data)});
   const std::string table = save_checkpoint_shard(path, r.rank, r.world, pieces);  // (1) all ranks at once
   const std::vector<std::string> tables = gather_strings(*r.pg, table);           // (2) every shard written
-  if (r.lead) save_sharded_index(path, c, zero.stage(), tables);                   // (3) the index
+  if (r.lead) save_sharded_index(path, c, stage, tables);                          // (3) the index
 }
 
 }  // namespace mt::app

@@ -19,14 +19,14 @@ namespace mt::app {
 namespace {
 
 // Everything but the epoch counters; GPU tensors are copied to the host as they are written. Under
-// --zero 1|2 every rank calls it: a single file's optimizer state is gathered from the shards (a
-// collective), a sharded checkpoint's is not (each rank writes its own: checkpoint_sharded.h). Only
-// rank 0's checkpoint is filled in.
+// --zero every rank calls it: a single file's optimizer state is gathered from the shards (a
+// collective), a sharded checkpoint's is not (each rank writes its own: checkpoint_sharded.h), nor,
+// under --zero 3, are its weights. Only rank 0's checkpoint is filled in.
 Checkpoint checkpoint_of(const Run& r, int64_t epoch, double loss) {
   Checkpoint c;
   if (!sharded_checkpoints(r)) c.optimizer = r.opt->state_dict();
   if (!r.lead) return c;
-  c.model = r.model->state_dict();
+  if (!(r.fsdp && sharded_checkpoints(r))) c.model = r.model->state_dict();
   if (r.scheduler) c.scheduler = r.scheduler->state_dict();
   c.epoch = epoch, c.step = r.step, c.loss = loss;
   c.rng_seed = default_generator().seed(), c.rng_offset = default_generator().offset();
@@ -51,7 +51,7 @@ void write_checkpoint(Run& r, int64_t epoch, double loss) {
   if (r.o.checkpoint_dir.empty() || (!r.lead && !r.o.zero)) return;
   dist::set_phase(dist::Phase::Checkpoint);
   const trace::Span span("checkpoint");
-  const Checkpoint c = checkpoint_of(r, epoch, loss);  // --zero 1|2: a collective
+  const Checkpoint c = checkpoint_of(r, epoch, loss);  // --zero: a collective
   const std::string path = checkpoint_path(r.o.checkpoint_dir, epoch);
   save(r, path, c);
   if (!r.lead) return;
@@ -63,7 +63,7 @@ void write_step_checkpoint(Run& r, int64_t epoch, const EpochProgress& progress)
   dist::set_phase(dist::Phase::Checkpoint);
   const trace::Span span("checkpoint");
   const Tensor sums = gather_progress(r.pg.get(), r.world, r.rank, progress);
-  if (r.lead || r.o.zero) {  // --zero 1|2: every rank, for the optimizer state's gather
+  if (r.lead || r.o.zero) {  // --zero: every rank, for the gather or its shard
     const Tensor totals = raw::sum(sums, {0});  // (2,): Σ loss·n, Σ n over the ranks
     const std::vector<double> t = totals.to_vector<double>();
     Checkpoint c = checkpoint_of(r, epoch - 1, t[0] / std::max(t[1], 1.0));

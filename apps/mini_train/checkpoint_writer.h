@@ -1,6 +1,6 @@
 // mini_train's checkpoint writers: the epoch checkpoint (--checkpoint-dir, every epoch end) and the
 // step checkpoint (--checkpoint-every N, between epoch ends; what it adds is in checkpoint_step.h).
-// Rank 0 writes and prunes to --keep; under --zero 1|2 every rank takes part: each writes its own
+// Rank 0 writes and prunes to --keep; under --zero every rank takes part: each writes its own
 // shard (--checkpoint-format sharded, checkpoint_sharded.h), or the optimizer's state_dict gathers
 // every rank's shard for rank 0's single file (a collective). The trainer (trainer.cpp) decides when;
 // reading a checkpoint back is the trainer's resume phase.

@@ -199,9 +199,10 @@ void add_distributed_options(CLI::App& app, Options& o) {
                 return v == "0" || v == "1" || v == "2" || v == "3" ? std::string() : v + " is not 0, 1, 2 or 3"; },
                             "{0,1,2,3}"))
       ->group(kGroup);
-  app.add_option("--checkpoint-format", o.checkpoint_format, "sharded: under --zero 1|2 each rank writes its "
-                 "optimizer shard to a file of its own, rank 0 an index (the default with --zero 1|2); single: one "
-                 "file, the shards gathered to rank 0 first (the default otherwise)")
+  app.add_option("--checkpoint-format", o.checkpoint_format, "sharded: under --zero 1|2|3 each rank writes its "
+                 "shard (of the optimizer state; under 3 of the parameters too) to a file of its own, rank 0 an index "
+                 "(the default with --zero); single: one file, the shards gathered to rank 0 first (the default "
+                 "otherwise)")
       ->check(CLI::IsMember({"sharded", "single"}))->group(kGroup);
   app.add_option("--timeout", o.timeout, "seconds the rendezvous and each collective may wait for the "
                  "other ranks before the job fails, naming them")->group(kGroup);
@@ -332,8 +333,9 @@ bool parse_options(int argc, char** argv, Options& o, int* exit_code) {
   if (o.val_split > 0) o.eval = true;  // a validation split is there to be scored
   apply_presets(app, o);
   refuse_unused_flags(app, o);
-  // checkpoint_sharded.h: the stages whose optimizer gives its pieces (ZeroRedundancyOptimizer::local_state).
-  if (o.checkpoint_format.empty()) o.checkpoint_format = o.zero == 1 || o.zero == 2 ? "sharded" : "single";
+  // checkpoint_sharded.h: the stages whose ranks hold pieces (ZeroRedundancyOptimizer::local_state, and
+  // under 3 FullyShardedDataParallel's and FsdpOptimizer's local_state_dict).
+  if (o.checkpoint_format.empty()) o.checkpoint_format = o.zero > 0 ? "sharded" : "single";
   parse_hidden(o, raw.hidden);
   return true;
 }
@@ -476,9 +478,9 @@ void validate_model(const Options& o) {
   MT_CHECK(o.momentum == 0 || o.optimizer == "sgd", "--momentum applies to sgd only (adam/adamw use betas)");
   MT_CHECK(o.max_steps >= 0, "--max-steps must be >= 0, got ", o.max_steps);
   MT_CHECK(o.clip_grad >= 0 && std::isfinite(o.clip_grad), "--clip-grad must be >= 0, got ", o.clip_grad);
-  MT_CHECK(o.checkpoint_format != "sharded" || o.zero == 1 || o.zero == 2, "--checkpoint-format sharded writes "
-           "each rank's shard of the optimizer state of --zero 1|2 (this run: --zero ", o.zero, "); add --zero 1|2, "
-           "or leave --checkpoint-format single");
+  MT_CHECK(o.checkpoint_format != "sharded" || o.zero > 0, "--checkpoint-format sharded writes each rank's shard "
+           "of the state of --zero 1|2|3 (this run: --zero ", o.zero, "); add --zero 1|2|3, or leave "
+           "--checkpoint-format single");
   MT_CHECK(o.zero == 0 || o.comm_hook == "allreduce", "--zero ", o.zero, " reduce-scatters the gradients itself: it does "
            "not combine with --comm-hook ", o.comm_hook);
   MT_CHECK(o.zero != 3 || o.check_replicas == 0, "--check-replicas compares whole replicas of the model, and under "

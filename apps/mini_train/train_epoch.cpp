@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "apps/mini_train/checkpoint_sharded.h"
 #include "apps/mini_train/checkpoint_writer.h"
 #include "apps/mini_train/data_parallel.h"
 #include "apps/mini_train/interrupt.h"
@@ -110,7 +111,8 @@ void after_step(Run& r, int64_t epoch, const EpochProgress& progress, double los
   if (r.ddp && r.o.check_replicas > 0 && r.step % r.o.check_replicas == 0)  // replica_guard.h
     r.ddp->check_replicas("after step " + std::to_string(r.step) + " (--check-replicas)");
   if (step_checkpoint_due(r.o, r.step, progress.batches == r.acc.batches())) {  // --checkpoint-every
-    const dist::FullyShardedDataParallel::FullParams whole(r.fsdp.get());  // --zero 3: the model whole to save
+    // --zero 3 with single-file checkpoints: the model whole to save (sharded ones save the shards)
+    const dist::FullyShardedDataParallel::FullParams whole(sharded_checkpoints(r) ? nullptr : r.fsdp.get());
     write_step_checkpoint(r, epoch, progress);
   }
   test_kill_hook(r.rank, r.step, !r.resumed_from.empty());

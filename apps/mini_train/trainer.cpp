@@ -24,6 +24,7 @@
 #include <optional>
 
 #include "apps/mini_train/backend.h"
+#include "apps/mini_train/checkpoint_sharded.h"
 #include "apps/mini_train/checkpoint_writer.h"
 #include "apps/mini_train/data_parallel.h"
 #include "apps/mini_train/early_stop.h"
@@ -315,8 +316,10 @@ int train_set_up(Run& r, bool watched, Clock::time_point start) {
   for (int64_t epoch = r.first_epoch; epoch <= last_epoch && !steps_exhausted(r) && !stopped_after; ++epoch) {
     const EpochResult e = train_epoch(r, epoch);
     // --zero 3: the model whole on every rank for what reads it between epochs (fsdp.h), when
-    // anything does (every rank has the same options, so all gather or none).
-    const bool read_whole = r.o.eval || !r.o.checkpoint_dir.empty() || r.o.early_stop > 0;
+    // anything does (every rank has the same options, so all gather or none); a sharded checkpoint
+    // does not: each rank saves its shards.
+    const bool single_file = !r.o.checkpoint_dir.empty() && !sharded_checkpoints(r);
+    const bool read_whole = r.o.eval || single_file || r.o.early_stop > 0;
     const dist::FullyShardedDataParallel::FullParams whole(read_whole ? r.fsdp.get() : nullptr);
     last_loss = e.loss;
     last_score = report_epoch(r, epoch, e);

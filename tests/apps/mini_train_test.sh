@@ -1041,7 +1041,7 @@ PY
   flip_tensor_bit a/checkpoint-epoch-000003.shards/shard-00001-of-00002.safetensors "optimizer/state.0.exp_avg@0"
   expect_error "shard-00001-of-00002.safetensors: tensor 'optimizer/state.0.exp_avg@0' fails its checksum" \
     eval --init a/checkpoint-epoch-000003.safetensors
-  expect_error "--checkpoint-format sharded writes each rank's shard of the optimizer state of --zero 1|2 (this run: --zero 0)" --checkpoint-format sharded --checkpoint-dir d --epochs 1
+  expect_error "--checkpoint-format sharded writes each rank's shard of the state of --zero 1|2|3 (this run: --zero 0)" --checkpoint-format sharded --checkpoint-dir d --epochs 1
   expect_error "--checkpoint-format chooses how the checkpoints of --checkpoint-dir are written" --checkpoint-format single
   ;;
 *)
