@@ -27,6 +27,33 @@ open(path, "wb").write(raw)
 PY
 }
 
+# same_tensors A B TOL: the two safetensors files hold the same tensor names and shapes, every value
+# within TOL (relative to the larger magnitude, absolute below 1); else the first that differs, by how much.
+same_tensors() {
+  /usr/bin/python3 - "$@" <<'PY'
+import json, struct, sys
+import numpy as np
+def load(path):
+    raw = open(path, "rb").read()
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8:8 + n])
+    header.pop("__metadata__", None)
+    kinds = {"F32": np.float32, "F64": np.float64, "I64": np.int64}
+    out = {}
+    for name, t in header.items():
+        a, b = t["data_offsets"]
+        data = np.frombuffer(raw[8 + n + a:8 + n + b], dtype=kinds[t["dtype"]])
+        out[name] = data.reshape(t["shape"]).astype(np.float64)
+    return out
+x, y, tol = load(sys.argv[1]), load(sys.argv[2]), float(sys.argv[3])
+assert x.keys() == y.keys(), sorted(x.keys() ^ y.keys())
+for name in x:
+    assert x[name].shape == y[name].shape, (name, x[name].shape, y[name].shape)
+    d = np.abs(x[name] - y[name]) / np.maximum(1, np.maximum(np.abs(x[name]), np.abs(y[name])))
+    assert d.size == 0 or d.max() <= tol, f"{name}: differs by {d.max():.3g} > {tol}"
+PY
+}
+
 # --model cnn's cases: the first $1 training and $2 test images of Fashion-MNIST as x.npy/y.npy and
 # xt.npy/yt.npy ((n, 28, 28) float32 pixels 0..255, int64 labels), so that a run takes seconds.
 # Skips (77) without the dataset or numpy.
@@ -940,6 +967,37 @@ zero_nproc2 | zero2_nproc2 | zero3_nproc2)
   cmp full.safetensors resumed.safetensors || fail "resumed --zero $stage weights differ from the uninterrupted run"
   "$bin" "${flags[@]}" --nproc 3 --zero $stage --resume b/checkpoint-epoch-000002.safetensors --quiet \
     --save three.safetensors >/dev/null || fail "the 2-process ZeRO checkpoint does not carry on at 3 processes"
+  if [[ $stage == 3 ]]; then
+    # Sharded by default: each rank's shard holds its pieces of the weights (nothing gathered to
+    # save them) and of the optimizer state; the index says stage 3.
+    /usr/bin/python3 - <<'PY' || fail "the --zero 3 checkpoint is not sharded by rank"
+import json, struct
+raw = open("b/checkpoint-epoch-000002.safetensors", "rb").read()
+(n,) = struct.unpack("<Q", raw[:8])
+meta = json.loads(raw[8:8 + n])["__metadata__"]
+assert meta["format"] == "minitrain-sharded-checkpoint-1" and meta["world"] == "2" and meta["stage"] == "3", meta
+for r in ("00000", "00001"):
+    names = {l.split()[0] for l in meta["shard." + r].splitlines()}
+    assert any(x.startswith("model/") for x in names) and any(x.startswith("optimizer/state.") for x in names), (r, names)
+PY
+    # Carried on at 3 processes, the 2-process shards give what plain DDP resumed from them gives, to
+    # float tolerance (the reduce-scatters sum in another order than the all-reduce).
+    "$bin" "${flags[@]}" --nproc 3 --resume b/checkpoint-epoch-000002.safetensors --quiet \
+      --save three_plain.safetensors >/dev/null || fail "plain DDP does not carry on from the --zero 3 shards"
+    same_tensors three.safetensors three_plain.safetensors 1e-5 ||
+      fail "resumed at 3 processes, --zero 3 differs from plain DDP"
+    # --checkpoint-format single: the same training, and the file that consolidate makes of the shards.
+    "$bin" "${flags[@]}" --nproc 2 --zero 3 --checkpoint-format single --checkpoint-dir s --save single.safetensors \
+      >/dev/null || fail "--zero 3 --checkpoint-format single failed"
+    cmp full.safetensors single.safetensors || fail "the checkpoint format changed the --zero 3 training"
+    [[ ! -e s/checkpoint-epoch-000003.shards ]] || fail "--checkpoint-format single wrote shards"
+    "$bin" consolidate a -o c.safetensors >/dev/null || fail "consolidate of --zero 3 shards failed"
+    same_tensors c.safetensors s/checkpoint-epoch-000003.safetensors 0 ||
+      fail "consolidated --zero 3 shards differ from the single file"
+    "$bin" eval --init full.safetensors >want.txt || fail "eval of --save's model"
+    "$bin" eval --init a/checkpoint-epoch-000003.safetensors >got.txt || fail "eval of the --zero 3 shards failed"
+    cmp want.txt got.txt || { cat want.txt got.txt; fail "eval of the --zero 3 shards differs from --save's model"; }
+  fi
   for i in $(seq 40); do echo "the quick brown fox $i jumps over the lazy dog"; done >t.txt
   "$bin" --nproc 2 --backend gloo --zero $stage --text t.txt --layers 1 --heads 2 --dim 16 --context 16 --batch-size 16 \
     --max-steps 3 --quiet --ddp-stats --save gpt.safetensors >gpt.txt ||
