@@ -2,7 +2,8 @@
 // (tensor/cpu/cpu_conv.cpp, geometry in Window2d from tensor/backend.h). The GEMMs of a convolution
 // go through CudaBackend::gemm (cuBLAS); these kernels only move data.
 //
-// One thread per output element, grid-striding (launch.h):
+// One thread per output element, grid-striding (launch.h), in 32-bit index math when the tensors
+// fit (Note [32-bit index math] in indexer.h):
 //   im2col      per cols element (n·c, tap, oh, ow): read one input element, or 0 in the padding.
 //   col2im      per input element (n·c, h, w): gather the cols entries that read it, tap by tap.
 //               Gathering instead of scattering with atomicAdd makes the sum's order fixed, so the
@@ -14,15 +15,27 @@
 namespace mt::cuda {
 namespace {
 
+// Window2d's geometry in the kernels' index type: int32_t when every operand fits (Note [32-bit index
+// math] in indexer.h; signed, as window coordinates start in the padding, below 0), else int64_t.
+template <typename I>
+struct Window {
+  I in_h, in_w, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w;
+};
+template <typename I>
+Window<I> window(const Window2d& w) {
+  return {I(w.in_h),     I(w.in_w),  I(w.kernel_h), I(w.kernel_w),   I(w.stride_h),
+          I(w.stride_w), I(w.pad_h), I(w.pad_w),    I(w.dilation_h), I(w.dilation_w)};
+}
+
 // cols: (P·kh·kw, OH·OW) with P = N·C planes; x: (P, H, W)
-template <typename T>
-__global__ void im2col_kernel(T* cols, const T* x, int64_t count, Window2d w, int64_t oh_n, int64_t ow_n) {
-  const int64_t kk = w.kernel_h * w.kernel_w, l = oh_n * ow_n;
-  for (int64_t e = global_thread(); e < count; e += grid_threads()) {
-    const int64_t ow = e % ow_n, oh = (e / ow_n) % oh_n, tap = (e / l) % kk, p = e / (l * kk);
-    const int64_t i = tap / w.kernel_w, j = tap % w.kernel_w;
-    const int64_t ih = oh * w.stride_h - w.pad_h + i * w.dilation_h;
-    const int64_t iw = ow * w.stride_w - w.pad_w + j * w.dilation_w;
+template <typename T, typename I>
+__global__ void im2col_kernel(T* cols, const T* x, I count, Window<I> w, I oh_n, I ow_n) {
+  const I kk = w.kernel_h * w.kernel_w, l = oh_n * ow_n;
+  for (I e = static_cast<I>(global_thread()); e < count; e += static_cast<I>(grid_threads())) {
+    const I ow = e % ow_n, oh = (e / ow_n) % oh_n, tap = (e / l) % kk, p = e / (l * kk);
+    const I i = tap / w.kernel_w, j = tap % w.kernel_w;
+    const I ih = oh * w.stride_h - w.pad_h + i * w.dilation_h;
+    const I iw = ow * w.stride_w - w.pad_w + j * w.dilation_w;
     const bool inside = ih >= 0 && ih < w.in_h && iw >= 0 && iw < w.in_w;
     cols[e] = inside ? x[(p * w.in_h + ih) * w.in_w + iw] : T(0);
   }
@@ -30,17 +43,17 @@ __global__ void im2col_kernel(T* cols, const T* x, int64_t count, Window2d w, in
 
 // x[p, h, w] = Σ over taps (i, j) whose window position (oh, ow) lands on (h, w):
 //   oh·sh = h + ph - i·dh  and  ow·sw = w + pw - j·dw, each exactly divisible and inside [0, OH|OW).
-template <typename T>
-__global__ void col2im_kernel(T* x, const T* cols, int64_t count, Window2d w, int64_t oh_n, int64_t ow_n) {
-  const int64_t kk = w.kernel_h * w.kernel_w, l = oh_n * ow_n;
-  for (int64_t e = global_thread(); e < count; e += grid_threads()) {
-    const int64_t iw = e % w.in_w, ih = (e / w.in_w) % w.in_h, p = e / (w.in_w * w.in_h);
+template <typename T, typename I>
+__global__ void col2im_kernel(T* x, const T* cols, I count, Window<I> w, I oh_n, I ow_n) {
+  const I kk = w.kernel_h * w.kernel_w, l = oh_n * ow_n;
+  for (I e = static_cast<I>(global_thread()); e < count; e += static_cast<I>(grid_threads())) {
+    const I iw = e % w.in_w, ih = (e / w.in_w) % w.in_h, p = e / (w.in_w * w.in_h);
     T acc = T(0);
-    for (int64_t i = 0; i < w.kernel_h; ++i) {
-      const int64_t hh = ih + w.pad_h - i * w.dilation_h;
+    for (I i = 0; i < w.kernel_h; ++i) {
+      const I hh = ih + w.pad_h - i * w.dilation_h;
       if (hh < 0 || hh % w.stride_h != 0 || hh / w.stride_h >= oh_n) continue;
-      for (int64_t j = 0; j < w.kernel_w; ++j) {
-        const int64_t ww = iw + w.pad_w - j * w.dilation_w;
+      for (I j = 0; j < w.kernel_w; ++j) {
+        const I ww = iw + w.pad_w - j * w.dilation_w;
         if (ww < 0 || ww % w.stride_w != 0 || ww / w.stride_w >= ow_n) continue;
         acc += cols[(p * kk + i * w.kernel_w + j) * l + (hh / w.stride_h) * ow_n + ww / w.stride_w];
       }
@@ -50,19 +63,19 @@ __global__ void col2im_kernel(T* x, const T* cols, int64_t count, Window2d w, in
 }
 
 // out, indices: (P, OH, OW); x: (P, H, W)
-template <typename T>
-__global__ void max_pool2d_kernel(T* out, int64_t* indices, const T* x, int64_t count, Window2d w, int64_t oh_n,
-                                  int64_t ow_n) {
-  for (int64_t e = global_thread(); e < count; e += grid_threads()) {
-    const int64_t ow = e % ow_n, oh = (e / ow_n) % oh_n, p = e / (ow_n * oh_n);
+template <typename T, typename I>
+__global__ void max_pool2d_kernel(T* out, int64_t* indices, const T* x, I count, Window<I> w, I oh_n,
+                                  I ow_n) {
+  for (I e = static_cast<I>(global_thread()); e < count; e += static_cast<I>(grid_threads())) {
+    const I ow = e % ow_n, oh = (e / ow_n) % oh_n, p = e / (ow_n * oh_n);
     const T* in = x + p * w.in_h * w.in_w;
     T best = T(0);
     int64_t best_at = -1;
-    for (int64_t i = 0; i < w.kernel_h; ++i) {
-      const int64_t ih = oh * w.stride_h - w.pad_h + i * w.dilation_h;
+    for (I i = 0; i < w.kernel_h; ++i) {
+      const I ih = oh * w.stride_h - w.pad_h + i * w.dilation_h;
       if (ih < 0 || ih >= w.in_h) continue;
-      for (int64_t j = 0; j < w.kernel_w; ++j) {
-        const int64_t iw = ow * w.stride_w - w.pad_w + j * w.dilation_w;
+      for (I j = 0; j < w.kernel_w; ++j) {
+        const I iw = ow * w.stride_w - w.pad_w + j * w.dilation_w;
         if (iw < 0 || iw >= w.in_w) continue;
         const T v = in[ih * w.in_w + iw];
         if (best_at < 0 || v > best || v != v) best = v, best_at = ih * w.in_w + iw;
@@ -88,9 +101,11 @@ void CudaBackend::im2col(const Tensor& cols, const Tensor& x, const Window2d& w)
   DeviceGuard guard(device_);
   MT_DISPATCH_FLOAT(x.dtype(), "im2col", [&]<typename T>() {
     const auto g = elementwise_geometry(count, multiprocessors_);
-    im2col_kernel<T><<<g.blocks, g.threads, 0, stream_>>>(static_cast<T*>(cols.raw_data()),
-                                                          static_cast<const T*>(x.raw_data()), count, w,
-                                                          w.out_h(), w.out_w());
+    with_index_type<int32_t>(fits_index32({cols.numel(), x.numel()}), [&]<typename I>() {
+      im2col_kernel<T, I><<<g.blocks, g.threads, 0, stream_>>>(static_cast<T*>(cols.raw_data()),
+                                                              static_cast<const T*>(x.raw_data()), I(count),
+                                                              window<I>(w), I(w.out_h()), I(w.out_w()));
+    });
     MT_CUDA_CHECK_LAUNCH();
   });
 }
@@ -103,9 +118,11 @@ void CudaBackend::col2im(const Tensor& x, const Tensor& cols, const Window2d& w)
   DeviceGuard guard(device_);
   MT_DISPATCH_FLOAT(x.dtype(), "col2im", [&]<typename T>() {
     const auto g = elementwise_geometry(count, multiprocessors_);
-    col2im_kernel<T><<<g.blocks, g.threads, 0, stream_>>>(static_cast<T*>(x.raw_data()),
-                                                          static_cast<const T*>(cols.raw_data()), count, w,
-                                                          w.out_h(), w.out_w());
+    with_index_type<int32_t>(fits_index32({cols.numel(), x.numel()}), [&]<typename I>() {
+      col2im_kernel<T, I><<<g.blocks, g.threads, 0, stream_>>>(static_cast<T*>(x.raw_data()),
+                                                              static_cast<const T*>(cols.raw_data()), I(count),
+                                                              window<I>(w), I(w.out_h()), I(w.out_w()));
+    });
     MT_CUDA_CHECK_LAUNCH();
   });
 }
@@ -119,9 +136,11 @@ void CudaBackend::max_pool2d(const Tensor& out, const Tensor& indices, const Ten
   DeviceGuard guard(device_);
   MT_DISPATCH_FLOAT(x.dtype(), "max_pool2d", [&]<typename T>() {
     const auto g = elementwise_geometry(count, multiprocessors_);
-    max_pool2d_kernel<T><<<g.blocks, g.threads, 0, stream_>>>(
-        static_cast<T*>(out.raw_data()), static_cast<int64_t*>(indices.raw_data()),
-        static_cast<const T*>(x.raw_data()), count, w, w.out_h(), w.out_w());
+    with_index_type<int32_t>(fits_index32({out.numel(), x.numel()}), [&]<typename I>() {
+      max_pool2d_kernel<T, I><<<g.blocks, g.threads, 0, stream_>>>(
+          static_cast<T*>(out.raw_data()), static_cast<int64_t*>(indices.raw_data()),
+          static_cast<const T*>(x.raw_data()), I(count), window<I>(w), I(w.out_h()), I(w.out_w()));
+    });
     MT_CUDA_CHECK_LAUNCH();
   });
 }

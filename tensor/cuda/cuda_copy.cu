@@ -24,10 +24,12 @@ struct HalfToFloat {
 };
 
 // out[off] = value, strided (the dense case is one run of stride 1).
-template <typename T>
-__global__ void fill_kernel(T* out, int64_t n, StridedIndexer<1> ix, T value) {
-  for (int64_t i = global_thread(); i < n; i += grid_threads()) {
-    int64_t off[1];
+// Ix: StridedIndexer<1> in uint32_t or int64_t (Note [32-bit index math], indexer.h).
+template <typename T, typename Ix>
+__global__ void fill_kernel(T* out, typename Ix::Index n, Ix ix, T value) {
+  using I = typename Ix::Index;
+  for (I i = static_cast<I>(global_thread()); i < n; i += static_cast<I>(grid_threads())) {
+    I off[1];
     ix.offsets(i, off);
     out[off[0]] = value;
   }
@@ -64,7 +66,11 @@ void CudaBackend::fill(const Tensor& dst, double value) {
   MT_DISPATCH_ALL(dst.dtype(), "fill", [&]<typename T>() {
     const auto ix = make_indexer<1>(dst.sizes(), {dst.strides().begin()});
     const auto g = elementwise_geometry(n, multiprocessors_);
-    fill_kernel<T><<<g.blocks, g.threads, 0, stream_>>>(static_cast<T*>(dst.raw_data()), n, ix, static_cast<T>(value));
+    with_index_width(ix, n, [&](const auto& w) {
+      using I = typename std::decay_t<decltype(w)>::Index;
+      fill_kernel<T><<<g.blocks, g.threads, 0, stream_>>>(static_cast<T*>(dst.raw_data()), static_cast<I>(n), w,
+                                                          static_cast<T>(value));
+    });
     MT_CUDA_CHECK_LAUNCH();
   });
 }

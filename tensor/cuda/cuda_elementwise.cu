@@ -85,10 +85,12 @@ struct Div<int64_t> {
 };
 
 // ---- where ----------------------------------------------------------------------------------------
-template <typename T, typename C>
-__global__ void where_kernel(T* out, const C* cond, const T* a, const T* b, int64_t n, StridedIndexer<4> ix) {
-  for (int64_t i = global_thread(); i < n; i += grid_threads()) {
-    int64_t off[4];
+// Ix: StridedIndexer<4> in uint32_t or int64_t (Note [32-bit index math], indexer.h).
+template <typename T, typename C, typename Ix>
+__global__ void where_kernel(T* out, const C* cond, const T* a, const T* b, typename Ix::Index n, Ix ix) {
+  using I = typename Ix::Index;
+  for (I i = static_cast<I>(global_thread()); i < n; i += static_cast<I>(grid_threads())) {
+    I off[4];
     ix.offsets(i, off);
     out[off[0]] = cond[off[1]] != C(0) ? a[off[2]] : b[off[3]];
   }
@@ -175,9 +177,12 @@ void CudaBackend::where(const Tensor& out, const Tensor& cond, const Tensor& a, 
       const auto ix = make_indexer<4>(out.sizes(), {out.strides().begin(), cond.strides().begin(),
                                                     a.strides().begin(), b.strides().begin()});
       const auto g = elementwise_geometry(n, multiprocessors_);
-      where_kernel<T, C><<<g.blocks, g.threads, 0, stream_>>>(
-          static_cast<T*>(out.raw_data()), static_cast<const C*>(cond.raw_data()),
-          static_cast<const T*>(a.raw_data()), static_cast<const T*>(b.raw_data()), n, ix);
+      with_index_width(ix, n, [&](const auto& w) {
+        using I = typename std::decay_t<decltype(w)>::Index;
+        where_kernel<T, C><<<g.blocks, g.threads, 0, stream_>>>(
+            static_cast<T*>(out.raw_data()), static_cast<const C*>(cond.raw_data()),
+            static_cast<const T*>(a.raw_data()), static_cast<const T*>(b.raw_data()), static_cast<I>(n), w);
+      });
       MT_CUDA_CHECK_LAUNCH();
     });
   });

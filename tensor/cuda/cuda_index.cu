@@ -9,6 +9,7 @@
 // the error is raised at the next synchronisation (Note [Device errors] in cuda_error.h).
 // index_add and scatter_add accumulate with atomicAdd, so repeated indices add up; the order of the
 // additions is not fixed, so float results may differ from the CPU's in the last bits.
+// Offsets are 32-bit (I = uint32_t) when every operand fits (Note [32-bit index math] in indexer.h).
 #include "tensor/cuda/cuda_device.h"
 #include "tensor/cuda/cuda_error.h"
 #include "tensor/cuda/cuda_loops.cuh"
@@ -29,64 +30,64 @@ __device__ inline void atomic_add(int64_t* p, int64_t v) {
 }
 
 // out(outer, k, inner)[a, j, i] = in(outer, n, inner)[a, index[j], i]
-template <typename T>
-__global__ void index_select_kernel(T* out, const T* in, const int64_t* index, int64_t count, int64_t k,
-                                    int64_t n, int64_t inner, DeviceErrorSlot* errors) {
-  for (int64_t e = global_thread(); e < count; e += grid_threads()) {
-    const int64_t i = e % inner, j = (e / inner) % k, a = e / (inner * k);
+template <typename T, typename I>
+__global__ void index_select_kernel(T* out, const T* in, const int64_t* index, I count, I k, I n,
+                                    I inner, DeviceErrorSlot* errors) {
+  for (I e = static_cast<I>(global_thread()); e < count; e += static_cast<I>(grid_threads())) {
+    const I i = e % inner, j = (e / inner) % k, a = e / (inner * k);
     const int64_t idx = index[j];
     if (idx < 0 || idx >= n) {
       report_index_error(errors, IndexOp::IndexSelect, idx, j, n);
       out[e] = T(0);
       continue;
     }
-    out[e] = in[(a * n + idx) * inner + i];
+    out[e] = in[(a * n + static_cast<I>(idx)) * inner + i];
   }
 }
 
 // out(outer, n, inner)[a, index[j], i] += src(outer, k, inner)[a, j, i]
-template <typename T>
-__global__ void index_add_kernel(T* out, const T* src, const int64_t* index, int64_t count, int64_t k,
-                                 int64_t n, int64_t inner, DeviceErrorSlot* errors) {
-  for (int64_t e = global_thread(); e < count; e += grid_threads()) {
-    const int64_t i = e % inner, j = (e / inner) % k, a = e / (inner * k);
+template <typename T, typename I>
+__global__ void index_add_kernel(T* out, const T* src, const int64_t* index, I count, I k, I n,
+                                 I inner, DeviceErrorSlot* errors) {
+  for (I e = static_cast<I>(global_thread()); e < count; e += static_cast<I>(grid_threads())) {
+    const I i = e % inner, j = (e / inner) % k, a = e / (inner * k);
     const int64_t idx = index[j];
     if (idx < 0 || idx >= n) {
       report_index_error(errors, IndexOp::IndexAdd, idx, j, n);
       continue;
     }
-    atomic_add(out + (a * n + idx) * inner + i, src[e]);
+    atomic_add(out + (a * n + static_cast<I>(idx)) * inner + i, src[e]);
   }
 }
 
 // out[a, j, i] = in[a, index[a, j, i], i]; index, out: (outer, k, inner), in: (outer, n, inner)
-template <typename T>
-__global__ void gather_kernel(T* out, const T* in, const int64_t* index, int64_t count, int64_t k, int64_t n,
-                              int64_t inner, DeviceErrorSlot* errors) {
-  for (int64_t e = global_thread(); e < count; e += grid_threads()) {
-    const int64_t i = e % inner, a = e / (inner * k);
+template <typename T, typename I>
+__global__ void gather_kernel(T* out, const T* in, const int64_t* index, I count, I k, I n,
+                              I inner, DeviceErrorSlot* errors) {
+  for (I e = static_cast<I>(global_thread()); e < count; e += static_cast<I>(grid_threads())) {
+    const I i = e % inner, a = e / (inner * k);
     const int64_t idx = index[e];
     if (idx < 0 || idx >= n) {
       report_index_error(errors, IndexOp::Gather, idx, e, n);
       out[e] = T(0);
       continue;
     }
-    out[e] = in[(a * n + idx) * inner + i];
+    out[e] = in[(a * n + static_cast<I>(idx)) * inner + i];
   }
 }
 
 // out[a, index[a, j, i], i] += src[a, j, i]; index, src: (outer, k, inner), out: (outer, n, inner)
-template <typename T>
-__global__ void scatter_add_kernel(T* out, const T* src, const int64_t* index, int64_t count, int64_t k,
-                                   int64_t n, int64_t inner, DeviceErrorSlot* errors) {
-  for (int64_t e = global_thread(); e < count; e += grid_threads()) {
-    const int64_t i = e % inner, a = e / (inner * k);
+template <typename T, typename I>
+__global__ void scatter_add_kernel(T* out, const T* src, const int64_t* index, I count, I k, I n,
+                                   I inner, DeviceErrorSlot* errors) {
+  for (I e = static_cast<I>(global_thread()); e < count; e += static_cast<I>(grid_threads())) {
+    const I i = e % inner, a = e / (inner * k);
     const int64_t idx = index[e];
     if (idx < 0 || idx >= n) {
       report_index_error(errors, IndexOp::ScatterAdd, idx, e, n);
       continue;
     }
-    atomic_add(out + (a * n + idx) * inner + i, src[e]);
+    atomic_add(out + (a * n + static_cast<I>(idx)) * inner + i, src[e]);
   }
 }
 
@@ -119,9 +120,12 @@ void CudaBackend::index_select(const Tensor& out, const Tensor& in, const Tensor
   DeviceGuard guard(device_);
   MT_DISPATCH_ALL(in.dtype(), "index_select", [&]<typename T>() {
     const auto g = elementwise_geometry(count, multiprocessors_);
-    index_select_kernel<T><<<g.blocks, g.threads, 0, stream_>>>(
-        static_cast<T*>(out.raw_data()), static_cast<const T*>(in.raw_data()),
-        static_cast<const int64_t*>(index.raw_data()), count, k, d.n, d.inner, detail::device_error_slot());
+    with_index_type(fits_index32({count, in.numel(), k}), [&]<typename I>() {
+      index_select_kernel<T, I><<<g.blocks, g.threads, 0, stream_>>>(
+          static_cast<T*>(out.raw_data()), static_cast<const T*>(in.raw_data()),
+          static_cast<const int64_t*>(index.raw_data()), I(count), I(k), I(d.n), I(d.inner),
+          detail::device_error_slot());
+    });
     MT_CUDA_CHECK_LAUNCH();
   });
 }
@@ -138,9 +142,12 @@ void CudaBackend::index_add(const Tensor& out, const Tensor& index, const Tensor
   DeviceGuard guard(device_);
   MT_DISPATCH_ALL(out.dtype(), "index_add", [&]<typename T>() {
     const auto g = elementwise_geometry(count, multiprocessors_);
-    index_add_kernel<T><<<g.blocks, g.threads, 0, stream_>>>(
-        static_cast<T*>(out.raw_data()), static_cast<const T*>(src.raw_data()),
-        static_cast<const int64_t*>(index.raw_data()), count, k, d.n, d.inner, detail::device_error_slot());
+    with_index_type(fits_index32({count, out.numel(), k}), [&]<typename I>() {
+      index_add_kernel<T, I><<<g.blocks, g.threads, 0, stream_>>>(
+          static_cast<T*>(out.raw_data()), static_cast<const T*>(src.raw_data()),
+          static_cast<const int64_t*>(index.raw_data()), I(count), I(k), I(d.n), I(d.inner),
+          detail::device_error_slot());
+    });
     MT_CUDA_CHECK_LAUNCH();
   });
 }
@@ -156,9 +163,12 @@ void CudaBackend::gather(const Tensor& out, const Tensor& in, const Tensor& inde
   DeviceGuard guard(device_);
   MT_DISPATCH_ALL(in.dtype(), "gather", [&]<typename T>() {
     const auto g = elementwise_geometry(count, multiprocessors_);
-    gather_kernel<T><<<g.blocks, g.threads, 0, stream_>>>(
-        static_cast<T*>(out.raw_data()), static_cast<const T*>(in.raw_data()),
-        static_cast<const int64_t*>(index.raw_data()), count, o.n, d.n, d.inner, detail::device_error_slot());
+    with_index_type(fits_index32({count, in.numel()}), [&]<typename I>() {
+      gather_kernel<T, I><<<g.blocks, g.threads, 0, stream_>>>(
+          static_cast<T*>(out.raw_data()), static_cast<const T*>(in.raw_data()),
+          static_cast<const int64_t*>(index.raw_data()), I(count), I(o.n), I(d.n), I(d.inner),
+          detail::device_error_slot());
+    });
     MT_CUDA_CHECK_LAUNCH();
   });
 }
@@ -174,9 +184,12 @@ void CudaBackend::scatter_add(const Tensor& out, const Tensor& index, const Tens
   DeviceGuard guard(device_);
   MT_DISPATCH_ALL(out.dtype(), "scatter_add", [&]<typename T>() {
     const auto g = elementwise_geometry(count, multiprocessors_);
-    scatter_add_kernel<T><<<g.blocks, g.threads, 0, stream_>>>(
-        static_cast<T*>(out.raw_data()), static_cast<const T*>(src.raw_data()),
-        static_cast<const int64_t*>(index.raw_data()), count, s.n, d.n, d.inner, detail::device_error_slot());
+    with_index_type(fits_index32({count, out.numel()}), [&]<typename I>() {
+      scatter_add_kernel<T, I><<<g.blocks, g.threads, 0, stream_>>>(
+          static_cast<T*>(out.raw_data()), static_cast<const T*>(src.raw_data()),
+          static_cast<const int64_t*>(index.raw_data()), I(count), I(s.n), I(d.n), I(d.inner),
+          detail::device_error_slot());
+    });
     MT_CUDA_CHECK_LAUNCH();
   });
 }

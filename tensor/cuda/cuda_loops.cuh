@@ -6,7 +6,8 @@
 //   packed   every operand one dense run, same element type, all pointers 16-byte aligned: each
 //            thread loads and stores 16-byte packs (a float4 of floats, two doubles), then the tail.
 //   dense    every operand one dense run (casts, or unaligned views): one element per thread-step.
-//   strided  anything else: StridedIndexer (tensor/cuda/indexer.h) turns i into each operand's offset.
+//   strided  anything else: StridedIndexer (tensor/cuda/indexer.h) turns i into each operand's offset,
+//            in 32-bit arithmetic when the offsets fit (Note [32-bit index math]).
 // All three are grid-stride loops over elements (or packs) with launch geometry from launch.h.
 // Outputs may alias an input with the same layout (in-place ops): each element is read before it is
 // written, by the same thread.
@@ -50,10 +51,12 @@ __global__ void unary_dense_kernel(TO* out, const TI* in, int64_t n, F f) {
   for (int64_t i = global_thread(); i < n; i += grid_threads()) out[i] = f(in[i]);
 }
 
-template <typename TO, typename TI, typename F>
-__global__ void unary_strided_kernel(TO* out, const TI* in, int64_t n, StridedIndexer<2> ix, F f) {
-  for (int64_t i = global_thread(); i < n; i += grid_threads()) {
-    int64_t off[2];
+// Ix: StridedIndexer<2> in uint32_t or int64_t (Note [32-bit index math], indexer.h).
+template <typename TO, typename TI, typename Ix, typename F>
+__global__ void unary_strided_kernel(TO* out, const TI* in, typename Ix::Index n, Ix ix, F f) {
+  using I = typename Ix::Index;
+  for (I i = static_cast<I>(global_thread()); i < n; i += static_cast<I>(grid_threads())) {
+    I off[2];
     ix.offsets(i, off);
     out[off[0]] = f(in[off[1]]);
   }
@@ -79,7 +82,10 @@ void map_unary(const CudaBackend& be, const Tensor& out, const Tensor& in, F f) 
     unary_dense_kernel<<<g.blocks, g.threads, 0, be.stream()>>>(o, x, n, f);
   } else {
     const auto g = elementwise_geometry(n, be.multiprocessors());
-    unary_strided_kernel<<<g.blocks, g.threads, 0, be.stream()>>>(o, x, n, ix, f);
+    with_index_width(ix, n, [&](const auto& w) {
+      using I = typename std::decay_t<decltype(w)>::Index;
+      unary_strided_kernel<<<g.blocks, g.threads, 0, be.stream()>>>(o, x, static_cast<I>(n), w, f);
+    });
   }
   MT_CUDA_CHECK_LAUNCH();
 }
@@ -106,10 +112,11 @@ __global__ void binary_dense_kernel(T* out, const T* a, const T* b, int64_t n, F
   for (int64_t i = global_thread(); i < n; i += grid_threads()) out[i] = f(a[i], b[i]);
 }
 
-template <typename T, typename F>
-__global__ void binary_strided_kernel(T* out, const T* a, const T* b, int64_t n, StridedIndexer<3> ix, F f) {
-  for (int64_t i = global_thread(); i < n; i += grid_threads()) {
-    int64_t off[3];
+template <typename T, typename Ix, typename F>
+__global__ void binary_strided_kernel(T* out, const T* a, const T* b, typename Ix::Index n, Ix ix, F f) {
+  using I = typename Ix::Index;
+  for (I i = static_cast<I>(global_thread()); i < n; i += static_cast<I>(grid_threads())) {
+    I off[3];
     ix.offsets(i, off);
     out[off[0]] = f(a[off[1]], b[off[2]]);
   }
@@ -131,7 +138,10 @@ void map_binary(const CudaBackend& be, const Tensor& out, const Tensor& a, const
     binary_dense_kernel<<<g.blocks, g.threads, 0, be.stream()>>>(o, x, y, n, f);
   } else {
     const auto g = elementwise_geometry(n, be.multiprocessors());
-    binary_strided_kernel<<<g.blocks, g.threads, 0, be.stream()>>>(o, x, y, n, ix, f);
+    with_index_width(ix, n, [&](const auto& w) {
+      using I = typename std::decay_t<decltype(w)>::Index;
+      binary_strided_kernel<<<g.blocks, g.threads, 0, be.stream()>>>(o, x, y, static_cast<I>(n), w, f);
+    });
   }
   MT_CUDA_CHECK_LAUNCH();
 }

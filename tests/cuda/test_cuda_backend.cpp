@@ -17,6 +17,7 @@
 #include "tensor/cuda/cuda_device.h"
 #include "tensor/cuda/cuda_event.h"
 #include "tensor/cuda/cuda_gemm.h"
+#include "tensor/cuda/indexer.h"
 #include "tensor/raw_ops.h"
 
 using namespace mt;
@@ -202,6 +203,60 @@ TEST_CASE("binary ops and where match the CPU, with broadcasting and NaN") {
                                gpu(from_vector(std::vector<int64_t>{2, 0}, {2})));
   CHECK_THROWS_WITH_AS(q.to_vector<int64_t>(), doctest::Contains("integer division by zero"), Error);
   CHECK(gpu(ones({2})).to_vector<float>() == std::vector<float>{1, 1});  // the error was cleared
+}
+
+TEST_CASE("32-bit and 64-bit index math: strided, broadcast, contiguous and window kernels equal the CPU's") {
+  // Note [32-bit index math]: the kernels index in 32 bits when every offset fits index32_limit().
+  // The limit is lowered here so the same small tensors also take the 64-bit path.
+  const Tensor base = sample({67, 129}, kFloat32, 3), bias = sample({129}, kFloat32, 4);
+  const Tensor transposed = layouts(base)[1].second;  // strides (1, 67): offsets up to 66 + 128·67 = 8642
+  const auto ix = cuda::make_indexer<2>(transposed.sizes(), {transposed.strides().begin(), transposed.strides().begin()});
+  struct Limit {  // restores the limit however the case ends
+    int64_t saved = cuda::index32_limit();
+    ~Limit() { cuda::index32_limit() = saved; }
+  } restore;
+  CHECK(cuda::fits_index32(ix, transposed.numel()));  // the default limit, 2^31 - 1
+  cuda::index32_limit() = 8643;                       // the element count; the largest offset is 8642
+  CHECK(cuda::fits_index32(ix, transposed.numel()));
+  cuda::index32_limit() = 8642;
+  CHECK_FALSE(cuda::fits_index32(ix, transposed.numel()));  // 8643 elements
+  CHECK(cuda::fits_index32({8642, 100}));
+  CHECK_FALSE(cuda::fits_index32({8643}));
+  const Tensor cond = raw::binary(BinaryOp::Gt, base, zeros({1}));
+  const Tensor idx = from_vector(std::vector<int64_t>{4, 0, 66, 4, 2}, {5});
+  const Tensor planes = sample({2, 3, 9, 8}, kFloat32, 5);
+  const UnfoldOptions uo{.kernel_size = {3, 2}, .padding = 1, .stride = 2};
+  for (int64_t limit : {int64_t{INT32_MAX}, int64_t{0}}) {
+    cuda::index32_limit() = limit;
+    const std::string bits = limit == 0 ? " (64-bit)" : " (32-bit)";
+    for (const auto& [name, a] : layouts(base)) {  // contiguous, transposed, unaligned, broadcast
+      check_close(raw::unary(UnaryOp::Neg, a), raw::unary(UnaryOp::Neg, gpu(a)), 0, 0, "neg " + name + bits);
+      check_close(raw::binary(BinaryOp::Add, a, bias), raw::binary(BinaryOp::Add, gpu(a), gpu(bias)), 0, 0,
+                  "add bias " + name + bits);
+      check_close(raw::cast(a, kFloat64), raw::cast(gpu(a), kFloat64), 0, 0, "cast " + name + bits);
+      check_close(raw::where(cond, a, bias), raw::where(gpu(cond), gpu(a), gpu(bias)), 0, 0, "where " + name + bits);
+    }
+    Tensor filled = zeros({5, 7}, {.device = kGpu}), want = zeros({5, 7});
+    raw::fill_(raw::slice(filled, 1, 0, 7, 2), 3.0);
+    raw::fill_(raw::slice(want, 1, 0, 7, 2), 3.0);
+    check_close(want, filled, 0, 0, "strided fill" + bits);
+    check_close(raw::index_select(base, 0, idx), raw::index_select(gpu(base), 0, gpu(idx)), 0, 0, "index_select" + bits);
+    check_close(raw::index_add_zeros(base.sizes(), 0, idx, raw::index_select(base, 0, idx)),
+                raw::index_add_zeros(base.sizes(), 0, gpu(idx), gpu(raw::index_select(base, 0, idx))), rtol_for(kFloat32),
+                0, "index_add" + bits);
+    const Tensor gi = from_vector(std::vector<int64_t>{0, 128, 2, 1}, {1, 4});
+    const Tensor row = raw::contiguous(raw::narrow(base, 0, 0, 1));  // (1, 129)
+    check_close(raw::gather(row, 1, gi), raw::gather(gpu(row), 1, gpu(gi)), 0, 0, "gather" + bits);
+    check_close(raw::scatter_add_zeros({1, 129}, 1, gi, sample({1, 4}, kFloat32, 6)),
+                raw::scatter_add_zeros({1, 129}, 1, gpu(gi), gpu(sample({1, 4}, kFloat32, 6))), 0, 0, "scatter_add" + bits);
+    const Tensor cols = raw::unfold(planes, uo);
+    check_close(cols, raw::unfold(gpu(planes), uo), 0, 0, "unfold (im2col)" + bits);
+    check_close(raw::fold(cols, {9, 8}, uo), raw::fold(gpu(cols), {9, 8}, uo), 1e-6, 0, "fold (col2im)" + bits);
+    const raw::MaxPool2dResult mp = raw::max_pool2d(planes, {.kernel_size = 3, .stride = 2, .padding = 1});
+    const raw::MaxPool2dResult mg = raw::max_pool2d(gpu(planes), {.kernel_size = 3, .stride = 2, .padding = 1});
+    check_close(mp.out, mg.out, 0, 0, "max_pool2d" + bits);
+    CHECK(mp.indices.to_vector<int64_t>() == mg.indices.to_vector<int64_t>());
+  }
 }
 
 TEST_CASE("reductions match the CPU over any dims and layouts, with NaN and argmax ties") {
