@@ -5,6 +5,8 @@
 //   gemm_fp32_tflops / gemm_tf32_tflops   C = A·B, A, B: (4096, 4096) float32; 2·n³ flops per call
 //   add_gbps / memcpy_gbps                c = a + b over 64 Mi floats (3 streams of bytes) beside a
 //                                         device-to-device cudaMemcpyAsync (2 streams: read, write)
+//   attention_ms                          causal attention, B 4, H 12, context 1024, head size 64,
+//                                         float32: forward and backward (tensor/cuda/cuda_attention.cu)
 //   mlp_step_ms                           4 × Linear(4096, 4096) (ReLU between), batch 4096, MSE, SGD:
 //                                         forward, backward, update
 //   seed_step_us                          the seed job's step: Linear(10, 1), batch 32, MSE, SGD
@@ -90,6 +92,19 @@ void bench_bandwidth() {
   report("memcpy_gbps", 2 * bytes / copy / 1e9);
 }
 
+void bench_attention() {
+  const int64_t B = 4, H = 12, T = 1024, d = 64;
+  const Tensor q = randn({B, H, T, d}, gen()).to(kGpu), k = randn({B, H, T, d}, gen()).to(kGpu);
+  const Tensor v = randn({B, H, T, d}, gen()).to(kGpu), dout = randn({B, H, T, d}, gen()).to(kGpu);
+  const AttentionOptions o{.causal = true};
+  const AttentionParams p = raw::attention_params(q, o);
+  const double s = time_per_call([&] {
+    const raw::AttentionResult r = raw::scaled_dot_product_attention(q, k, v, o);
+    raw::scaled_dot_product_attention_backward(dout, q, k, v, r.out, r.lse, p);
+  }, 10);
+  report("attention_ms", 1e3 * s);
+}
+
 // One training step: forward, loss, backward, SGD update. x: (B, in)  y: (B, out)
 double bench_step(nn::Module& model, const Tensor& x, const Tensor& y, int iters) {
   nn::MSELoss mse;
@@ -141,6 +156,7 @@ int main() {
   std::printf("device %s\n", cuda_device_description(0).c_str());
   bench_gemm();
   bench_bandwidth();
+  bench_attention();
   bench_training();
   if (nccl_is_built()) bench_nccl();
   return 0;

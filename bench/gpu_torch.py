@@ -61,6 +61,23 @@ def main():
     report("memcpy_gbps", 2 * m * 4 / time_per_call(lambda: c.copy_(x), 20) / 1e9)
     del x, y, c
 
+    # Causal attention, B 4, H 12, context 1024, head size 64: forward and backward.
+    q, k, v = (torch.randn(4, 12, 1024, 64, device=dev, requires_grad=True) for _ in range(3))
+    dout = torch.randn(4, 12, 1024, 64, device=dev)
+    sdpa = getattr(torch.nn.functional, "scaled_dot_product_attention", None)  # PyTorch >= 2.0
+
+    def attention():
+        if sdpa is not None:
+            out = sdpa(q, k, v, is_causal=True)
+        else:  # the unfused formula
+            s = (q @ k.transpose(-2, -1)) / 8.0
+            s = s.masked_fill(torch.ones(1024, 1024, device=dev, dtype=torch.bool).triu(1), float("-inf"))
+            out = torch.softmax(s, dim=-1) @ v
+        torch.autograd.grad(out, (q, k, v), dout)
+
+    report("attention_ms", 1e3 * time_per_call(attention, 10))
+    del q, k, v, dout
+
     layers = []
     for i in range(4):
         if i:
