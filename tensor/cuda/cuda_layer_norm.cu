@@ -4,9 +4,9 @@
 // Forward and dx: one warp per row (grid-striding over rows), the row's sums combined with warp
 // shuffles; passes over the row as on the CPU: the mean, the residue of x - mean (Note [Layer norm
 // rows that do not sum to 0] in tensor/cpu/cpu_layer_norm.cpp), then the variance around both.
-// dweight, dbias: one thread per column, looping over the rows. Adjacent threads read adjacent
-// columns, so the loads coalesce, and each sum is made in a fixed order: the result is the same
-// on every run (atomics across rows would not be), which DDP's bitwise replica checks rely on.
+// dweight, dbias: sums over the rows, made by many blocks in two passes (Note [Layer norm weight
+// gradients in two passes]); each sum is made in a fixed order, so the result is the same on every
+// run (atomics across rows would not be), which DDP's bitwise replica checks rely on.
 // Accumulations are in T (the CPU's are in double), so float32 results differ from the CPU's in
 // the last bits.
 #include "tensor/cuda/cuda_device.h"
@@ -77,18 +77,73 @@ __global__ void layer_norm_dx_kernel(T* dx, const T* dy, const T* x, const T* w,
   }
 }
 
-// dw[c] = Σ_r dy[r, c]·x̂[r, c],  db[c] = Σ_r dy[r, c]
+// Note [Layer norm weight gradients in two passes]: dw[c] = Σ_r dy[r, c]·x̂[r, c] and
+// db[c] = Σ_r dy[r, c] reduce over the rows, and there are few columns (768 for GPT-2 small): one
+// thread per column would be 3 blocks on an H200's 132 multiprocessors, each thread walking 4096
+// rows alone. So the (rows, n) matrix is cut into tiles of kDwColumns columns by `chunk` rows, one
+// block each:
+//   pass 1 (layer_norm_dw_partial_kernel): the block's 32 x 8 threads are 32 columns by 8 row
+//     lanes; lane y sums rows y, y + 8, ... of the chunk (a warp reads 32 adjacent columns of one
+//     row: one 128-byte line), then the 8 lane sums go through shared memory and thread y == 0 adds
+//     them in lane order, writing one partial per (chunk, column);
+//   pass 2 (layer_norm_dw_finish_kernel): one thread per column adds its chunks' partials in chunk
+//     order.
+// Both orders are fixed by the shape alone, so every run gives the same bits; no atomics. The chunk
+// count (dw_geometry) fills the GPU: columns/32 tiles times chunks ~ a full GPU of blocks, but no
+// chunk shorter than kDwMinChunk rows, below which the second pass and the partials' traffic would
+// cost more than the split saves. One chunk (few rows, or many columns) writes dw and db directly
+// and skips pass 2.
+constexpr int kDwColumns = kWarpSize;                      // columns per tile: one warp's coalesced row read
+constexpr int kDwRowLanes = kThreadsPerBlock / kDwColumns;  // 8 row lanes per block
+constexpr int64_t kDwMinChunk = 64;
+
+struct DwGeometry {
+  int64_t tiles = 1, chunks = 1, chunk = 1;
+};
+DwGeometry dw_geometry(int64_t rows, int64_t n, int multiprocessors) {
+  DwGeometry g;
+  g.tiles = std::max<int64_t>(1, (n + kDwColumns - 1) / kDwColumns);
+  const int64_t full = std::max(1, multiprocessors) * kFullBlocksPerMultiprocessor;
+  const int64_t wanted = std::max<int64_t>(1, (full + g.tiles - 1) / g.tiles);
+  g.chunks = std::clamp<int64_t>(std::min(wanted, rows / kDwMinChunk), 1, kMaxSplits);
+  g.chunk = std::max<int64_t>(1, (rows + g.chunks - 1) / g.chunks);
+  g.chunks = std::max<int64_t>(1, (rows + g.chunk - 1) / g.chunk);  // no empty last chunk
+  return g;
+}
+
+// Pass 1. Block b: tile b % tiles (columns), chunk b / tiles (rows). pw, pb: (chunks, n).
 template <typename T>
-__global__ void layer_norm_dw_kernel(T* dw, T* db, const T* dy, const T* x, const T* mean, const T* rstd, int64_t rows,
-                                     int64_t n) {
-  for (int64_t c = global_thread(); c < n; c += grid_threads()) {
-    T sw = 0, sb = 0;
-    for (int64_t r = 0; r < rows; ++r) {
-      const T g = dy[r * n + c];
-      sw += g * (x[r * n + c] - mean[r]) * rstd[r];
-      sb += g;
+__global__ void layer_norm_dw_partial_kernel(T* pw, T* pb, const T* dy, const T* x, const T* mean, const T* rstd,
+                                             int64_t rows, int64_t n, int64_t tiles, int64_t chunks, int64_t chunk) {
+  __shared__ T sw[kDwRowLanes][kDwColumns], sb[kDwRowLanes][kDwColumns];
+  const int tx = threadIdx.x % kDwColumns, ty = threadIdx.x / kDwColumns;
+  for (int64_t b = blockIdx.x; b < tiles * chunks; b += gridDim.x) {
+    const int64_t c = (b % tiles) * kDwColumns + tx, part = b / tiles;
+    const int64_t r_end = min(rows, (part + 1) * chunk);
+    T w = 0, g = 0;
+    if (c < n)
+      for (int64_t r = part * chunk + ty; r < r_end; r += kDwRowLanes) {
+        const T d = dy[r * n + c];
+        w += d * (x[r * n + c] - mean[r]) * rstd[r];
+        g += d;
+      }
+    sw[ty][tx] = w, sb[ty][tx] = g;
+    __syncthreads();
+    if (ty == 0 && c < n) {
+      for (int y = 1; y < kDwRowLanes; ++y) w += sw[y][tx], g += sb[y][tx];
+      pw[part * n + c] = w, pb[part * n + c] = g;
     }
-    dw[c] = sw, db[c] = sb;
+    __syncthreads();  // sw, sb are rewritten by the next tile
+  }
+}
+
+// Pass 2: dw[c] = Σ_k pw[k, c], db[c] = Σ_k pb[k, c], k in order.
+template <typename T>
+__global__ void layer_norm_dw_finish_kernel(T* dw, T* db, const T* pw, const T* pb, int64_t chunks, int64_t n) {
+  for (int64_t c = global_thread(); c < n; c += grid_threads()) {
+    T w = 0, g = 0;
+    for (int64_t k = 0; k < chunks; ++k) w += pw[k * n + c], g += pb[k * n + c];
+    dw[c] = w, db[c] = g;
   }
 }
 
@@ -135,10 +190,23 @@ void CudaBackend::layer_norm_backward(const Tensor& dx, const Tensor& dweight, c
           static_cast<T*>(dx.raw_data()), g, xs, static_cast<const T*>(weight.raw_data()), mu, rs, rows, n);
       MT_CUDA_CHECK_LAUNCH();
     }
-    const auto geo = elementwise_geometry(n, multiprocessors_);
-    layer_norm_dw_kernel<T><<<geo.blocks, geo.threads, 0, stream_>>>(
-        static_cast<T*>(dweight.raw_data()), static_cast<T*>(dbias.raw_data()), g, xs, mu, rs, rows, n);
+    if (n == 0) return;
+    T* dw = static_cast<T*>(dweight.raw_data());
+    T* db = static_cast<T*>(dbias.raw_data());
+    const DwGeometry geo = dw_geometry(rows, n, multiprocessors_);
+    Tensor partials;  // (2, chunks, n): pass 1's sums, when there is more than one chunk
+    if (geo.chunks > 1) partials = empty({2, geo.chunks, n}, {.dtype = x.dtype(), .device = x.device()});
+    T* pw = geo.chunks > 1 ? static_cast<T*>(partials.raw_data()) : dw;
+    T* pb = geo.chunks > 1 ? pw + geo.chunks * n : db;
+    const int64_t blocks = std::min<int64_t>(geo.tiles * geo.chunks, std::int64_t{1} << 30);
+    layer_norm_dw_partial_kernel<T><<<static_cast<unsigned>(blocks), kThreadsPerBlock, 0, stream_>>>(
+        pw, pb, g, xs, mu, rs, rows, n, geo.tiles, geo.chunks, geo.chunk);
     MT_CUDA_CHECK_LAUNCH();
+    if (geo.chunks > 1) {
+      const auto fin = elementwise_geometry(n, multiprocessors_);
+      layer_norm_dw_finish_kernel<T><<<fin.blocks, fin.threads, 0, stream_>>>(dw, db, pw, pb, geo.chunks, n);
+      MT_CUDA_CHECK_LAUNCH();
+    }
   });
 }
 

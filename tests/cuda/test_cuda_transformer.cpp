@@ -43,6 +43,29 @@ TEST_CASE("layer_norm matches the CPU, forward and backward, short and long rows
     }
 }
 
+TEST_CASE("layer_norm's weight and bias gradients: the CPU's at 1 to 4096 rows, and the same bits on every run") {
+  // Note [Layer norm weight gradients in two passes]: few columns and many rows take the two-pass
+  // path (chunks of rows, then their partials), few rows or many columns one pass.
+  for (DType dt : {kFloat32, kFloat64})
+    for (int64_t rows : {1, 7, 4096})
+      for (int64_t n : {1, 3, 768, 1000}) {
+        if (dt == kFloat64 && rows * n > 100000) continue;  // float32 covers the big shapes: the emulator is slow
+        const std::string what = std::string(dtype_name(dt)) + " " + std::to_string(rows) + "x" + std::to_string(n);
+        const Tensor x = sample({rows, n}, dt, 21), w = sample({n}, dt, 22), dy = sample({rows, n}, dt, 23);
+        const raw::LayerNormResult c = raw::layer_norm(x, w, sample({n}, dt, 24), 1e-5);
+        const raw::LayerNormGrads cg = raw::layer_norm_backward(dy, x, w, c.mean, c.rstd);
+        const auto run = [&] { return raw::layer_norm_backward(gpu(dy), gpu(x), gpu(w), gpu(c.mean), gpu(c.rstd)); };
+        const raw::LayerNormGrads g1 = run(), g2 = run();
+        // float32 sums of 4096 terms: the CPU adds in double, the GPU in float in another order.
+        const double tol = dt == kFloat32 ? 1e-4 * (1 + rows / 512) : 1e-11;
+        check_close(cg.dweight, g1.dweight, tol, what + " dweight");
+        check_close(cg.dbias, g1.dbias, tol, what + " dbias");
+        check_close(cg.dx, g1.dx, tol, what + " dx");
+        CHECK_MESSAGE(g1.dweight.to_vector<double>() == g2.dweight.to_vector<double>(), what);
+        CHECK_MESSAGE(g1.dbias.to_vector<double>() == g2.dbias.to_vector<double>(), what);
+      }
+}
+
 TEST_CASE("layer_norm in float32 over rows of two values around 10: dx close to float64's") {
   // dx is all cancellation here (Note [Layer norm rows that do not sum to 0], cpu_layer_norm.cpp):
   // without the row's residue taken off, float32 dx was off by up to 1e-2.
@@ -102,6 +125,57 @@ TEST_CASE("attention matches the CPU: head views, causal and full, Tq != Tk, hea
                                                          gpu(sample({1, 1, 2, 300}, kFloat32, 2)),
                                                          gpu(sample({1, 1, 2, 300}, kFloat32, 3)), {}),
                        doctest::Contains("head sizes up to 256"), Error);
+}
+
+namespace {
+
+struct TiledCase {
+  int64_t T, d;
+  bool causal;
+};
+
+// One head (the emulator is slow), float32 (the case above covers float64): forward and backward
+// against the CPU, and the backward's bits again on a second run when `repeat`.
+void check_tiled_attention(const TiledCase& c, bool repeat) {
+  const std::string what = "T=" + std::to_string(c.T) + " d=" + std::to_string(c.d) + (c.causal ? " causal" : " full");
+  const Tensor q = sample({1, 1, c.T, c.d}, kFloat32, 31), k = sample({1, 1, c.T, c.d}, kFloat32, 32);
+  const Tensor v = sample({1, 1, c.T, c.d}, kFloat32, 33), dout = sample({1, 1, c.T, c.d}, kFloat32, 34);
+  const AttentionOptions o{.causal = c.causal};
+  const raw::AttentionResult cr = raw::scaled_dot_product_attention(q, k, v, o);
+  const raw::AttentionResult gr = raw::scaled_dot_product_attention(gpu(q), gpu(k), gpu(v), o);
+  check_close(cr.out, gr.out, 1e-4, what + " out");
+  check_close(cr.lse, gr.lse, 1e-4, what + " lse");
+  const AttentionParams p = raw::attention_params(q, o);
+  const raw::AttentionGrads cg = raw::scaled_dot_product_attention_backward(dout, q, k, v, cr.out, cr.lse, p);
+  const auto backward = [&] {
+    return raw::scaled_dot_product_attention_backward(gpu(dout), gpu(q), gpu(k), gpu(v), gr.out, gr.lse, p);
+  };
+  const raw::AttentionGrads gg = backward();
+  check_close(cg.dq, gg.dq, 1e-4, what + " dq");
+  check_close(cg.dk, gg.dk, 1e-4, what + " dk");
+  check_close(cg.dv, gg.dv, 1e-4, what + " dv");
+  if (repeat) {  // no atomics: the same bits on every run
+    const raw::AttentionGrads again = backward();
+    CHECK_MESSAGE(gg.dk.to_vector<float>() == again.dk.to_vector<float>(), what);
+    CHECK_MESSAGE(gg.dq.to_vector<float>() == again.dq.to_vector<float>(), what);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("tiled attention equals the CPU at contexts 1 to 300, head sizes 1, 8, 64, and repeats its bits") {
+  // Note [Attention tiles]: contexts below, at and across the 32-row tiles and the 32-query blocks,
+  // causal and full.
+  for (int64_t T : {1, 17, 64})
+    for (int64_t d : {1, 8, 64})
+      for (bool causal : {true, false}) check_tiled_attention({T, d, causal}, false);
+  check_tiled_attention({300, 64, true}, true);  // ten key tiles, a partial last one
+  check_tiled_attention({300, 8, false}, true);
+}
+
+TEST_CASE("tiled attention equals the CPU at context 1024") {
+  // 32 key tiles, 32 query blocks: the context of the benchmark (head size 64, causal).
+  check_tiled_attention({1024, 64, true}, false);
 }
 
 TEST_CASE("a small GPT on cuda:0: loss and gradients like on the CPU") {
