@@ -34,7 +34,10 @@ namespace {
 //     read the rows from global memory (L2) instead: the tiling and the arithmetic are the same.
 //   - kRows rows per warp (4 for d <= 64, 32 query rows per block) is the reuse of a staged tile:
 //     each K/V value loaded from L2 serves 32 queries, for 2 or 3 x P x kRows row values in
-//     registers per thread (q, acc, and dout in the backward).
+//     registers per thread (q, acc, and dout in the backward). ptxas -v for sm_90: no local memory
+//     for heads up to 128 in float32 and 64 in float64; larger heads spill in the backward. At
+//     d = 64 in float32 the forward takes 110 registers (2 blocks per multiprocessor), the backward
+//     168 (1 block): kRows is the first knob to try on a GPU if attention_ms misses its target.
 // Each (query tile, key tile) pair is visited once, so K and V are read from L2 Tq / 32 times, not
 // Tq times as a warp per query row reading its keys alone would. Key tiles past a row's last
 // (causal) key are skipped whole, and so are query tiles before a key row's first.
@@ -74,21 +77,30 @@ __device__ inline T warp_max(T v) {
   return v;
 }
 
-// v[j] is this lane's part of sum j (j < 32); returns the whole warp's sum number `lane`. Each
-// step halves the sums a lane keeps: the lanes with bit w keep the upper half and send the lower,
-// so after 16 + 8 + 4 + 2 + 1 shuffles lane l holds sum l.
+// One step of transpose_sum: the lanes with bit W keep the upper W of their sums and send the lower
+// W to their partner (lane ^ W), which does the opposite. W is a template parameter so that every
+// loop has a constant trip count and unrolls: v then lives in registers (an index the compiler
+// cannot resolve, or `upper ? v[i] : v[i + W]` as a select of addresses, puts v in local memory).
+template <int W, typename T>
+__device__ inline void transpose_step(T (&v)[kWarpSize], int lane) {
+  const bool upper = (lane & W) != 0;
+#pragma unroll
+  for (int i = 0; i < W; ++i) {
+    const T lo = v[i], hi = v[i + W];
+    v[i] = (upper ? hi : lo) + __shfl_xor_sync(0xffffffffu, upper ? lo : hi, W);
+  }
+}
+
+// v[j] is this lane's part of sum j (j < 32); returns the whole warp's sum number `lane`: after
+// 16 + 8 + 4 + 2 + 1 shuffles lane l holds sum l.
 template <typename T>
 __device__ inline T transpose_sum(T (&v)[kWarpSize], int lane) {
-#pragma unroll
-  for (int w = kWarpSize / 2; w >= 1; w /= 2) {
-    const bool upper = (lane & w) != 0;
-#pragma unroll
-    for (int i = 0; i < w; ++i) {
-      const T send = upper ? v[i] : v[i + w];
-      const T keep = upper ? v[i + w] : v[i];
-      v[i] = keep + __shfl_xor_sync(0xffffffffu, send, w);
-    }
-  }
+  static_assert(kWarpSize == 32, "transpose_sum's steps are a 32-lane warp's");
+  transpose_step<16>(v, lane);
+  transpose_step<8>(v, lane);
+  transpose_step<4>(v, lane);
+  transpose_step<2>(v, lane);
+  transpose_step<1>(v, lane);
   return v[0];
 }
 
