@@ -61,19 +61,19 @@ ModelNames model_names(const nn::Module& model) {
 std::vector<ShardPiece> fsdp_pieces(const Run& r) {
   const ModelNames names = model_names(*r.model);
   std::vector<ShardPiece> pieces;
-  for (const dist::LocalShard& s : r.fsdp->local_state_dict()) {
+  for (const ShardPiece& s : r.fsdp->local_state_dict()) {
     const auto named = names.of_param.find(s.name);
     MT_CHECK(named != names.of_param.end(), "--checkpoint-format sharded: FSDP's parameter '", s.name,
              "' is not one of the model's");
     for (const std::string& name : named->second)
-      pieces.push_back({.name = "model/" + name, .shape = s.shape, .offset = s.offset, .data = s.values});
+      pieces.push_back({.name = "model/" + name, .shape = s.shape, .offset = s.offset, .data = s.data});
   }
   const auto* opt = dynamic_cast<const dist::FsdpOptimizer*>(r.opt.get());
   MT_CHECK(opt != nullptr, "--checkpoint-format sharded: this --zero 3 run's optimizer is not FSDP's");
-  for (const dist::LocalShard& s : opt->local_state_dict()) {
+  for (const ShardPiece& s : opt->local_state_dict()) {
     const bool state = s.name.rfind("state.", 0) == 0;  // a piece of a parameter's state, else whole
-    pieces.push_back({.name = "optimizer/" + s.name, .shape = state ? s.shape : s.values.sizes(), .offset = s.offset,
-                      .data = raw::reshape(s.values, {s.values.numel()})});
+    pieces.push_back({.name = "optimizer/" + s.name, .shape = state ? s.shape : s.data.sizes(), .offset = s.offset,
+                      .data = raw::reshape(s.data, {s.data.numel()})});
   }
   return pieces;
 }

@@ -318,8 +318,8 @@ NamedTensors FullyShardedDataParallel::full_state_dict() {
   return out;
 }
 
-std::vector<LocalShard> FullyShardedDataParallel::local_state_dict() const {
-  std::vector<LocalShard> out;
+std::vector<ShardPiece> FullyShardedDataParallel::local_state_dict() const {
+  std::vector<ShardPiece> out;
   const int64_t rank = pg_->rank();
   for (size_t u = 0; u < units_.size(); ++u) {
     const UnitLayout& layout = layouts_[u];
@@ -329,7 +329,7 @@ std::vector<LocalShard> FullyShardedDataParallel::local_state_dict() const {
       const int64_t begin = layout.offsets[k], a = std::max(begin, lo), z = std::min(begin + p.numel(), hi);
       if (a < z)
         out.push_back({.name = name, .shape = p.sizes(), .offset = a - begin,
-                       .values = raw::narrow(units_[u]->shard, 0, a - lo, z - a)});
+                       .data = raw::narrow(units_[u]->shard, 0, a - lo, z - a)});
     }
   }
   return out;

@@ -38,6 +38,7 @@
 #include "distributed/process_group/process_group.h"
 #include "distributed/zero/zero.h"
 #include "nn/module.h"
+#include "nn/sharded_state.h"
 #include "optim/optimizer.h"
 
 namespace mt::dist {
@@ -56,15 +57,6 @@ struct FSDPOptions {
 struct FSDPStats {
   int64_t units = 0, allgathers = 0, reduce_scatters = 0;
   double allgather_wait_ms = 0;  // forward and backward, summed over the steps
-};
-
-// One contiguous run of a parameter in this rank's shard (for a sharded checkpoint writer):
-// elements [offset, offset + values.numel()) of the flattened parameter `name` of shape `shape`.
-struct LocalShard {
-  std::string name;
-  Shape shape;
-  int64_t offset = 0;
-  Tensor values;  // 1-D, a view of this rank's shard
 };
 
 class FullyShardedDataParallel : public nn::Module {
@@ -98,8 +90,9 @@ class FullyShardedDataParallel : public nn::Module {
 
   // A COLLECTIVE: the module's state dict, whole, as cloned tensors (what a checkpoint saves).
   NamedTensors full_state_dict();
-  // Not a collective: this rank's pieces of every parameter, in unit order.
-  std::vector<LocalShard> local_state_dict() const;
+  // Not a collective: this rank's pieces of every parameter, in unit order (ShardPiece,
+  // nn/sharded_state.h: elements [offset, offset + data.numel()) of the flattened parameter).
+  std::vector<ShardPiece> local_state_dict() const;
 
   // RAII: backward accumulates the whole gradients locally (in the parameters' .grad) and does not
   // reduce; the first backward after it reduce-scatters the sums (as DDP's no_sync; the gradients
@@ -203,10 +196,10 @@ class FsdpOptimizer : public optim::Optimizer {
   optim::StateDict state_dict() const override;
   void load_state_dict(const optim::StateDict& state) override;
   // Not a collective: this rank's part of state_dict(), for a sharded checkpoint writer. Each tensor
-  // field of each piece as a LocalShard named as in state_dict() ("state.<i>.<field>", the offset
+  // field of each piece as a ShardPiece (nn/sharded_state.h) named as in state_dict() ("state.<i>.<field>", the offset
   // into parameter i flattened); scalar fields and the param_groups.* entries whole (offset 0,
   // alike on every rank that holds a piece of the parameter).
-  std::vector<LocalShard> local_state_dict() const;
+  std::vector<ShardPiece> local_state_dict() const;
 
  private:
   struct Piece {  // elements [param_offset, +numel) of parameter `param` (full numbering), at

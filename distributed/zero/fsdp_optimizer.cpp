@@ -205,9 +205,9 @@ optim::StateDict FsdpOptimizer::state_dict() const {
   return out;
 }
 
-std::vector<LocalShard> FsdpOptimizer::local_state_dict() const {
+std::vector<ShardPiece> FsdpOptimizer::local_state_dict() const {
   const optim::StateDict inner = inner_->state_dict();
-  std::vector<LocalShard> out;
+  std::vector<ShardPiece> out;
   std::vector<Shape> shapes;  // by full index
   for (const auto& group : groups_)
     for (const Tensor& p : group) shapes.push_back(p.sizes());
@@ -217,14 +217,14 @@ std::vector<LocalShard> FsdpOptimizer::local_state_dict() const {
     if (!split_state_key(key, j, field)) {
       const bool count = is_count(key);
       out.push_back({.name = key, .shape = {}, .offset = 0,
-                     .values = count ? optim::detail::scalar_entry(static_cast<double>(groups_.at(group_of_key(key)).size()))
+                     .data = count ? optim::detail::scalar_entry(static_cast<double>(groups_.at(group_of_key(key)).size()))
                                      : value});
       continue;
     }
     const Piece& piece = pieces_[static_cast<size_t>(inner_piece_[j])];
     const std::string name = kState + std::to_string(piece.param) + "." + field;
-    if (value.dim() == 0) out.push_back({.name = name, .shape = {}, .offset = 0, .values = value});
-    else out.push_back({.name = name, .shape = shapes[piece.param], .offset = piece.param_offset, .values = value});
+    if (value.dim() == 0) out.push_back({.name = name, .shape = {}, .offset = 0, .data = value});
+    else out.push_back({.name = name, .shape = shapes[piece.param], .offset = piece.param_offset, .data = value});
   }
   return out;
 }

@@ -247,16 +247,16 @@ TEST_CASE("DDP: ZeRO-3's consolidated state dicts equal plain DDP's and resume b
       check_close(sorted(opt_state), sorted(plain_opt->state_dict()), 2e-5, "the consolidated optimizer state");
       // The local pieces cover every parameter exactly once over the ranks.
       double local = 0, total = 0;
-      for (const LocalShard& s : fsdp->local_state_dict()) local += static_cast<double>(s.values.numel());
+      for (const ShardPiece& s : fsdp->local_state_dict()) local += static_cast<double>(s.data.numel());
       for (const Tensor& p : plain_model->parameters()) total += static_cast<double>(p.numel());
       Tensor sum = full({1}, local, {.dtype = kFloat64});
       pg->allreduce(sum)->wait();
       MT_CHECK(sum.item() == total, "the ranks' local pieces hold ", sum.item(), " elements of ", total);
       // This rank's optimizer pieces are the consolidated state's elements at their offsets.
-      for (const LocalShard& s : opt.local_state_dict()) {
+      for (const ShardPiece& s : opt.local_state_dict()) {
         const Tensor& whole = opt_state.at(s.name);
-        const Tensor want = s.shape.size() == 0 ? whole : whole.reshape({-1}).narrow(0, s.offset, s.values.numel());
-        MT_CHECK(want.to_vector<float>() == s.values.to_vector<float>(), "the local piece of '", s.name, "' at ",
+        const Tensor want = s.shape.size() == 0 ? whole : whole.reshape({-1}).narrow(0, s.offset, s.data.numel());
+        MT_CHECK(want.to_vector<float>() == s.data.to_vector<float>(), "the local piece of '", s.name, "' at ",
                  s.offset, " differs from the consolidated state");
       }
       // Resume: a fresh model and optimizer from the consolidated state continue exactly as the run did.
