@@ -56,8 +56,7 @@ struct SoftmaxBackward final : Node {
   bool log = false;
   // softmax:      y = eˣ/Σeˣ      =>   dx = y·(dy - Σ dy·y)
   // log_softmax:  y = x - log Σeˣ =>   dx = dy - eʸ·Σ dy, with eʸ = softmax(x) = softmax(y) taken by the
-  //               softmax kernel (its float exp is vectorised, Note [Softmax's float exp]; the unary
-  //               exp is a libm call per element)
+  //               softmax kernel (one pass, its float exp vectorised: Note [Vectorised float exp])
   TensorList apply(TensorList&& g) override {
     check_not_released();
     const Tensor yv = y.unpack(*this);

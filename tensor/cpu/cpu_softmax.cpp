@@ -12,57 +12,15 @@
 #include <cstring>
 
 #include "tensor/cpu/cpu_backend.h"
+#include "tensor/cpu/vec_exp.h"
 
 namespace mt {
 namespace {
 
-// Note [Softmax's float exp]: libm's expf is a call per element that the compiler cannot vectorise,
-// and it was most of a float32 softmax or log-softmax: bench/nn_ops.sh's cross-entropy took 4.7x
-// libtorch's time, whose Sleef exp runs 8 or 16 lanes at once (with this: 1.0x). Float32 rows therefore run in vectors of 8
-// lanes (GCC's vector extension, so no intrinsics and any x86 or Arm target), with this exp:
-// e^x = 2ⁿ·e^r with n = floor(x/ln 2 + ½) and r = x - n·ln 2 (ln 2 in two parts, so r is exact), e^r
-// by Cephes' degree-6 polynomial on |r| <= ln 2/2, and 2ⁿ put into the exponent bits. Within 2 ulp of
-// the true value for softmax's inputs x - max <= 0; below -87, where e^x < 1.7e-38 nears the
-// subnormals, it gives 0, as for -inf (a masked score); NaN stays NaN. The max and the sums run in
-// the 8 lanes too and are combined at the end. float64 keeps std::exp and one accumulator: gradcheck
-// and the 1e-9 comparisons with PyTorch run in float64.
-using F8 = float __attribute__((vector_size(32)));
-using I8 = int32_t __attribute__((vector_size(32)));
-constexpr int64_t kLanes = 8;
-
-F8 splat(float c) { return F8{c, c, c, c, c, c, c, c}; }
-F8 load(const float* p) {
-  F8 v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-void store(float* p, F8 v) { std::memcpy(p, &v, sizeof v); }
-// The first `n` (< 8) elements of p, the rest `fill`.
-F8 load_tail(const float* p, int64_t n, float fill) {
-  F8 v = splat(fill);
-  for (int64_t k = 0; k < n; ++k) v[k] = p[k];
-  return v;
-}
-
-F8 exp_lanes(F8 x) {
-  const I8 under = x < splat(-87.0f);
-  const F8 xc = under ? splat(0.0f) : x;
-  F8 n = xc * splat(1.44269504088896341f) + splat(0.5f);
-  const F8 truncated = __builtin_convertvector(__builtin_convertvector(n, I8), F8);
-  n = truncated - (truncated > n ? splat(1.0f) : splat(0.0f));  // floor
-  const F8 r = (xc - n * splat(0.693359375f)) + n * splat(2.12194440e-4f);
-  F8 p = splat(1.9875691500e-4f);
-  p = p * r + splat(1.3981999507e-3f);
-  p = p * r + splat(8.3334519073e-3f);
-  p = p * r + splat(4.1665795894e-2f);
-  p = p * r + splat(1.6666665459e-1f);
-  p = p * r + splat(5.0000001201e-1f);
-  const F8 er = p * r * r + r + splat(1.0f);
-  const I8 bits = (__builtin_convertvector(n, I8) + 127) << 23;  // 2ⁿ, n in [-126, 0]; garbage for NaN, whose er is NaN
-  F8 two_n;
-  std::memcpy(&two_n, &bits, sizeof two_n);
-  return under ? splat(0.0f) : er * two_n;
-}
+// Float32 rows run in 8-lane vectors with the shared exp (Note [Vectorised float exp]); the max and
+// the sums run in the 8 lanes too and are combined at the end. float64 keeps std::exp and one
+// accumulator.
+using namespace cpu::vec;
 
 // max(x) over (n), NaN if any element is NaN: v wins over m when v > m or v is NaN.
 float row_max(const float* x, int64_t n) {

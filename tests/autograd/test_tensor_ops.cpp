@@ -111,7 +111,46 @@ TEST_CASE("one_hot: classes from the data or given, and out-of-range indices nam
   CHECK_THROWS_WITH(one_hot(from_vector(std::vector<int64_t>{-1}, {1})), doctest::Contains("must be >= 0"));
 }
 
-TEST_CASE("float32 softmax and log_softmax: the vectorised exp within a few ulp of libm's, -inf gives 0, NaN stays (Note [Softmax's float exp])") {
+TEST_CASE("float32 exp and sigmoid: the vectorised exp within 2 ulp of double's, 4 for sigmoid; overflow, underflow and NaN as libm (Note [Vectorised float exp])") {
+  // Every size from 1 to 19 (whole vectors and tails) over -110 .. 95, past both ends of float32's range.
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const double ulp = std::ldexp(1.0, -23);  // relative spacing of floats: at most 2^-23
+  for (int64_t n = 1; n < 20; ++n) {
+    CAPTURE(n);
+    std::vector<float> xs(n);
+    for (int64_t i = 0; i < n; ++i) xs[i] = -110.0f + 205.0f * static_cast<float>(i) / static_cast<float>(n) + 0.37f;
+    const Tensor x = from_vector(xs, {n});
+    const std::vector<float> e = exp(x).to_vector<float>(), s = sigmoid(x).to_vector<float>();
+    for (int64_t i = 0; i < n; ++i) {
+      CAPTURE(xs[i]);
+      const double want = std::exp(static_cast<double>(xs[i])), want_s = 1.0 / (1.0 + std::exp(-static_cast<double>(xs[i])));
+      if (want > 3.4028234663852886e38) CHECK(e[i] == inf);
+      else if (want < 1.1754943508222875e-38) CHECK(e[i] <= 1.2e-38f);  // subnormal results: rounded twice, or 0
+      else CHECK(std::abs(e[i] - want) <= 2 * ulp * want);
+      if (want_s >= 1.1754943508222875e-38) CHECK(std::abs(s[i] - want_s) <= 4 * ulp * want_s);
+      else CHECK(s[i] <= 1.2e-38f);
+    }
+  }
+  const std::vector<float> special{-inf, inf, nan, 0.0f, 88.72f, -103.9f, 1e30f, -1e30f, 0.5f};
+  const std::vector<float> e = exp(from_vector(special, {9})).to_vector<float>(),
+                           s = sigmoid(from_vector(special, {9})).to_vector<float>();
+  CHECK(e[0] == 0.0f);
+  CHECK(e[1] == inf);
+  CHECK(std::isnan(e[2]));
+  CHECK(e[3] == 1.0f);
+  CHECK(std::abs(e[4] - std::exp(double{88.72f})) <= 2 * ulp * std::exp(double{88.72f}));  // finite, below overflow
+  CHECK(e[5] > 0.0f);                                                      // a subnormal, not 0
+  CHECK(e[6] == inf);
+  CHECK(e[7] == 0.0f);
+  CHECK(s[0] == 0.0f);
+  CHECK(s[1] == 1.0f);
+  CHECK(std::isnan(s[2]));
+  CHECK(s[3] == 0.5f);
+  CHECK(s[6] == 1.0f);
+  CHECK(s[7] == 0.0f);
+}
+
+TEST_CASE("float32 softmax and log_softmax: the vectorised exp within a few ulp of libm's, -inf gives 0, NaN stays (Note [Vectorised float exp])") {
   // The reference takes the same float32 x - max (its rounding is the input's, not exp's), then exp,
   // the sum and the division in double.
   Generator gen(56);
@@ -128,7 +167,7 @@ TEST_CASE("float32 softmax and log_softmax: the vectorised exp within a few ulp 
       for (int64_t i = 0; i < n; ++i) {
         const double want = std::exp(static_cast<double>(row[i] - m)) / sum;
         const double want_log = static_cast<double>(row[i] - m) - std::log(sum);
-        if (row[i] - m < -87.0f) CHECK(got[r * n + i] == 0.0f);  // below e^-87 the float exp gives 0
+        if (row[i] - m < -87.0f) CHECK(got[r * n + i] <= 1e-37f);  // subnormal or 0: rounded twice
         else CHECK(std::abs(got[r * n + i] - want) <= 8 * 6e-8 * want);
         CHECK(std::abs(got_log[r * n + i] - want_log) <= 8 * 6e-8 * std::max(1.0, std::abs(want_log)));
       }
