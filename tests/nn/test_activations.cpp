@@ -75,3 +75,15 @@ TEST_CASE("activation modules print their options") {
     << ' ' << nn::Mish() << ' ' << nn::Hardswish();
   CHECK(s.str() == "SiLU() LeakyReLU(negative_slope=0.2) ELU(alpha=1) Softplus(beta=2, threshold=20) Mish() Hardswish()");
 }
+
+TEST_CASE("mish in float32: within 8 ulp (of the larger of |y| and 1e-3) of x·tanh(softplus(x)) in float64") {
+  // mish is x·n/(n + 2) with n = eˣ(eˣ + 2), the vectorised exp's; the reference is the definition.
+  std::vector<float> xs;
+  for (int i = 0; i < 4000; ++i) xs.push_back(-60.0f + 0.021f * static_cast<float>(i));  // -60 .. 24
+  const std::vector<float> got = nn::F::mish(from_vector(xs, {static_cast<int64_t>(xs.size())})).to_vector<float>();
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const double x = xs[i], want = x * std::tanh(std::log1p(std::exp(x)));
+    CAPTURE(x);
+    CHECK(std::abs(got[i] - want) <= 8 * std::ldexp(1.0, -23) * std::max(std::abs(want), 1e-3));
+  }
+}
