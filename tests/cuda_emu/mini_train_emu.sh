@@ -70,6 +70,32 @@ gpus01_kill_resume)
     >/dev/null 2>err.txt || { cat err.txt; fail "resume failed"; }
   cmp full.safetensors resumed.safetensors || fail "resumed on two GPUs, the weights differ from the uninterrupted run"
   ;;
+gpus01_zero1 | gpus01_zero2)
+  # --zero N on two GPUs over the emulated NCCL (its reduce-scatter and all-gather; the optimizer's
+  # shards, and under 2 the kept gradient shards, in device memory) against --nproc 2 --zero N on
+  # Gloo: the same losses and weights, clipping over the shards included.
+  stage=${case_name#gpus01_zero}
+  flags=(--model mlp --hidden 16,8 --optimizer adam --clip-grad 0.5 --samples 256 --epochs 2 --zero "$stage")
+  "$emu" --gpus 0,1 "${flags[@]}" --log-json gpu.jsonl --save gpu.safetensors >out.txt 2>err.txt ||
+    { cat out.txt err.txt; fail "--gpus 0,1 --zero $stage failed"; }
+  grep -q "ZeRO-$stage: " out.txt || { cat out.txt; fail "the config table does not say ZeRO-$stage"; }
+  "$cpu" --nproc 2 --backend gloo "${flags[@]}" --log-json cpu.jsonl --save cpu.safetensors >/dev/null 2>err.txt ||
+    { cat err.txt; fail "--nproc 2 --zero $stage failed"; }
+  compare gpu.jsonl cpu.jsonl gpu.safetensors cpu.safetensors
+  ;;
+gpus01_zero2_kill_resume)
+  # As gpus01_kill_resume under --zero 2, whose step checkpoint is sharded (each rank's shard of the
+  # optimizer state copied out of device memory into a file of its own): resumed, the same bytes.
+  flags=(--model mlp --hidden 16,8 --optimizer adam --samples 512 --epochs 2 --zero 2 --quiet)
+  "$emu" --gpus 0,1 "${flags[@]}" --save full.safetensors >/dev/null 2>err.txt || { cat err.txt; fail "full run failed"; }
+  MT_TEST_KILL_STEP=5 MT_TEST_KILL_RANK=1 "$emu" --gpus 0,1 "${flags[@]}" --checkpoint-dir ck --checkpoint-every 3 \
+    --save x.safetensors >/dev/null 2>err.txt && fail "the run to be killed succeeded"
+  [[ -e ck/checkpoint-epoch-000001-step-000000003.safetensors ]] || { ls ck; fail "no step checkpoint of step 3"; }
+  ls ck/checkpoint-epoch-000001-step-000000003.shards/* >/dev/null 2>&1 || { ls -R ck; fail "the checkpoint is not sharded"; }
+  "$emu" --gpus 0,1 "${flags[@]}" --checkpoint-dir ck --checkpoint-every 3 --resume auto --save resumed.safetensors \
+    >/dev/null 2>err.txt || { cat err.txt; fail "resume failed"; }
+  cmp full.safetensors resumed.safetensors || fail "resumed under --zero 2 on two GPUs, the weights differ"
+  ;;
 gpus01_peer_exits)
   # Two workers started by hand, as torchrun or srun start them (no mini_train launcher to stop
   # the survivor). Rank 1 SIGKILLs itself at step 5; rank 0's NCCL watchdog hears of it as
