@@ -57,7 +57,6 @@ void set_up_data_parallel(Run& r) {
   // --sync-bn: the BatchNorms switch to statistics over every rank's batch (Note [Sync batch norm]).
   if (r.o.sync_bn) dist::convert_sync_batchnorm(*r.model, r.pg);
   if (r.o.zero == 3) {  // each transformer block (or top-level layer) a unit; the optimizer over their shards
-    MT_CHECK(r.device.is_cpu(), "--zero 3 runs on the CPU backends (gloo, mpi); on GPUs use --zero 1 or 2");
     r.fsdp = std::make_shared<dist::FullyShardedDataParallel>(r.model, r.pg);
     return shard_optimizer(r);
   }

@@ -24,8 +24,9 @@
 // shard arithmetic, the pieces the optimizer steps, the consolidated state dicts), but it does not
 // sit on DDP's buckets: the parameters themselves are sharded, so the units replace the buckets.
 // Buffers (BatchNorm's running statistics) follow DDP's rule: rank 0's are broadcast at
-// construction and before each training forward. Tested on the CPU process groups (Gloo, MPI). Not
-// here: GPUs (NCCL) untested, mixed precision of the gathered parameters, CPU offload, Join (a
+// construction and before each training forward. Tested on Gloo and MPI, and on NCCL over the
+// emulated GPUs (tests/cuda_emu/mini_train_emu.sh). Not here: mixed precision of the gathered
+// parameters, CPU offload, Join (a
 // dist::Join wraps a DistributedDataParallel: every rank must run the same forwards and backwards,
 // since each unit's gather is a collective).
 #pragma once

@@ -70,10 +70,11 @@ gpus01_kill_resume)
     >/dev/null 2>err.txt || { cat err.txt; fail "resume failed"; }
   cmp full.safetensors resumed.safetensors || fail "resumed on two GPUs, the weights differ from the uninterrupted run"
   ;;
-gpus01_zero1 | gpus01_zero2)
+gpus01_zero1 | gpus01_zero2 | gpus01_zero3)
   # --zero N on two GPUs over the emulated NCCL (its reduce-scatter and all-gather; the optimizer's
-  # shards, and under 2 the kept gradient shards, in device memory) against --nproc 2 --zero N on
-  # Gloo: the same losses and weights, clipping over the shards included.
+  # shards, under 2 the kept gradient shards, under 3 FSDP's parameters released and gathered, all
+  # in device memory) against --nproc 2 --zero N on Gloo: the same losses and weights, clipping over
+  # the shards included.
   stage=${case_name#gpus01_zero}
   flags=(--model mlp --hidden 16,8 --optimizer adam --clip-grad 0.5 --samples 256 --epochs 2 --zero "$stage")
   "$emu" --gpus 0,1 "${flags[@]}" --log-json gpu.jsonl --save gpu.safetensors >out.txt 2>err.txt ||
@@ -83,10 +84,12 @@ gpus01_zero1 | gpus01_zero2)
     { cat err.txt; fail "--nproc 2 --zero $stage failed"; }
   compare gpu.jsonl cpu.jsonl gpu.safetensors cpu.safetensors
   ;;
-gpus01_zero2_kill_resume)
-  # As gpus01_kill_resume under --zero 2, whose step checkpoint is sharded (each rank's shard of the
-  # optimizer state copied out of device memory into a file of its own): resumed, the same bytes.
-  flags=(--model mlp --hidden 16,8 --optimizer adam --samples 512 --epochs 2 --zero 2 --quiet)
+gpus01_zero2_kill_resume | gpus01_zero3_kill_resume)
+  # As gpus01_kill_resume under --zero 2 or 3, whose step checkpoint is sharded (each rank's shard of
+  # the optimizer state, under 3 of the weights too, copied out of device memory into a file of its
+  # own): resumed, the same bytes.
+  stage=${case_name:11:1}
+  flags=(--model mlp --hidden 16,8 --optimizer adam --samples 512 --epochs 2 --zero "$stage" --quiet)
   "$emu" --gpus 0,1 "${flags[@]}" --save full.safetensors >/dev/null 2>err.txt || { cat err.txt; fail "full run failed"; }
   MT_TEST_KILL_STEP=5 MT_TEST_KILL_RANK=1 "$emu" --gpus 0,1 "${flags[@]}" --checkpoint-dir ck --checkpoint-every 3 \
     --save x.safetensors >/dev/null 2>err.txt && fail "the run to be killed succeeded"
@@ -94,7 +97,7 @@ gpus01_zero2_kill_resume)
   ls ck/checkpoint-epoch-000001-step-000000003.shards/* >/dev/null 2>&1 || { ls -R ck; fail "the checkpoint is not sharded"; }
   "$emu" --gpus 0,1 "${flags[@]}" --checkpoint-dir ck --checkpoint-every 3 --resume auto --save resumed.safetensors \
     >/dev/null 2>err.txt || { cat err.txt; fail "resume failed"; }
-  cmp full.safetensors resumed.safetensors || fail "resumed under --zero 2 on two GPUs, the weights differ"
+  cmp full.safetensors resumed.safetensors || fail "resumed under --zero $stage on two GPUs, the weights differ"
   ;;
 gpus01_peer_exits)
   # Two workers started by hand, as torchrun or srun start them (no mini_train launcher to stop
