@@ -250,8 +250,8 @@ bad_input)
   done
   expect_error "--seed must be >= 0, got -1" --seed -1
   expect_error "--hidden 64 applies to --model mlp" --hidden 64
-  expect_error "--zero: 1.5 is not 0, 1 or 2" --zero 1.5
-  expect_error "--zero: 3 is not 0, 1 or 2" --zero 3
+  expect_error "--zero: 1.5 is not 0, 1, 2 or 3" --zero 1.5
+  expect_error "--zero: 4 is not 0, 1, 2 or 3" --zero 4
   # A worker of torchrun (which sets TORCHELASTIC_RUN_ID) is pointed to torchrun's own flag.
   TORCHELASTIC_RUN_ID=job RANK=0 WORLD_SIZE=2 MASTER_PORT=29500 \
     expect_error "started by torchrun, which restarts workers itself: give torchrun --max-restarts 2 instead" \

@@ -125,7 +125,7 @@ TEST_CASE("BlockCache's limit refuses a request before taking a block, and the t
   cache.deallocate(cache.allocate(8 * kMiB, 0));
 }
 
-TEST_CASE("a large CPU block can be recounted as another kind; a small one keeps its kind") {
+TEST_CASE("a large CPU block can be recounted as another kind, and a small one keeps its kind") {
   Tensor large = empty({256 * 1024});  // 1 MiB: the cache of large blocks
   Tensor small = empty({1024});        // 4 KiB: malloc
   CHECK(set_memory_kind(large.storage()->data(), large.storage()->nbytes(), MemoryKind::kGradients));
