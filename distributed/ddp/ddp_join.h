@@ -37,12 +37,18 @@
 // synchronised BatchNorm in a world of more than one rank, as PyTorch's Join cannot serve one
 // either; equal batches per rank (drop_last) are the way there.
 //
-// Not here: collectives of the user's own between steps, several DDP models in one Join, dividing
+// Join is not DDP's alone: it drives a Joinable (below), which DistributedDataParallel is through a
+// small adapter (ddp_join.cpp) and FullyShardedDataParallel is itself (Note [FSDP Join] in
+// distributed/zero/fsdp_join.cpp). Join owns the count and the loop; the Joinable says what one step of
+// the active ranks issues and how to answer it with zeros.
+//
+// Not here: collectives of the user's own between steps, several models in one Join, dividing
 // by the number of active ranks.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 
 #include "distributed/ddp/ddp.h"
 
@@ -55,9 +61,27 @@ struct JoinOptions {
   std::function<void()> step{};
 };
 
+// What Join drives (Note [Join]): a data-parallel wrapper whose per-step collectives a rank
+// without data can issue with zero gradients.
+class Joinable {
+ public:
+  virtual ~Joinable() = default;
+  virtual ProcessGroup& join_process_group() = 0;
+  // Join's constructor: throws one line for what this wrapper cannot shadow.
+  virtual void check_joinable(const JoinOptions& opts) const = 0;
+  // Join::step, on a rank with data, after the count: a step begins.
+  virtual void join_step_begins() {}
+  // On a joined rank, once per step of the others: their backward's collectives (and any of the
+  // forward's), with zero gradients; JoinOptions::step runs after it.
+  virtual void shadow_step() = 0;
+  // The Join is over on this rank (every rank has joined).
+  virtual void join_ended() {}
+};
+
 class Join {
  public:
   explicit Join(DistributedDataParallel& ddp, JoinOptions opts = {});
+  explicit Join(Joinable& joinable, JoinOptions opts = {});
   // Joins if join() was not called, unless an exception is unwinding (the job is failing anyway).
   ~Join() noexcept(false);
   Join(const Join&) = delete;
@@ -71,8 +95,9 @@ class Join {
 
  private:
   int64_t count_active(int64_t mine);
-  DistributedDataParallel& ddp_;
   JoinOptions opts_;
+  std::unique_ptr<Joinable> adapter_;  // DDP's (ddp_join.cpp); empty when made over a Joinable
+  Joinable& joinable_;
   bool joined_ = false;
 };
 

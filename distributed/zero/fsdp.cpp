@@ -183,6 +183,7 @@ void FullyShardedDataParallel::gather(size_t u) {
   Unit& unit = *units_[u];
   const UnitLayout& layout = layouts_[u];
   if (layout.numel == 0 || unit.state != Unit::State::Free) return;
+  log_collective(Collective::Gather, u);
   MemoryKindGuard kind(MemoryKind::kParameters);  // the gathered unit (Note [Memory kinds])
   Tensor out = allocator_flat(layout.shard * pg_->size(), unit.shard.dtype(), unit.shard.device());
   Tensor mine = raw::narrow(out, 0, pg_->rank() * layout.shard, layout.shard);
@@ -248,7 +249,10 @@ Tensor FullyShardedDataParallel::forward(const Tensor& input) {
   if (summoned_) return (*module_)(input);  // whole already; nothing to gather or free
   if (module_->is_training()) {
     const NamedTensors buffers = module_->named_buffers();
-    if (!buffers.empty()) broadcast_buffers(*pg_, buffers);  // DDP's rule (Note [Buffer broadcast])
+    if (!buffers.empty()) {
+      log_collective(Collective::Buffers, 0);
+      broadcast_buffers(*pg_, buffers);  // DDP's rule (Note [Buffer broadcast])
+    }
   }
   const size_t root = units_.size() - 1;
   gather(root);

@@ -24,11 +24,10 @@
 // shard arithmetic, the pieces the optimizer steps, the consolidated state dicts), but it does not
 // sit on DDP's buckets: the parameters themselves are sharded, so the units replace the buckets.
 // Buffers (BatchNorm's running statistics) follow DDP's rule: rank 0's are broadcast at
-// construction and before each training forward. Tested on Gloo and MPI, and on NCCL over the
-// emulated GPUs (tests/cuda_emu/mini_train_emu.sh). Not here: mixed precision of the gathered
-// parameters, CPU offload, Join (a
-// dist::Join wraps a DistributedDataParallel: every rank must run the same forwards and backwards,
-// since each unit's gather is a collective).
+// construction and before each training forward. Uneven inputs: it is a dist::Joinable, so a rank
+// out of batches answers the others' steps inside a dist::Join as under DDP (Note [FSDP Join]).
+// Tested on Gloo and MPI, and on NCCL over the emulated GPUs (tests/cuda_emu/mini_train_emu.sh).
+// Not here: mixed precision of the gathered parameters, CPU offload.
 #pragma once
 
 #include <functional>
@@ -36,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "distributed/ddp/ddp_join.h"
 #include "distributed/process_group/process_group.h"
 #include "distributed/zero/zero.h"
 #include "nn/module.h"
@@ -60,7 +60,7 @@ struct FSDPStats {
   double allgather_wait_ms = 0;  // forward and backward, summed over the steps
 };
 
-class FullyShardedDataParallel : public nn::Module {
+class FullyShardedDataParallel : public nn::Module, public Joinable {
  public:
   // Checks every rank holds the same parameter names and shapes, broadcasts rank 0's parameters
   // and buffers, cuts the model into units and keeps this rank's shard of each (the parameters'
@@ -135,6 +135,14 @@ class FullyShardedDataParallel : public nn::Module {
   std::shared_ptr<nn::Module> module() const { return module_; }
   const FSDPStats& stats() const { return stats_; }
 
+  // Joinable (Note [FSDP Join], fsdp_join.cpp): a joined rank repeats the collectives of its own
+  // last step under the Join, with zero gradients.
+  ProcessGroup& join_process_group() override { return *pg_; }
+  void check_joinable(const JoinOptions& opts) const override;
+  void join_step_begins() override;
+  void shadow_step() override;
+  void join_ended() override;
+
   // The unit hooks and the pre-backward node call these (fsdp.cpp, fsdp_backward.cpp).
   void before_unit_forward(size_t u);
   Tensor after_unit_forward(size_t u, const Tensor& output);
@@ -156,6 +164,8 @@ class FullyShardedDataParallel : public nn::Module {
   void queue_finalize();
   void register_gradient_hooks();
   Tensor with_pre_backward(size_t u, const Tensor& output);
+  enum class Collective { Buffers, Gather, Scatter };
+  void log_collective(Collective kind, size_t u);
 
   std::shared_ptr<nn::Module> module_;
   std::shared_ptr<ProcessGroup> pg_;
@@ -170,6 +180,9 @@ class FullyShardedDataParallel : public nn::Module {
   bool prefetch_ = true, finalize_queued_ = false, no_sync_ = false, forwarded_ = false;
   bool summoned_ = false;  // a FullParams lives: the units stay whole, the hooks do nothing
   FSDPStats stats_;
+  // Under a Join: what this rank issued since the step began, in order (Note [FSDP Join]).
+  std::vector<std::pair<Collective, size_t>> step_log_;
+  bool logging_ = false;
   // What the parameters' gradient hooks reach this object through: they cannot be removed, so the
   // destructor empties it (fsdp_backward.cpp).
   std::shared_ptr<FullyShardedDataParallel*> alive_ = std::make_shared<FullyShardedDataParallel*>(this);

@@ -93,6 +93,7 @@ void FullyShardedDataParallel::reduce_scatter(size_t u) {
   Unit& unit = *units_[u];
   const UnitLayout& layout = layouts_[u];
   if (layout.numel == 0) return;
+  log_collective(Collective::Scatter, u);
   const int64_t padded = layout.shard * pg_->size();
   MemoryKindGuard kind(MemoryKind::kGradients);  // the unit's flat gradients (Note [Memory kinds])
   unit.grad_flat = empty({padded}, {.dtype = unit.shard.dtype(), .device = unit.shard.device()});
