@@ -57,7 +57,8 @@ namespace mt::dist {
 struct JoinOptions {
   // Runs on a joined rank after each step it shadowed, with the averaged gradient in .grad: the same
   // optimizer (and scheduler) step the active ranks take in their loop. Empty: nothing, and the
-  // joined ranks' parameters fall behind (call check_replicas to see it); refused under ZeRO-1.
+  // joined ranks' parameters fall behind (call check_replicas to see it); refused under ZeRO (every
+  // stage: the active ranks' next all-gathers read the joined rank's shard).
   std::function<void()> step{};
 };
 
