@@ -25,7 +25,8 @@ namespace mt {
 // Note [Memory kinds]: what a tensor's bytes are for, decided when they are allocated, by the kind
 // this thread is in (MemoryKindGuard, kOther outside any). The trainer marks building the model
 // (parameters) and the optimizer step (optimizer state, and what the step holds while it runs);
-// DistributedDataParallel marks its buckets and ZeRO its kept shards (gradients); without DDP,
+// DistributedDataParallel marks its buckets and ZeRO its kept shards (gradients), FSDP its shards and
+// gathered units (parameters) and each unit's flat gradients (gradients); without DDP,
 // AccumulateGrad recounts the fresh gradient it keeps as a leaf's .grad (set_memory_kind, below:
 // blocks of 128 KiB and more). Everything else, activations saved for backward, their gradients,
 // batches, data sets, is kOther. The CPU allocator

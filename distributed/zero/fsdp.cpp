@@ -61,6 +61,7 @@ FullyShardedDataParallel::FullyShardedDataParallel(std::shared_ptr<nn::Module> m
   const NamedTensors buffers = module_->named_buffers();
   if (!buffers.empty()) broadcast_buffers(*pg_, buffers);
   build_units(options);
+  MemoryKindGuard kind(MemoryKind::kParameters);  // the shards this rank keeps (Note [Memory kinds])
   for (size_t u = 0; u < units_.size(); ++u) flatten_unit(u);
   stats_.units = static_cast<int64_t>(units_.size());
 }
