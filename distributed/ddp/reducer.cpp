@@ -87,7 +87,8 @@ void Reducer::lay_out(const std::vector<std::vector<size_t>>& members) {
 // the first gradient of a backward arrives for it (reattach_view copies that one in; from then on
 // the bucket is an ordinary one, its .grad views the gradient destinations of the parameters whose
 // gradients are still to come), and released when its communication is seen complete: at a later
-// ready hook (observe_completions) or, for the last ones, in finalize. Its parameters' .grad become
+// ready hook (observe_completions), before another bucket is allocated (Note [One bucket in
+// flight]) or, for the last ones, in finalize. Its parameters' .grad become
 // undefined again and the guard keeps a copy of its nine summed elements for finalize's check.
 // Released, not reused from a ring of buffers: buckets fill in gradient order, not bucket order, so
 // a ring would have to wait for a slot, and the allocators already keep freed blocks of these sizes
@@ -241,15 +242,32 @@ void Reducer::mark_unused_ready() {
 void Reducer::observe_completions() {
   if (next_seen_ == next_launch_) return;  // nothing in flight
   pg_->progress();
-  for (; next_seen_ < next_launch_ && buckets_[next_seen_].work->is_completed(); ++next_seen_) {
-    timeline_.seen_done(next_seen_);
-    if (!short_lived()) continue;
-    try {
-      buckets_[next_seen_].work->wait();
-      finish(next_seen_);
-    } catch (...) {  // left for finalize (Note [Finalize]), which reports it on every rank's path
-    }
+  while (next_seen_ < next_launch_ && buckets_[next_seen_].work->is_completed()) retire_oldest();
+}
+
+// The oldest bucket in flight, waited for, noted as done and, under a hook that releases buckets,
+// finished and released. A failure is left for finalize (Note [Finalize]), which reports it on
+// every rank's path.
+void Reducer::retire_oldest() {
+  const size_t b = next_seen_++;
+  try {
+    if (short_lived()) buckets_[b].work->wait();
+    timeline_.seen_done(b);
+    if (short_lived()) finish(b);
+  } catch (...) {
   }
+}
+
+// Note [One bucket in flight]: under a hook that releases buckets, a bucket is released only once
+// its communication is seen complete, and how soon that is depends on the peers and the machine's
+// load: a loaded rank can reach the end of backward still holding most of its buckets, which is
+// ZeRO-2's peak (docs/ddp.md, the memory table). So before a released bucket is allocated again,
+// every bucket launched before the newest one in flight is waited for and released: at most one
+// bucket is in flight and one filling besides the kept shards, whatever the timing. The wait costs
+// little: the bucket waited for was launched a whole bucket's backward earlier, and collectives
+// complete in launch order anyway (Note [Progress]).
+void Reducer::bound_in_flight() {
+  while (short_lived() && next_launch_ > next_seen_ + 1) retire_oldest();
 }
 
 // Keeps Note [Gradients are bucket views]: put the gradient into the bucket if .grad is elsewhere
@@ -257,7 +275,10 @@ void Reducer::observe_completions() {
 // if .grad is undefined (a parameter that got no gradient). A released bucket is allocated first
 // (Note [Buckets that live for one backward]).
 bool Reducer::reattach_view(Slot& slot) {
-  if (!buckets_[slot.bucket].buffer.defined()) allocate(slot.bucket);
+  if (!buckets_[slot.bucket].buffer.defined()) {
+    bound_in_flight();  // Note [One bucket in flight]
+    allocate(slot.bucket);
+  }
   const Tensor grad = slot.param.grad();
   if (grad.defined() && grad.storage() == slot.view.storage() &&
       grad.storage_offset() == slot.view.storage_offset())

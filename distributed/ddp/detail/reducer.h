@@ -78,6 +78,8 @@ class Reducer {
   void find_unused(const Tensor& output);
   void mark_unused_ready();
   void observe_completions();
+  void retire_oldest();
+  void bound_in_flight();
   bool reattach_view(Slot& slot);  // true: .grad already was the slot's view
   void prepare_backward();                // Note [Dividing while writing]
 
