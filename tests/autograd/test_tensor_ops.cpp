@@ -111,7 +111,7 @@ TEST_CASE("one_hot: classes from the data or given, and out-of-range indices nam
   CHECK_THROWS_WITH(one_hot(from_vector(std::vector<int64_t>{-1}, {1})), doctest::Contains("must be >= 0"));
 }
 
-TEST_CASE("float32 exp and sigmoid: the vectorised exp within 2 ulp of double's, 4 for sigmoid; overflow, underflow and NaN as libm (Note [Vectorised float exp])") {
+TEST_CASE("float32 exp and sigmoid: the vectorised exp within 2 ulp of double's, 4 for sigmoid, with overflow, underflow and NaN as libm (Note [Vectorised float exp])") {
   // Every size from 1 to 19 (whole vectors and tails) over -110 .. 95, past both ends of float32's range.
   const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
   const double ulp = std::ldexp(1.0, -23);  // relative spacing of floats: at most 2^-23
