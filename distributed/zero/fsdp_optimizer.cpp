@@ -5,6 +5,7 @@
 #include <set>
 
 #include "autograd/grad_mode.h"
+#include "distributed/zero/detail/state_keys.h"
 #include "distributed/zero/fsdp.h"
 #include "tensor/raw_ops.h"
 
@@ -12,28 +13,11 @@ namespace mt::dist {
 
 namespace {
 
-constexpr const char* kState = "state.";
-const std::string kGroups = "param_groups.";
-const std::string kNumParams = ".num_params";
+using detail::is_count_key;
+using detail::split_state_key;
+const std::string& kState = detail::kStateKey;
 
-bool split_state_key(const std::string& key, size_t& index, std::string& field) {
-  const size_t start = std::string(kState).size();
-  if (key.rfind(kState, 0) != 0) return false;
-  const size_t dot = key.find('.', start);
-  if (dot == std::string::npos) return false;
-  index = std::stoul(key.substr(start, dot - start));
-  field = key.substr(dot + 1);
-  return true;
-}
-
-size_t group_of_key(const std::string& key) {
-  MT_CHECK(key.rfind(kGroups, 0) == 0, "FsdpOptimizer: unexpected optimizer state key '", key, "'");
-  return std::stoul(key.substr(kGroups.size(), key.find('.', kGroups.size()) - kGroups.size()));
-}
-
-bool is_count(const std::string& key) {
-  return key.size() >= kNumParams.size() && key.compare(key.size() - kNumParams.size(), kNumParams.size(), kNumParams) == 0;
-}
+size_t group_of_key(const std::string& key) { return detail::group_of_key(key, "FsdpOptimizer"); }
 
 }  // namespace
 
@@ -147,7 +131,7 @@ optim::StateDict FsdpOptimizer::state_dict() const {
     size_t j = 0;
     std::string field;
     if (!split_state_key(key, j, field)) {
-      out[key] = is_count(key) ? optim::detail::scalar_entry(static_cast<double>(groups_.at(group_of_key(key)).size()))
+      out[key] = is_count_key(key) ? optim::detail::scalar_entry(static_cast<double>(groups_.at(group_of_key(key)).size()))
                                : value;
       continue;
     }
@@ -215,7 +199,7 @@ std::vector<ShardPiece> FsdpOptimizer::local_state_dict() const {
     size_t j = 0;
     std::string field;
     if (!split_state_key(key, j, field)) {
-      const bool count = is_count(key);
+      const bool count = is_count_key(key);
       out.push_back({.name = key, .shape = {}, .offset = 0,
                      .data = count ? optim::detail::scalar_entry(static_cast<double>(groups_.at(group_of_key(key)).size()))
                                      : value});
@@ -241,7 +225,7 @@ void FsdpOptimizer::load_state_dict(const optim::StateDict& state) {
       MT_CHECK(i < total, "FsdpOptimizer::load_state_dict: '", key, "' is for parameter ", i, ", the optimizer has ", total);
       continue;
     }
-    if (!is_count(key)) {
+    if (!is_count_key(key)) {
       inner[key] = value;
       continue;
     }

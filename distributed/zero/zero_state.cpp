@@ -13,6 +13,7 @@
 #include <set>
 #include <string>
 
+#include "distributed/zero/detail/state_keys.h"
 #include "distributed/zero/zero.h"
 #include "tensor/raw_ops.h"
 
@@ -20,30 +21,11 @@ namespace mt::dist {
 
 namespace {
 
-constexpr const char* kState = "state.";
-constexpr const char* kNumParams = "num_params";
-const std::string kGroups = "param_groups.";
+using detail::is_count_key;
+using detail::split_state_key;
+const std::string& kState = detail::kStateKey;
 
-// "state.12.exp_avg" -> (12, "exp_avg"); false for other keys.
-bool split_state_key(const std::string& key, size_t& index, std::string& field) {
-  const size_t start = std::string(kState).size();
-  if (key.rfind(kState, 0) != 0) return false;
-  const size_t dot = key.find('.', start);
-  if (dot == std::string::npos) return false;
-  index = std::stoul(key.substr(start, dot - start));
-  field = key.substr(dot + 1);
-  return true;
-}
-
-// "param_groups.1.lr" -> 1.
-size_t group_of_key(const std::string& key) {
-  MT_CHECK(key.rfind(kGroups, 0) == 0, "ZeroRedundancyOptimizer: unexpected optimizer state key '", key, "'");
-  return std::stoul(key.substr(kGroups.size(), key.find('.', kGroups.size()) - kGroups.size()));
-}
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
+size_t group_of_key(const std::string& key) { return detail::group_of_key(key, "ZeroRedundancyOptimizer"); }
 
 // Every rank must gather the same fields (a rank with state and one without would not pair up).
 void check_same_fields(ProcessGroup& pg, const std::set<std::string>& tensor_fields) {
@@ -64,7 +46,7 @@ ZeroRedundancyOptimizer::StateFields ZeroRedundancyOptimizer::state_fields(const
     std::string field;
     if (!split_state_key(key, j, field)) {
       // param_groups.<g>.<name>: the hyperparameters as they are, the counts as `full` counts.
-      const bool count = ends_with(key, std::string(".") + kNumParams);
+      const bool count = is_count_key(key);
       out[key] = count ? optim::detail::scalar_entry(static_cast<double>(groups_.at(group_of_key(key)).size())) : value;
       continue;
     }
@@ -172,7 +154,7 @@ void ZeroRedundancyOptimizer::load_state_dict(const optim::StateDict& state) {
                ", the optimizer has ", total);
       continue;
     }
-    if (!ends_with(key, std::string(".") + kNumParams)) {
+    if (!is_count_key(key)) {
       inner[key] = value;
       continue;
     }
