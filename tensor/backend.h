@@ -100,7 +100,9 @@ class Backend {
 
   // out = a·b (+ out when accumulate). out: (B, M, N) contiguous; a: (B, M, K); b: (B, K, N).
   // a and b each have unit stride in one of their last two dims (row- or column-major matrices);
-  // B may have any stride, including 0 (a shared matrix).
+  // B may have any stride, including 0 (a shared matrix). a, b and out share a dtype, except that
+  // out may be float32 under bfloat16 or float16 a and b: the float32 sums, not rounded to 16 bits
+  // (Note [Low-precision convolution] sums them further).
   virtual void gemm(const Tensor& out, const Tensor& a, const Tensor& b, bool accumulate) = 0;
 
   // Softmax (or log-softmax) over the last dim. in and out contiguous, same shape.

@@ -155,6 +155,15 @@ Tensor conv2d_im2col(const Tensor& x_in, const Tensor& wt, const Tensor& b, cons
   return y;
 }
 
+// Note [Low-precision convolution]: bfloat16 and float16 convolutions sum in float32 and round each
+// result once (Note [Low-precision compute type]), without a float32 copy of x, w or dy. im2col
+// copies one sample's 16-bit columns exactly, and the GEMMs widen them panel by panel (Note
+// [Low-precision GEMM in tiles]). The forward's GEMM rounds y[n] once (onto the 16-bit bias, which
+// is exact in float32). Two backward sums run past one GEMM, and keep float32 between them: dw sums
+// its samples into a float32 partial (the GEMM's 16-bit-in, float32-out form, tensor/backend.h),
+// rounded after the last; dx's column gradient stays float32 through col2im into a float32 sample,
+// rounded once into dx[n]. The float32 buffers are one sample's (or one weight's), never the batch's.
+// Winograd is not used (winograd_applies): its transforms would round in 16 bits between steps.
 Conv2dGrads conv2d_backward_im2col(const Tensor& dy_in, const Tensor& x_in, const Tensor& wt,
                                    const Conv2dOptions& o, Conv2dNeeds needs) {
   const ConvDims d = conv_dims(x_in, wt, o);
@@ -165,6 +174,9 @@ Conv2dGrads conv2d_backward_im2col(const Tensor& dy_in, const Tensor& x_in, cons
     return detail::conv2d_backward_batched(contiguous(dy_in), x, contiguous(wt), d, needs);
   Backend& be = backend(x_in.device());
   const TensorOptions like{.dtype = x_in.dtype(), .device = x_in.device()};
+  // Where sums that span several GEMMs live: float32 for the 16-bit dtypes, else the dtype itself.
+  const bool lowp = is_low_precision(x_in.dtype());
+  const TensorOptions sums{.dtype = lowp ? kFloat32 : x_in.dtype(), .device = x_in.device()};
   const Tensor dy = contiguous(dy_in);  // (N, O, OH, OW) = (N, groups, Og, L)
   const Tensor w = contiguous(wt);
   Conv2dGrads r;
@@ -175,12 +187,18 @@ Conv2dGrads conv2d_backward_im2col(const Tensor& dy_in, const Tensor& x_in, cons
   if (d.n == 0) return r;
   // dw: (O, Cg, kh, kw) = (groups, Og, K), summed over the samples in strands (Note [Samples on the
   // threads], tensor/detail/raw_split.h): strand k's first sample writes partial[k], the rest add to it.
-  const Strands strands(d.n, needs.dw ? wt.numel() * static_cast<int64_t>(element_size(wt.dtype())) : 0);
-  const Tensor partial = needs.dw ? empty(Shape{strands.count, wt.numel()}, like) : Tensor();
+  const Strands strands(d.n, needs.dw ? wt.numel() * static_cast<int64_t>(element_size(sums.dtype)) : 0);
+  const Tensor partial = needs.dw ? empty(Shape{strands.count, wt.numel()}, sums) : Tensor();
   // im2col(x[n]) for dw, then dcols[n] for dx, in one buffer per strand; pointwise: x[n] and dx[n].
+  // 16-bit: dcols and the sample's dx in float32 buffers of their own (Note [Low-precision convolution]).
   const bool pointwise = is_pointwise(d.w);
-  for_items(strands.count, columns_bytes(d, x.dtype(), pointwise), [&](int64_t k) {
+  const bool dx_sums = lowp && needs.dx && !pointwise;
+  const int64_t strand_bytes = columns_bytes(d, x.dtype(), pointwise) +
+                               (dx_sums ? columns_bytes(d, kFloat32, false) + d.c * d.w.in_h * d.w.in_w * 4 : 0);
+  for_items(strands.count, strand_bytes, [&](int64_t k) {
     const Tensor cols = pointwise ? Tensor() : empty(Shape{1, d.groups * d.k, d.l}, like);
+    const Tensor dcols = dx_sums ? empty(Shape{1, d.groups * d.k, d.l}, sums) : cols;
+    const Tensor dx_n = dx_sums ? empty(Shape{1, d.c, d.w.in_h, d.w.in_w}, sums) : Tensor();
     for (int64_t n = strands.first(k); n < strands.first(k + 1); ++n) {
       const int64_t dy_n = n * d.o * d.l, x_n = pointwise ? n * d.c * d.l : 0;
       if (needs.dw) {
@@ -195,18 +213,23 @@ Conv2dGrads conv2d_backward_im2col(const Tensor& dy_in, const Tensor& x_in, cons
         }
       }
       if (needs.dx) {
-        const Tensor& dcols = pointwise ? r.dx : cols;
+        const Tensor& dc = pointwise ? r.dx : dcols;
         for (int64_t g = 0; g < d.groups; ++g) {
           // dcols[g] (K, L) = w[g]ᵀ (K, Og) · dy[n, g] (Og, L)
-          be.gemm(matrix(dcols, d.k, d.l, x_n + g * d.k * d.l),
+          be.gemm(matrix(dc, d.k, d.l, x_n + g * d.k * d.l),
                   matrix(w, d.k, d.og, g * d.og * d.k, /*col_major=*/true), matrix(dy, d.og, d.l, dy_n + g * d.og * d.l),
                   /*accumulate=*/false);
         }
-        if (!pointwise) be.col2im(narrow(r.dx, 0, n, 1), cols, d.w);  // dx[n] = col2im(dcols)
+        if (dx_sums) {  // float32 col2im, then dx[n] rounded once
+          be.col2im(dx_n, dcols, d.w);
+          be.copy(narrow(r.dx, 0, n, 1), dx_n);
+        } else if (!pointwise) {
+          be.col2im(narrow(r.dx, 0, n, 1), cols, d.w);  // dx[n] = col2im(dcols)
+        }
       }
     }
   });
-  if (needs.dw) r.dw = reshape(strands.total(partial), wt.sizes());
+  if (needs.dw) r.dw = reshape(cast(strands.total(partial), wt.dtype()), wt.sizes());
   return r;
 }
 

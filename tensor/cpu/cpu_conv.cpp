@@ -11,9 +11,14 @@
 // (valid_range), so the loops carry no bounds test; the padding outside it is written as zeros.
 // Planes are independent (each writes only its own rows of cols, or its own image plane): chunks
 // of planes run on the intra-op threads (tensor/parallel.h).
+//
+// bfloat16 and float16 (Note [Low-precision compute type]): im2col and max pooling only move and
+// compare elements, exactly, in the 16-bit type; col2im adds each plane's taps in a float32 plane
+// and rounds it once.
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "tensor/cpu/cpu_backend.h"
@@ -59,7 +64,7 @@ void CpuBackend::im2col(const Tensor& cols, const Tensor& x, const Window2d& w) 
   check_planes("im2col", cols, 3);
   const int64_t n = x.size(0), c = x.size(1), ow_n = w.out_w();
   const int64_t kk = w.kernel_h * w.kernel_w, plane = w.in_h * w.in_w, l = w.out_h() * ow_n;
-  MT_DISPATCH_FLOAT(x.dtype(), "im2col", [&]<typename T>() {
+  MT_DISPATCH_FLOAT_AND_LOWP(x.dtype(), "im2col", [&]<typename T>() {
     const T* src = cpu::data<const T>(x);
     T* dst = cpu::data<T>(cols);
     parallel_for(n * c, cpu::kGrainWork / (kk * l + 1), [&](int64_t lo, int64_t hi) {
@@ -91,13 +96,16 @@ void CpuBackend::col2im(const Tensor& x, const Tensor& cols, const Window2d& w) 
   check_planes("col2im", cols, 3);
   const int64_t n = x.size(0), c = x.size(1);
   const int64_t kk = w.kernel_h * w.kernel_w, plane = w.in_h * w.in_w, l = w.out_h() * w.out_w();
-  MT_DISPATCH_FLOAT(x.dtype(), "col2im", [&]<typename T>() {
+  MT_DISPATCH_FLOAT_AND_LOWP(x.dtype(), "col2im", [&]<typename T>() {
+    using Acc = compute_t<T>;  // a 16-bit plane is summed in float32, then rounded once
     const T* src = cpu::data<const T>(cols);
     T* dst = cpu::data<T>(x);
-    std::fill(dst, dst + n * c * plane, T(0));
     parallel_for(n * c, cpu::kGrainWork / (kk * l + 1), [&](int64_t lo, int64_t hi) {
+      std::vector<Acc> sums(std::is_same_v<Acc, T> ? 0 : plane);
       for (int64_t p = lo; p < hi; ++p) {
-        T* out = dst + p * plane;
+        Acc* out = sums.data();
+        if constexpr (std::is_same_v<Acc, T>) out = dst + p * plane;
+        std::fill(out, out + plane, Acc(0));
         for (int64_t i = 0; i < w.kernel_h; ++i)
           for (int64_t j = 0; j < w.kernel_w; ++j) {
             const T* row = src + (p * kk + i * w.kernel_w + j) * l;
@@ -106,16 +114,17 @@ void CpuBackend::col2im(const Tensor& x, const Tensor& cols, const Window2d& w) 
               if (in_row < 0 || r.hi == r.lo) return;  // all padding: nothing flows back
               // to[e·sw] += from[e] for ow = lo + e. cols and x never overlap: restrict lets the
               // stride-1 loop vectorise.
-              T* __restrict to = out + in_row + off_w + r.lo * w.stride_w;
+              Acc* __restrict to = out + in_row + off_w + r.lo * w.stride_w;
               const T* __restrict from = row + o + r.lo;
               const int64_t count = r.hi - r.lo;
               if (w.stride_w == 1) {
-                for (int64_t e = 0; e < count; ++e) to[e] += from[e];
+                for (int64_t e = 0; e < count; ++e) to[e] += Acc(from[e]);
               } else {
-                for (int64_t e = 0; e < count; ++e) to[e * w.stride_w] += from[e];
+                for (int64_t e = 0; e < count; ++e) to[e * w.stride_w] += Acc(from[e]);
               }
             });
           }
+        if constexpr (!std::is_same_v<Acc, T>) std::copy_n(out, plane, dst + p * plane);  // rounds once
       }
     });
   });
@@ -182,7 +191,7 @@ void CpuBackend::max_pool2d(const Tensor& out, const Tensor& indices, const Tens
   // ceil_mode's last window may overhang the plane (Note [Pooling ceil_mode]), so the last window's end is checked.
   const bool inside = w.pad_h == 0 && w.pad_w == 0 && w.dilation_h == 1 && w.dilation_w == 1 &&
                       (oh_n - 1) * w.stride_h + w.kernel_h <= w.in_h && (ow_n - 1) * w.stride_w + w.kernel_w <= w.in_w;
-  MT_DISPATCH_FLOAT(x.dtype(), "max_pool2d", [&]<typename T>() {
+  MT_DISPATCH_FLOAT_AND_LOWP(x.dtype(), "max_pool2d", [&]<typename T>() {
     const T* src = cpu::data<const T>(x);
     T* dst = cpu::data<T>(out);
     if (inside) {

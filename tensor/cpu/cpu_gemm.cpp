@@ -12,7 +12,9 @@
 //                   build links it (MT_HAVE_BLAS), whichever the build measured faster or MT_GEMM
 //                   names (Note [Which GEMM] in cmake/Dependencies.cmake).
 //   gemm_low_precision  bfloat16 and float16: float32 GEMM (either library) on tiles widened to
-//                   float32 one at a time (Note [Low-precision GEMM in tiles]).
+//                   float32 one at a time (Note [Low-precision GEMM in tiles]); also the one mixed
+//                   case, 16-bit a and b into a float32 out (sums kept unrounded: convolution's
+//                   weight and column gradients, Note [Low-precision convolution]).
 // int64 always takes the reference loops: BLAS has no integer GEMM. Every path sums in
 // compute_t<T> (float32 for the 16-bit dtypes) and rounds each output element once.
 #include <algorithm>
@@ -340,9 +342,9 @@ void widen(float* dst, const T* src, int64_t n, int64_t stride) {
   for (; i < n; ++i) dst[i] = src[i * stride];
 }
 
-template <typename T>
+template <typename T, typename Out = T>
 void gemm_low_precision(const Tensor& out, const Tensor& a, const Tensor& b, bool accumulate, GemmDims d) {
-  T* c = cpu::data<T>(out);
+  Out* c = cpu::data<Out>(out);
   const T* pa = cpu::data<const T>(a);
   const T* pb = cpu::data<const T>(b);
   const Shape& sa = a.strides();
@@ -361,7 +363,7 @@ void gemm_low_precision(const Tensor& out, const Tensor& a, const Tensor& b, boo
       const int64_t rows = std::min(kLowTile, d.m - i0), cols = std::min(kLowTile, d.n - j0);
       const T* A = pa + bi * sa[0] + i0 * sa[1];
       const T* B = pb + bi * sb[0] + j0 * sb[2];
-      T* C = c + bi * d.m * d.n + i0 * d.n + j0;
+      Out* C = c + bi * d.m * d.n + i0 * d.n + j0;
       for (int64_t i = 0; i < rows; ++i)
         for (int64_t j = 0; j < cols; ++j) acc[i * cols + j] = accumulate ? float(C[i * d.n + j]) : 0.0f;
       for (int64_t p0 = 0; p0 < d.k; p0 += kLowTile) {
@@ -371,7 +373,7 @@ void gemm_low_precision(const Tensor& out, const Tensor& a, const Tensor& b, boo
         gemm_call<float>(openblas, rows, cols, panel, wa, {false, panel}, wb, {false, cols}, true, acc, cols);
       }
       for (int64_t i = 0; i < rows; ++i)
-        for (int64_t j = 0; j < cols; ++j) C[i * d.n + j] = T(acc[i * cols + j]);
+        for (int64_t j = 0; j < cols; ++j) C[i * d.n + j] = Out(acc[i * cols + j]);
     }
   });
 }
@@ -392,6 +394,12 @@ GemmDims gemm_dims(const Tensor& out, const Tensor& a, const Tensor& b) {
 void CpuBackend::gemm(const Tensor& out, const Tensor& a, const Tensor& b, bool accumulate) {
   const GemmDims d = gemm_dims(out, a, b);
   if (out.numel() == 0) return;
+  if (out.dtype() == kFloat32 && is_low_precision(a.dtype())) {  // 16-bit a, b; float32 sums (backend.h)
+    MT_CHECK(b.dtype() == a.dtype(), "gemm: a (", a.dtype(), ") and b (", b.dtype(), ") differ in dtype");
+    return MT_DISPATCH_FLOAT_AND_LOWP(a.dtype(), "gemm", [&]<typename T>() {
+      if constexpr (is_low_precision(dtype_of<T>::value)) gemm_low_precision<T, float>(out, a, b, accumulate, d);
+    });
+  }
   MT_DISPATCH_ALL_AND_LOWP(out.dtype(), "gemm", [&]<typename T>() {
     MatrixLayout la, lb;
     if ((d.n == 1 || d.m == 1) && d.m * d.n * d.k < kSmallGemv) return gemv_loops<T>(out, a, b, accumulate, d);

@@ -15,6 +15,13 @@ bits PyTorch produced), F32 ones as float32, checksums as I64. Names:
   <dt>.x, <dt>.y, <dt>.b, <dt>.col, <dt>.pos, <dt>.y32   inputs: x, y (7, 33), b (33), col (7, 1),
                                pos = |x| + 0.1, y32 a float32 (7, 33)
   <dt>.<op>                    PyTorch's result of the op on them; GEMM inputs come from pattern()
+
+A second file, lowp_nn.safetensors (tests/nn/test_lowp_nn.cpp), holds the network ops: for each op
+<dt>.<op>.in<k> (its inputs), <dt>.<op>.gy (the output gradient), <dt>.<op>.out and
+<dt>.<op>.grad<k> (the inputs' gradients). Where PyTorch 1.13's CPU has no kernel for the dtype
+(every op but embedding in float16; attention in both, since 1.13 has no fused attention), the
+reference is the op in float32 on the same 16-bit values, each result rounded once: what the
+low-precision rule (compute in float32, round on the store) gives.
 """
 import json
 import os
@@ -154,6 +161,72 @@ def op_cases(out, dtype):
     out.update({f"{n}.grad_{k}": t.grad.to(dtype) for k, t in zip(("a", "w", "bias"), grads)})
 
 
+def run_op(out, dtype, name, fn, inputs, grad_inputs):
+    """fn(*inputs) and the gradients of the first grad_inputs inputs for out.backward(gy), stored
+    under <dt>.<name>.*: in dtype where PyTorch's CPU runs it, else in float32, rounded once."""
+    n = NAMES[dtype]
+    g = torch.Generator().manual_seed(sum(map(ord, name)))
+    for k, t in enumerate(inputs):
+        out[f"{n}.{name}.in{k}"] = t
+    try:
+        ins = [t.clone().requires_grad_(k < grad_inputs) for k, t in enumerate(inputs)]
+        y = fn(*ins)
+        gy = torch.randn(y.shape, generator=g).to(dtype)
+        y.backward(gy)
+    except RuntimeError:
+        ins = [(t.float() if t.is_floating_point() else t).clone().requires_grad_(k < grad_inputs)
+               for k, t in enumerate(inputs)]
+        y = fn(*ins)
+        gy = torch.randn(y.shape, generator=g).to(dtype)
+        y.backward(gy.float())
+        print(f"{n}.{name}: float32 rounded once")
+    out[f"{n}.{name}.gy"] = gy
+    out[f"{n}.{name}.out"] = y.detach().to(dtype)
+    for k in range(grad_inputs):
+        out[f"{n}.{name}.grad{k}"] = ins[k].grad.to(dtype)
+
+
+def attention(q, k, v):
+    """softmax(q·kᵀ/√d, causal)·v composed, as PyTorch 1.13 has no fused attention."""
+    s = q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5
+    t = s.shape[-1]
+    s = s.masked_fill(torch.ones(t, t, dtype=torch.bool).triu(1), float("-inf"))
+    return torch.softmax(s, -1) @ v
+
+
+def nn_cases(out, dtype):
+    F = torch.nn.functional
+    g = torch.Generator().manual_seed(3939 + len(NAMES[dtype]))
+
+    def r(*shape, scale=1.0):
+        return (torch.randn(*shape, generator=g) * scale).to(dtype)
+
+    # conv: 4 channels (im2col); conv16: 16 channels, 3x3 stride 1 (the float32 path's Winograd shape)
+    run_op(out, dtype, "conv", lambda x, w, b: F.conv2d(x, w, b, padding=1), (r(2, 4, 7, 7), r(6, 4, 3, 3, scale=0.3),
+                                                                              r(6)), 3)
+    run_op(out, dtype, "conv16", lambda x, w: F.conv2d(x, w, padding=1), (r(2, 16, 5, 5), r(16, 16, 3, 3, scale=0.1)), 2)
+    run_op(out, dtype, "conv_s2g2", lambda x, w: F.conv2d(x, w, stride=2, groups=2), (r(2, 4, 9, 9), r(6, 2, 3, 3)), 2)
+    # attention's reference is always float32 on the 16-bit values (no fused kernel in 1.13)
+    qkv = (r(2, 3, 20, 8), r(2, 3, 20, 8), r(2, 3, 20, 8))
+    run_op(out, dtype, "attention", lambda q, k, v: attention(q.float(), k.float(), v.float()), qkv, 3)
+    run_op(out, dtype, "softmax", lambda x: F.softmax(x, -1), (r(6, 37, scale=3),), 1)
+    run_op(out, dtype, "log_softmax", lambda x: F.log_softmax(x, -1), (r(6, 37, scale=3),), 1)
+    run_op(out, dtype, "layer_norm", lambda x, w, b: F.layer_norm(x, (37,), w, b, 1e-5),
+           (r(6, 37, scale=2) + 1, r(37), r(37)), 3)
+    run_op(out, dtype, "gelu", lambda x: F.gelu(x), (r(6, 37, scale=3),), 1)
+    run_op(out, dtype, "gelu_tanh", lambda x: F.gelu(x, approximate="tanh"), (r(6, 37, scale=3),), 1)
+    run_op(out, dtype, "batch_norm", lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True, eps=1e-5),
+           (r(4, 3, 5, 5, scale=2) + 1, r(3), r(3)), 3)
+    run_op(out, dtype, "group_norm", lambda x, w, b: F.group_norm(x, 2, w, b, 1e-5), (r(2, 4, 3, 3), r(4), r(4)), 3)
+    idx = torch.tensor([[1, 3, 0], [9, 3, 3]])
+    run_op(out, dtype, "embedding", lambda w, i: F.embedding(i, w), (r(10, 6), idx), 1)
+    run_op(out, dtype, "max_pool", lambda x: F.max_pool2d(x, 2), (r(2, 3, 6, 6),), 1)
+    run_op(out, dtype, "avg_pool", lambda x: F.avg_pool2d(x, 2), (r(2, 3, 6, 6),), 1)
+    target = torch.tensor([1, 0, 10, 4, 4, 7])
+    run_op(out, dtype, "cross_entropy", lambda x, t: F.cross_entropy(x, t), (r(6, 11, scale=2), target), 1)
+    run_op(out, dtype, "nll", lambda x, t: F.nll_loss(x, t), (r(6, 11), target), 1)
+
+
 def main():
     out_dir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
     out = {"widen.bf16.checksum": widen_checksum(torch.bfloat16), "widen.f16.checksum": widen_checksum(torch.float16)}
@@ -162,6 +235,10 @@ def main():
     for dtype in (torch.bfloat16, torch.float16):
         op_cases(out, dtype)
     save(os.path.join(out_dir, "lowp.safetensors"), out)
+    out = {}
+    for dtype in (torch.bfloat16, torch.float16):
+        nn_cases(out, dtype)
+    save(os.path.join(out_dir, "lowp_nn.safetensors"), out)
 
 
 if __name__ == "__main__":
