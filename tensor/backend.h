@@ -154,7 +154,8 @@ class Backend {
   // Scaled dot-product attention, per (batch b, head h, query i):
   //   s_j = scale·q_i·k_j (j <= i when causal),  p = softmax(s),  out_i = Σ_j p_j v_j,  lse_i = log Σ_j e^{s_j}
   // q: (B, H, Tq, d)  k, v: (B, H, Tk, d), any strides with a unit last stride (so the per-head views
-  // of a fused qkv projection need no copy); out: (B, H, Tq, d) and lse: (B, H, Tq) contiguous.
+  // of a fused qkv projection need no copy); out: (B, H, Tq, d) and lse: (B, H, Tq) contiguous;
+  // lse is float32 for bfloat16 and float16 q, k, v (Note [Low-precision attention]).
   virtual void attention(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
                          const AttentionParams& params) = 0;
   // The backward, recomputing p_ij = exp(s_ij - lse_i) instead of keeping the (Tq, Tk) matrix:

@@ -171,7 +171,8 @@ Tensor gelu(const Tensor& x, GeluApproximate approximate);
 Tensor gelu_backward(const Tensor& dy, const Tensor& x, GeluApproximate approximate);
 
 // softmax(scale·q·kᵀ (causal: j <= i)) · v, fused: no (Tq, Tk) matrix is materialised.
-// q: (B, H, Tq, d)  k, v: (B, H, Tk, d)  ->  out: (B, H, Tq, d), lse: (B, H, Tq) (log Σ e^{s}, for the backward).
+// q: (B, H, Tq, d)  k, v: (B, H, Tk, d)  ->  out: (B, H, Tq, d), lse: (B, H, Tq) (log Σ e^{s}, for the backward;
+// float32 for 16-bit q, k, v).
 // Operands with a unit last stride (per-head views of a fused qkv projection) are read in place.
 struct AttentionResult {
   Tensor out, lse;

@@ -117,7 +117,9 @@ AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
   MT_CHECK(q.size(2) > 0 && k.size(2) > 0, op, ": needs at least one query and one key, got q ", q.sizes(),
            " and k ", k.sizes());
   const TensorOptions opts{.dtype = q.dtype(), .device = q.device()};
-  AttentionResult r{empty(q.sizes(), opts), empty(without_last(q.sizes()), opts)};
+  // lse in the compute type: float32 for 16-bit q (Note [Low-precision attention], tensor/cpu/cpu_attention.cpp).
+  const TensorOptions lse_opts{.dtype = is_low_precision(q.dtype()) ? kFloat32 : q.dtype(), .device = q.device()};
+  AttentionResult r{empty(q.sizes(), opts), empty(without_last(q.sizes()), lse_opts)};
   backend(q.device()).attention(r.out, r.lse, unit_last_stride(q), unit_last_stride(k), unit_last_stride(v),
                                 attention_params(q, options));
   return r;

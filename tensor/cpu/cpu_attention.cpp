@@ -17,7 +17,19 @@
 //   backward, per head:  P from S and lse;  dP = dO·Vᵀ;  D_i = dO_i·O_i;  dS = P∘(dP - D)·scale
 //                        dQ = dS·K;  dK = dSᵀ·Q;  dV = Pᵀ·dO
 // with end(i) = i + 1 when causal (top-left aligned), else Tk. Masked entries of P are exactly 0.
+//
+// Note [Low-precision attention]: bfloat16 and float16 heads are computed in float32 (Note
+// [Low-precision compute type]): each head's q, k, v (and dout, out) are widened into float32
+// (T, d) buffers of the thread's, the float32 kernel runs on them, and out, dq, dk, dv are rounded
+// once when the head is done (dk and dv sum over the causal row blocks in float32 first). The
+// scores, softmax and lse stay float32 throughout; lse is a float32 tensor (raw_transformer.cpp
+// makes it so), since the backward's p = e^{s - lse} would lose its digits to a 16-bit lse. For the
+// same reason the backward's D_i = dO_i·O_i is taken as Σ_j p_ij·dp_ij from its float32 p and dp,
+// not from the saved out, which was rounded to 16 bits: ds = p·(dp - D) cancels, and the rounded
+// out put dq and dk more than one ulp off the float32 gradients. Only one head's operands are ever
+// widened, never a whole tensor.
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "tensor/cpu/cpu_backend.h"
@@ -95,6 +107,46 @@ std::vector<RowBlock> row_blocks(const AttentionDims& n, const AttentionParams& 
   return blocks;
 }
 
+// Head (b, h) of a (B, H, T, d) tensor of storage type T, read as compute type C: the tensor's own
+// memory when T is C, else widened into buf (Note [Low-precision attention]).
+template <typename T, typename C = compute_t<T>>
+ConstHeadMap<C> head_as(const Tensor& t, int64_t b, int64_t h, RowMajor<C>& buf) {
+  if constexpr (std::is_same_v<T, C>) {
+    return head<T>(t, b, h);
+  } else {
+    const int64_t rows = t.sizes()[2], cols = t.sizes()[3], ld = t.strides()[2];
+    const T* p = cpu::data<const T>(t) + b * t.strides()[0] + h * t.strides()[1];
+    buf.resize(rows, cols);
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j) buf(i, j) = C(p[i * ld + j]);
+    return ConstHeadMap<C>(buf.data(), rows, cols, Eigen::OuterStride<>(cols));
+  }
+}
+
+// Head (b, h) of a contiguous result, written as compute type C: in place when T is C, else into
+// buf, which store_head then rounds into the tensor once.
+template <typename T, typename C = compute_t<T>>
+HeadMap<C> head_out_as(const Tensor& t, int64_t b, int64_t h, RowMajor<C>& buf) {
+  if constexpr (std::is_same_v<T, C>) {
+    return head_out<T>(t, b, h);
+  } else {
+    buf.resize(t.sizes()[2], t.sizes()[3]);
+    return HeadMap<C>(buf.data(), buf.rows(), buf.cols(), Eigen::OuterStride<>(buf.cols()));
+  }
+}
+template <typename T, typename C = compute_t<T>>
+void store_head(const Tensor& t, int64_t b, int64_t h, const RowMajor<C>& buf) {
+  if constexpr (!std::is_same_v<T, C>) {
+    T* p = cpu::data<T>(t) + (b * t.sizes()[1] + h) * t.sizes()[2] * t.sizes()[3];
+    const C* from = buf.data();
+    for (int64_t i = 0; i < buf.size(); ++i) p[i] = T(from[i]);
+  }
+}
+
+void check_lse(const char* op, const Tensor& lse, DType want) {
+  MT_CHECK(lse.dtype() == want, op, ": lse must be ", want, " (the compute type), got ", lse.dtype());
+}
+
 }  // namespace
 
 void CpuBackend::attention(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
@@ -104,31 +156,35 @@ void CpuBackend::attention(const Tensor& out, const Tensor& lse, const Tensor& q
   MT_CHECK(cpu::is_contiguous(out) && out.sizes() == q.sizes() && cpu::is_contiguous(lse) && lse.sizes() == lse_shape,
            "attention: out and lse must be contiguous (B, H, Tq, d) and (B, H, Tq), got ", out.sizes(), " and ",
            lse.sizes());
-  MT_DISPATCH_FLOAT(q.dtype(), "attention", [&]<typename T>() {
-    T* l = cpu::data<T>(lse);
+  MT_DISPATCH_FLOAT_AND_LOWP(q.dtype(), "attention", [&]<typename T>() {
+    using C = compute_t<T>;  // Note [Low-precision attention]
+    check_lse("attention", lse, dtype_of<C>::value);
+    C* l = cpu::data<C>(lse);
     // Heads are independent: chunks of (b, h) on the intra-op threads, each with its own scratch.
     parallel_for(n.B * n.H, cpu::kGrainWork / (n.Tq * n.Tk * n.d + 1), [&](int64_t lo, int64_t hi) {
-      RowMajor<T> S(n.Tq, n.Tk);  // one head's scores, then probabilities
+      RowMajor<C> S(n.Tq, n.Tk);  // one head's scores, then probabilities
+      RowMajor<C> wq, wk, wv, wo;  // 16-bit heads widened (unused for float and double)
       for (int64_t bh = lo; bh < hi; ++bh) {
         const int64_t b = bh / n.H, h = bh % n.H;
-        const ConstHeadMap<T> Q = head<T>(q, b, h), K = head<T>(k, b, h), V = head<T>(v, b, h);
-        HeadMap<T> O = head_out<T>(out, b, h);
+        const ConstHeadMap<C> Q = head_as<T>(q, b, h, wq), K = head_as<T>(k, b, h, wk), V = head_as<T>(v, b, h, wv);
+        HeadMap<C> O = head_out_as<T>(out, b, h, wo);
         for (const RowBlock& rb : row_blocks(n, params)) {
           auto Sb = S.block(rb.first, 0, rb.rows, rb.keys);
-          product<T>(Sb, Q.middleRows(rb.first, rb.rows), false, K.topRows(rb.keys), true);
-          Sb *= T(params.scale);
+          product<C>(Sb, Q.middleRows(rb.first, rb.rows), false, K.topRows(rb.keys), true);
+          Sb *= C(params.scale);
           for (int64_t r = 0; r < rb.rows; ++r) {
             const int64_t i = rb.first + r, end = key_end(i, n, params);
             auto row = Sb.row(r).head(end).array();
-            const T m = row.template maxCoeff<Eigen::PropagateNaN>();
+            const C m = row.template maxCoeff<Eigen::PropagateNaN>();
             row = (row - m).exp();  // Eigen's vectorised exp
-            const T sum = row.sum();
-            row *= T(1) / sum;
+            const C sum = row.sum();
+            row *= C(1) / sum;
             Sb.row(r).tail(rb.keys - end).setZero();
             l[bh * n.Tq + i] = m + std::log(sum);
           }
-          product<T>(O.middleRows(rb.first, rb.rows), Sb, false, V.topRows(rb.keys), false);
+          product<C>(O.middleRows(rb.first, rb.rows), Sb, false, V.topRows(rb.keys), false);
         }
+        store_head<T>(out, b, h, wo);
       }
     });
   });
@@ -143,40 +199,47 @@ void CpuBackend::attention_backward(const Tensor& dq, const Tensor& dk, const Te
   MT_CHECK(cpu::is_contiguous(dq) && cpu::is_contiguous(dk) && cpu::is_contiguous(dv) && dq.sizes() == q.sizes() &&
                dk.sizes() == k.sizes() && dv.sizes() == v.sizes() && cpu::is_contiguous(lse),
            "attention_backward: dq, dk, dv must be contiguous and shaped like q, k, v");
-  MT_DISPATCH_FLOAT(q.dtype(), "attention_backward", [&]<typename T>() {
-    const T* l = cpu::data<const T>(lse);
-    const T scale = T(params.scale);
+  MT_DISPATCH_FLOAT_AND_LOWP(q.dtype(), "attention_backward", [&]<typename T>() {
+    using C = compute_t<T>;  // Note [Low-precision attention]
+    constexpr bool widened = !std::is_same_v<T, C>;
+    check_lse("attention_backward", lse, dtype_of<C>::value);
+    const C* l = cpu::data<const C>(lse);
+    const C scale = C(params.scale);
     parallel_for(n.B * n.H, cpu::kGrainWork / (n.Tq * n.Tk * n.d + 1), [&](int64_t lo, int64_t hi) {
-      RowMajor<T> P(n.Tq, n.Tk), dS(n.Tq, n.Tk);
+      RowMajor<C> P(n.Tq, n.Tk), dS(n.Tq, n.Tk);
+      RowMajor<C> wq, wk, wv, wdo, wo, wdq, wdk, wdv;  // 16-bit heads widened (unused for float and double)
       for (int64_t bh = lo; bh < hi; ++bh) {
         const int64_t b = bh / n.H, h = bh % n.H;
-        const ConstHeadMap<T> Q = head<T>(q, b, h), K = head<T>(k, b, h), V = head<T>(v, b, h);
-        const ConstHeadMap<T> dO = head<T>(dout, b, h), O = head<T>(out, b, h);
-        HeadMap<T> dQ = head_out<T>(dq, b, h), dK = head_out<T>(dk, b, h), dV = head_out<T>(dv, b, h);
+        const ConstHeadMap<C> Q = head_as<T>(q, b, h, wq), K = head_as<T>(k, b, h, wk), V = head_as<T>(v, b, h, wv);
+        const ConstHeadMap<C> dO = head_as<T>(dout, b, h, wdo), O = head_as<T>(out, b, h, wo);
+        HeadMap<C> dQ = head_out_as<T>(dq, b, h, wdq), dK = head_out_as<T>(dk, b, h, wdk);
+        HeadMap<C> dV = head_out_as<T>(dv, b, h, wdv);
         dK.setZero(), dV.setZero();
         for (const RowBlock& rb : row_blocks(n, params)) {
           auto Pb = P.block(rb.first, 0, rb.rows, rb.keys);
           auto dSb = dS.block(rb.first, 0, rb.rows, rb.keys);
           const auto Qb = Q.middleRows(rb.first, rb.rows);
           const auto dOb = dO.middleRows(rb.first, rb.rows);
-          product<T>(Pb, Qb, false, K.topRows(rb.keys), true);
+          product<C>(Pb, Qb, false, K.topRows(rb.keys), true);
           Pb *= scale;
-          product<T>(dSb, dOb, false, V.topRows(rb.keys), true);  // dP
+          product<C>(dSb, dOb, false, V.topRows(rb.keys), true);  // dP
           for (int64_t r = 0; r < rb.rows; ++r) {
             const int64_t i = rb.first + r, end = key_end(i, n, params);
             auto p = Pb.row(r).head(end).array();
             auto ds = dSb.row(r).head(end).array();
-            const T lse_i = l[bh * n.Tq + i];
-            const T D = dO.row(i).dot(O.row(i));
+            const C lse_i = l[bh * n.Tq + i];
             p = (p - lse_i).exp();
+            // D_i = dO_i·O_i = Σ_j p_ij·dp_ij; 16-bit: the second form, in float32 (out was rounded).
+            const C D = widened ? (p * ds).sum() : dO.row(i).dot(O.row(i));
             ds = p * (ds - D) * scale;  // scale folded in: dq and dk both need it
             Pb.row(r).tail(rb.keys - end).setZero();
             dSb.row(r).tail(rb.keys - end).setZero();
           }
-          product<T>(dQ.middleRows(rb.first, rb.rows), dSb, false, K.topRows(rb.keys), false);
-          product<T>(dK.topRows(rb.keys), dSb, true, Qb, false, /*accumulate=*/true);
-          product<T>(dV.topRows(rb.keys), Pb, true, dOb, false, /*accumulate=*/true);
+          product<C>(dQ.middleRows(rb.first, rb.rows), dSb, false, K.topRows(rb.keys), false);
+          product<C>(dK.topRows(rb.keys), dSb, true, Qb, false, /*accumulate=*/true);
+          product<C>(dV.topRows(rb.keys), Pb, true, dOb, false, /*accumulate=*/true);
         }
+        store_head<T>(dq, b, h, wdq), store_head<T>(dk, b, h, wdk), store_head<T>(dv, b, h, wdv);
       }
     });
   });

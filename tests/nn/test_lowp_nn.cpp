@@ -176,3 +176,21 @@ TEST_CASE("lowp nn: 16-bit convolution makes no float32 copy of its input") {
   CHECK(extra <= output + threads * per_thread);
   CHECK(extra < output + 4 * static_cast<size_t>(x.numel()));  // less than one float32 copy of x
 }
+
+TEST_CASE("lowp nn: scaled_dot_product_attention in bfloat16 and float16 keeps float32 scores and sums") {
+  for (DType dt : {kBFloat16, kFloat16}) {
+    // PyTorch 1.13 has no fused attention: the fixture is its float32 composition on the 16-bit values.
+    check_op(dt, "attention", 3, 3, [](const std::vector<Tensor>& t) {
+      return scaled_dot_product_attention(t[0], t[1], t[2], {.causal = true});
+    });
+    // Not causal, 20 queries of 37 keys, q, k, v head views of one fused (B, T, 3, H, d) projection.
+    check_against_float32(
+        [](const std::vector<Tensor>& t) {
+          const Tensor h = t[0].permute({2, 0, 3, 1, 4});  // (3, B, H, T, d)
+          return scaled_dot_product_attention(h.narrow(0, 0, 1).squeeze(0).narrow(2, 0, 20),
+                                              h.narrow(0, 1, 1).squeeze(0), h.narrow(0, 2, 1).squeeze(0));
+        },
+        {pattern({2, 37, 3, 2, 16}, 11, dt, 0.5)}, 1, pattern({2, 2, 20, 16}, 12, dt),
+        prefix(dt) + "attention on head views");
+  }
+}
