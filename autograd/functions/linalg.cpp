@@ -50,32 +50,40 @@ struct LinearBackward final : Node {
   std::string name() const override { return "LinearBackward"; }
 };
 
+// softmax:      y = eˣ/Σeˣ      =>   dx = p·(dy - Σ dy·p)
+// log_softmax:  y = x - log Σeˣ =>   dx = dy - p·Σ dy
+// with p = softmax(x): y itself for softmax, softmax(y) for log_softmax (one pass of the softmax
+// kernel, its float exp vectorised: Note [Vectorised float exp]).
+Tensor softmax_grad(const Tensor& p, const Tensor& dy, int64_t dim, bool log) {
+  if (log) return raw::binary(BinaryOp::Sub, dy, raw::binary(BinaryOp::Mul, p, raw::sum(dy, {dim}, true)));
+  const Tensor s = raw::sum(raw::binary(BinaryOp::Mul, dy, p), {dim}, true);
+  return raw::binary(BinaryOp::Mul, p, raw::binary(BinaryOp::Sub, dy, s));
+}
+
+// Note [Low-precision softmax backward]: for a bfloat16 or float16 x the node keeps x, not y, and
+// its backward takes p = softmax(x) in float32, runs the formula in float32 and rounds dx once
+// (Note [Low-precision compute type]). From the rounded y instead, p is off by y's rounding
+// (log_softmax's e^y by |y| times it), and Σ dy·p cancels in dy - Σ dy·p: dx came out more than
+// one ulp from the float32 gradient. The float32 temporaries are of x's size, during the backward.
 struct SoftmaxBackward final : Node {
-  SavedTensor y;
+  SavedTensor saved;  // y; x for 16-bit dtypes
   int64_t dim = -1;
   bool log = false;
-  // softmax:      y = eˣ/Σeˣ      =>   dx = y·(dy - Σ dy·y)
-  // log_softmax:  y = x - log Σeˣ =>   dx = dy - eʸ·Σ dy, with eʸ = softmax(x) = softmax(y) taken by the
-  //               softmax kernel (one pass, its float exp vectorised: Note [Vectorised float exp])
   TensorList apply(TensorList&& g) override {
     check_not_released();
-    const Tensor yv = y.unpack(*this);
-    const Tensor& dy = g[0];
-    if (log) {
-      const Tensor s = raw::sum(dy, {dim}, true);
-      return {raw::binary(BinaryOp::Sub, dy, raw::binary(BinaryOp::Mul, raw::softmax(yv, dim), s))};
-    }
-    const Tensor s = raw::sum(raw::binary(BinaryOp::Mul, dy, yv), {dim}, true);
-    return {raw::binary(BinaryOp::Mul, yv, raw::binary(BinaryOp::Sub, dy, s))};
+    const Tensor t = saved.unpack(*this);
+    if (!is_low_precision(t.dtype())) return {softmax_grad(log ? raw::softmax(t, dim) : t, g[0], dim, log)};
+    const Tensor p = raw::softmax(raw::cast(t, kFloat32), dim);  // Note [Low-precision softmax backward]
+    return {raw::cast(softmax_grad(p, raw::cast(g[0], kFloat32), dim, log), t.dtype())};
   }
-  void release_saved() override { y.reset(), Node::release_saved(); }
+  void release_saved() override { saved.reset(), Node::release_saved(); }
   std::string name() const override { return log ? "LogSoftmaxBackward" : "SoftmaxBackward"; }
 };
 
 Tensor softmax_op(const Tensor& x, int64_t dim, bool log) {
   Tensor y = log ? raw::log_softmax(x, dim) : raw::softmax(x, dim);
   if (auto node = record<SoftmaxBackward>({&x})) {
-    node->y = SavedTensor(y), node->dim = dim, node->log = log;
+    node->saved = SavedTensor(is_low_precision(x.dtype()) ? x : y), node->dim = dim, node->log = log;
     set_history(y, node);
   }
   return y;

@@ -10,6 +10,10 @@
 // 1 + erf cancels there (Note [GELU's negative tail], tensor/detail/gelu_math.h).
 // Both run on the intra-op threads in fixed chunks (Note [Fixed chunks], tensor/parallel.h).
 // The CUDA kernel (tensor/cuda/cuda_gelu.cu) evaluates the same formulas through tensor/detail/gelu_math.h.
+// bfloat16 and float16 run the float32 code on blocks widened on the stack, rounded once (in_float32).
+#include <algorithm>
+#include <type_traits>
+
 #include "tensor/cpu/cpu_backend.h"
 #include "tensor/cpu/eigen_core.h"
 #include "tensor/detail/gelu_math.h"
@@ -41,20 +45,65 @@ void check_same(const char* op, const Tensor& a, const Tensor& b) {
            ": CPU kernel needs contiguous tensors of one shape, got ", a.sizes(), " and ", b.sizes());
 }
 
+// y = GELU(x) over n values of a floating type T.
+template <typename T>
+void gelu_span(T* out, const T* in, int64_t n, GeluApproximate approximate) {
+  const ConstArray<T> xs(in, n);
+  Array<T> y(out, n);
+  if (approximate == GeluApproximate::Tanh) {
+    y = T(0.5) * xs * (T(1) + (T(kSqrt2OverPi) * (xs + T(kCubic) * xs.cube())).tanh());
+  } else {
+    y = T(0.5) * xs * (T(1) + (xs * T(kInvSqrt2)).erf());
+    for (int64_t i = 0; i < n; ++i)  // Note [GELU's negative tail]
+      if (xs[i] < T(kGeluErfTail)) y[i] = gelu_erf(xs[i]);
+  }
+}
+
+// dx = dy·GELU'(x) over n values.
+template <typename T>
+void gelu_grad_span(T* out, const T* dy, const T* in, int64_t n, GeluApproximate approximate) {
+  const ConstArray<T> xs(in, n), g(dy, n);
+  Array<T> d(out, n);
+  if (approximate == GeluApproximate::Tanh) {
+    const auto t = (T(kSqrt2OverPi) * (xs + T(kCubic) * xs.cube())).tanh().eval();
+    d = g * (T(0.5) * (T(1) + t) +
+             T(0.5) * xs * (T(1) - t.square()) * T(kSqrt2OverPi) * (T(1) + T(3 * kCubic) * xs.square()));
+  } else {
+    d = g * (T(0.5) * (T(1) + (xs * T(kInvSqrt2)).erf()) + xs * T(kInvSqrt2Pi) * (T(-0.5) * xs.square()).exp());
+    for (int64_t i = 0; i < n; ++i)  // Note [GELU's negative tail]
+      if (xs[i] < T(kGeluErfTail)) d[i] = g[i] * gelu_erf_grad(xs[i]);
+  }
+}
+
+// Runs f(out, a, b, n) on [lo, hi) of 16-bit tensors in float32: blocks of kWideBlock values widened
+// on the stack, computed by the float32 code and rounded once (Note [Low-precision compute type]).
+constexpr int64_t kWideBlock = 256;
+template <typename T, typename F>
+void in_float32(T* out, const T* a, const T* b, int64_t lo, int64_t hi, F&& f) {
+  float wa[kWideBlock], wb[kWideBlock], wo[kWideBlock];
+  for (int64_t first = lo; first < hi; first += kWideBlock) {
+    const int64_t m = std::min(kWideBlock, hi - first);
+    std::copy_n(a + first, m, wa);
+    if (b) std::copy_n(b + first, m, wb);
+    f(wo, wa, wb, m);
+    std::copy_n(wo, m, out + first);
+  }
+}
+
 }  // namespace
 
 void CpuBackend::gelu(const Tensor& out, const Tensor& x, GeluApproximate approximate) {
   check_same("gelu", out, x);
-  MT_DISPATCH_FLOAT(x.dtype(), "gelu", [&]<typename T>() {
+  MT_DISPATCH_FLOAT_AND_LOWP(x.dtype(), "gelu", [&]<typename T>() {
+    const T* in = cpu::data<const T>(x);
+    T* y = cpu::data<T>(out);
     parallel_for(x.numel(), cpu::kGrainTranscendental, [&](int64_t lo, int64_t hi) {
-      const ConstArray<T> xs(cpu::data<const T>(x) + lo, hi - lo);
-      Array<T> y(cpu::data<T>(out) + lo, hi - lo);
-      if (approximate == GeluApproximate::Tanh) {
-        y = T(0.5) * xs * (T(1) + (T(kSqrt2OverPi) * (xs + T(kCubic) * xs.cube())).tanh());
+      if constexpr (std::is_same_v<T, compute_t<T>>) {
+        gelu_span(y + lo, in + lo, hi - lo, approximate);
       } else {
-        y = T(0.5) * xs * (T(1) + (xs * T(kInvSqrt2)).erf());
-        for (int64_t i = 0; i < hi - lo; ++i)  // Note [GELU's negative tail]
-          if (xs[i] < T(kGeluErfTail)) y[i] = gelu_erf(xs[i]);
+        in_float32(y, in, static_cast<const T*>(nullptr), lo, hi, [&](float* o, const float* a, const float*, int64_t m) {
+          gelu_span(o, a, m, approximate);
+        });
       }
     });
   });
@@ -63,19 +112,17 @@ void CpuBackend::gelu(const Tensor& out, const Tensor& x, GeluApproximate approx
 void CpuBackend::gelu_backward(const Tensor& dx, const Tensor& dy, const Tensor& x, GeluApproximate approximate) {
   check_same("gelu_backward", dx, x);
   check_same("gelu_backward", dy, x);
-  MT_DISPATCH_FLOAT(x.dtype(), "gelu_backward", [&]<typename T>() {
+  MT_DISPATCH_FLOAT_AND_LOWP(x.dtype(), "gelu_backward", [&]<typename T>() {
+    const T* in = cpu::data<const T>(x);
+    const T* g = cpu::data<const T>(dy);
+    T* d = cpu::data<T>(dx);
     parallel_for(x.numel(), cpu::kGrainTranscendental, [&](int64_t lo, int64_t hi) {
-      const ConstArray<T> xs(cpu::data<const T>(x) + lo, hi - lo), g(cpu::data<const T>(dy) + lo, hi - lo);
-      Array<T> d(cpu::data<T>(dx) + lo, hi - lo);
-      if (approximate == GeluApproximate::Tanh) {
-        const auto t = (T(kSqrt2OverPi) * (xs + T(kCubic) * xs.cube())).tanh().eval();
-        d = g * (T(0.5) * (T(1) + t) +
-                 T(0.5) * xs * (T(1) - t.square()) * T(kSqrt2OverPi) * (T(1) + T(3 * kCubic) * xs.square()));
+      if constexpr (std::is_same_v<T, compute_t<T>>) {
+        gelu_grad_span(d + lo, g + lo, in + lo, hi - lo, approximate);
       } else {
-        d = g * (T(0.5) * (T(1) + (xs * T(kInvSqrt2)).erf()) +
-                 xs * T(kInvSqrt2Pi) * (T(-0.5) * xs.square()).exp());
-        for (int64_t i = 0; i < hi - lo; ++i)  // Note [GELU's negative tail]
-          if (xs[i] < T(kGeluErfTail)) d[i] = g[i] * gelu_erf_grad(xs[i]);
+        in_float32(d, g, in, lo, hi, [&](float* o, const float* ga, const float* xa, int64_t m) {
+          gelu_grad_span(o, ga, xa, m, approximate);
+        });
       }
     });
   });

@@ -13,7 +13,12 @@
 // chunks, so the bits do not depend on the thread count (Note [Fixed chunks], tensor/parallel.h).
 // The row sums are Eigen reductions, which are vectorised (a plain `sum += x[i]` loop is not: the
 // compiler may not reorder float additions), and accumulate in T.
+//
+// bfloat16 and float16 compute in float32 (Note [Low-precision compute type]): each row (or, for dw
+// and db, each row's block of columns) is widened into a float32 buffer, mean and rstd are float32
+// tensors (raw_transformer.cpp makes them so), and y, dx, dw and db are rounded once when stored.
 #include <algorithm>
+#include <type_traits>
 
 #include "tensor/cpu/cpu_backend.h"
 #include "tensor/cpu/eigen_core.h"
@@ -47,6 +52,32 @@ T centre(Eigen::Array<T, Eigen::Dynamic, 1>& c, const ConstRow<T>& x, T m) {
   return residue;
 }
 
+template <typename T>
+using Column = Eigen::Array<T, Eigen::Dynamic, 1>;
+
+// n values at p as compute type C: a map of p when T is C, else widened into buf.
+template <typename T, typename C = compute_t<T>>
+ConstRow<C> read_as(const T* p, int64_t n, Column<C>& buf) {
+  if constexpr (std::is_same_v<T, C>) {
+    return ConstRow<C>(p, n);
+  } else {
+    buf.resize(n);
+    for (int64_t i = 0; i < n; ++i) buf[i] = C(p[i]);
+    return ConstRow<C>(buf.data(), n);
+  }
+}
+
+// p[0, n) = value (an expression in compute type C): in place when T is C, else through buf, rounded once.
+template <typename T, typename C, typename E>
+void write_as(T* p, int64_t n, const E& value, Column<C>& buf) {
+  if constexpr (std::is_same_v<T, C>) {
+    Row<T>(p, n) = value;
+  } else {
+    buf = value;
+    for (int64_t i = 0; i < n; ++i) p[i] = T(buf[i]);
+  }
+}
+
 void check_layer_norm(const char* op, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& mean,
                       const Tensor& rstd) {
   MT_CHECK(x.dim() == 2 && cpu::is_contiguous(x), op, ": CPU kernel needs x as contiguous (rows, n), got ",
@@ -66,18 +97,20 @@ void CpuBackend::layer_norm(const Tensor& out, const Tensor& mean, const Tensor&
                             const Tensor& weight, const Tensor& bias, double eps) {
   check_layer_norm("layer_norm", x, weight, bias, mean, rstd);
   const int64_t rows = x.sizes()[0], n = x.sizes()[1];
-  MT_DISPATCH_FLOAT(x.dtype(), "layer_norm", [&]<typename T>() {
-    const ConstRow<T> w(cpu::data<const T>(weight), n), b(cpu::data<const T>(bias), n);
-    T* mu = cpu::data<T>(mean);
-    T* rs = cpu::data<T>(rstd);
+  MT_DISPATCH_FLOAT_AND_LOWP(x.dtype(), "layer_norm", [&]<typename T>() {
+    using C = compute_t<T>;
+    Column<C> wbuf, bbuf;
+    const ConstRow<C> w = read_as(cpu::data<const T>(weight), n, wbuf), b = read_as(cpu::data<const T>(bias), n, bbuf);
+    C* mu = cpu::data<C>(mean);
+    C* rs = cpu::data<C>(rstd);
     parallel_for(rows, cpu::kGrainWork / n, [&](int64_t lo, int64_t hi) {  // rows are independent
-      Eigen::Array<T, Eigen::Dynamic, 1> c(n);
+      Column<C> c(n), xbuf, ybuf;
       for (int64_t r = lo; r < hi; ++r) {
-        const ConstRow<T> xr(cpu::data<const T>(x) + r * n, n);
-        const T m = xr.sum() / T(n);
-        const T residue = centre(c, xr, m);  // Note [Layer norm rows that do not sum to 0]
-        const T inv = T(1) / std::sqrt(c.square().sum() / T(n) + T(eps));
-        Row<T>(cpu::data<T>(out) + r * n, n) = c * inv * w + b;
+        const ConstRow<C> xr = read_as(cpu::data<const T>(x) + r * n, n, xbuf);
+        const C m = xr.sum() / C(n);
+        const C residue = centre(c, xr, m);  // Note [Layer norm rows that do not sum to 0]
+        const C inv = C(1) / std::sqrt(c.square().sum() / C(n) + C(eps));
+        write_as(cpu::data<T>(out) + r * n, n, c * inv * w + b, ybuf);
         mu[r] = m + residue, rs[r] = inv;
       }
     });
@@ -91,22 +124,24 @@ void CpuBackend::layer_norm_backward(const Tensor& dx, const Tensor& dweight, co
   MT_CHECK(dy.sizes() == x.sizes() && dx.sizes() == x.sizes() && cpu::is_contiguous(dy) && dweight.sizes() == weight.sizes(),
            "layer_norm_backward: dy ", dy.sizes(), " and dx ", dx.sizes(), " must be contiguous like x ", x.sizes());
   const int64_t rows = x.sizes()[0], n = x.sizes()[1];
-  MT_DISPATCH_FLOAT(x.dtype(), "layer_norm_backward", [&]<typename T>() {
-    const ConstRow<T> w(cpu::data<const T>(weight), n);
-    const T* mu = cpu::data<const T>(mean);
-    const T* rs = cpu::data<const T>(rstd);
+  MT_DISPATCH_FLOAT_AND_LOWP(x.dtype(), "layer_norm_backward", [&]<typename T>() {
+    using C = compute_t<T>;
+    Column<C> wbuf;
+    const ConstRow<C> w = read_as(cpu::data<const T>(weight), n, wbuf);
+    const C* mu = cpu::data<const C>(mean);
+    const C* rs = cpu::data<const C>(rstd);
     const T* xs = cpu::data<const T>(x);
     const T* gs = cpu::data<const T>(dy);
     // dx: rows are independent.
     parallel_for(rows, cpu::kGrainWork / n, [&](int64_t lo, int64_t hi) {
-      Eigen::Array<T, Eigen::Dynamic, 1> xhat(n), gw(n);
+      Column<C> xhat(n), gw(n), xbuf, gbuf, dbuf;
       for (int64_t r = lo; r < hi; ++r) {
-        const ConstRow<T> xr(xs + r * n, n), gr(gs + r * n, n);
+        const ConstRow<C> xr = read_as(xs + r * n, n, xbuf), gr = read_as(gs + r * n, n, gbuf);
         centre(xhat, xr, mu[r]);  // Note [Layer norm rows that do not sum to 0]
         xhat *= rs[r];
         gw = gr * w;
-        const T mean_g = gw.sum() / T(n), mean_gx = (gw * xhat).sum() / T(n);
-        Row<T>(cpu::data<T>(dx) + r * n, n) = rs[r] * (gw - mean_g - xhat * mean_gx);
+        const C mean_g = gw.sum() / C(n), mean_gx = (gw * xhat).sum() / C(n);
+        write_as(cpu::data<T>(dx) + r * n, n, rs[r] * (gw - mean_g - xhat * mean_gx), dbuf);
       }
     });
     // dw, db: sums over rows, so the split is over fixed blocks of columns instead, each summing
@@ -115,13 +150,14 @@ void CpuBackend::layer_norm_backward(const Tensor& dx, const Tensor& dweight, co
     T* db = cpu::data<T>(dbias);
     const int64_t grain = (cpu::kGrainWork / std::max<int64_t>(rows, 1) / kColumnBlock + 1) * kColumnBlock;
     parallel_for(n, grain, [&](int64_t lo, int64_t hi) {
-      Row<T> dwb(dw + lo, hi - lo), dbb(db + lo, hi - lo);
-      dwb.setZero(), dbb.setZero();
+      Column<C> dwb = Column<C>::Zero(hi - lo), dbb = Column<C>::Zero(hi - lo), xbuf, gbuf, out;
       for (int64_t r = 0; r < rows; ++r) {
-        const ConstRow<T> xr(xs + r * n + lo, hi - lo), gr(gs + r * n + lo, hi - lo);
+        const ConstRow<C> xr = read_as(xs + r * n + lo, hi - lo, xbuf), gr = read_as(gs + r * n + lo, hi - lo, gbuf);
         dwb += gr * ((xr - mu[r]) * rs[r]);
         dbb += gr;
       }
+      write_as(dw + lo, hi - lo, dwb, out);
+      write_as(db + lo, hi - lo, dbb, out);
     });
   });
 }

@@ -7,9 +7,15 @@
 //   log_softmax(x)_i = (x_i - m) - log(sum_j exp(x_j - m))
 // Subtracting m changes nothing mathematically but keeps exp from overflowing (x = 1000 would give
 // inf/inf = NaN), and the largest term is exp(0) = 1, so the sum is never 0 and log never sees 0.
+//
+// bfloat16 and float16 rows are widened into a float32 row, computed there by the float32 code and
+// rounded once (Note [Low-precision compute type]).
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
+#include <vector>
 
 #include "tensor/cpu/cpu_backend.h"
 #include "tensor/cpu/vec_exp.h"
@@ -101,12 +107,21 @@ void CpuBackend::softmax(const Tensor& out, const Tensor& in, bool log) {
   if (in.numel() == 0) return;
   const int64_t n = in.dim() == 0 ? 1 : in.sizes().back();  // a 0-dim tensor is one row of one
   const int64_t rows = in.numel() / n;
-  MT_DISPATCH_FLOAT(in.dtype(), name, [&]<typename T>() {
+  MT_DISPATCH_FLOAT_AND_LOWP(in.dtype(), name, [&]<typename T>() {
     const T* x = cpu::data<const T>(in);
     T* y = cpu::data<T>(out);
     // Rows are independent: chunks of whole rows, with an exp per element (Note [Fixed chunks]).
     parallel_for(rows, cpu::kGrainTranscendental / n, [=](int64_t lo, int64_t hi) {
-      for (int64_t r = lo; r < hi; ++r) softmax_row(y + r * n, x + r * n, n, log);
+      if constexpr (std::is_same_v<T, compute_t<T>>) {
+        for (int64_t r = lo; r < hi; ++r) softmax_row(y + r * n, x + r * n, n, log);
+      } else {
+        std::vector<float> row(static_cast<size_t>(n));  // one row in float32
+        for (int64_t r = lo; r < hi; ++r) {
+          std::copy_n(x + r * n, n, row.data());
+          softmax_row(row.data(), row.data(), n, log);
+          std::copy_n(row.data(), n, y + r * n);  // rounds once
+        }
+      }
     });
   });
 }

@@ -132,9 +132,13 @@ TEST_CASE("lowp: dtype promotion follows PyTorch") {
 
 TEST_CASE("lowp: an op with no 16-bit kernel yet says so in one line") {
   const Tensor x = ones({2, 3}, {.dtype = kBFloat16});
-  CHECK_THROWS_WITH_AS(x.softmax(1), doctest::Contains("softmax: no bfloat16 kernel yet; cast with .to(kFloat32)"),
+  CHECK_THROWS_WITH_AS(cumsum(x, 1), doctest::Contains("cumsum: no bfloat16 kernel yet; cast with .to(kFloat32)"),
                        Error);
-  CHECK(x.to(kFloat32).softmax(1).to(kBFloat16).dtype() == kBFloat16);
+  CHECK_THROWS_WITH_AS(nn::init::uniform_(ones({2}, {.dtype = kFloat16})),
+                       doctest::Contains("uniform: no float16 kernel yet; cast with .to(kFloat32)"), Error);
+  CHECK_THROWS_WITH_AS(x.sort(1), doctest::Contains("argsort: needs a float32, float64 or int64 tensor, got bfloat16"),
+                       Error);
+  CHECK(cumsum(x.to(kFloat32), 1).to(kBFloat16).dtype() == kBFloat16);
   // The CUDA backend has no bfloat16 kernels yet: such a tensor is refused where it would be made.
   CHECK_THROWS_WITH_AS(empty({2}, {.dtype = kBFloat16, .device = Device("cuda:0")}),
                        doctest::Contains("bfloat16 tensors are not supported on cuda:0 yet (CPU only)"), Error);
