@@ -37,12 +37,15 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   }
   MT_CHECK(running_mean.defined() && running_var.defined(), "batch_norm: eval mode needs running_mean and running_var");
   // The statistics are constants: y = x·scale + shift with per-channel scale = w/√(running_var + eps)
-  // and shift = b - running_mean·scale, two passes over x.
-  Tensor scale = (running_var + o.eps).pow(-0.5);
-  if (weight.defined()) scale = scale * weight;
-  Tensor shift = -(running_mean * scale);
-  if (bias.defined()) shift = shift + bias;
-  return x * per_channel(scale) + per_channel(shift);
+  // and shift = b - running_mean·scale, two passes over x. For 16-bit x, scale and shift are float32
+  // (so x·scale + shift is too) and y is rounded once (Note [Low-precision batch norm]).
+  const auto wide = [](const Tensor& t) { return t.defined() && is_low_precision(t.dtype()) ? t.to(kFloat32) : t; };
+  Tensor scale = (wide(running_var) + o.eps).pow(-0.5);
+  if (weight.defined()) scale = scale * wide(weight);
+  Tensor shift = -(wide(running_mean) * scale);
+  if (bias.defined()) shift = shift + wide(bias);
+  const Tensor y = x * per_channel(scale) + per_channel(shift);
+  return y.to(x.dtype());
 }
 
 }  // namespace functional

@@ -67,8 +67,13 @@ Tensor dropout(const Tensor& x, DropoutFuncOptions o) {
   if (o.p == 1.0) return x * 0.0;  // everything dropped; the scale 1/(1-p) would be infinite
   Generator& gen = o.generator ? *o.generator : default_generator();
   // mask = [u >= p]·1/(1-p) with u ~ U[0, 1): an element survives with probability 1 - p.
-  const Tensor u = rand(x.sizes(), gen, {.dtype = x.dtype(), .device = x.device()});
-  const Tensor keep = raw::binary(BinaryOp::Ge, u, scalar_tensor(o.p, {.dtype = x.dtype(), .device = x.device()}));
+  // For 16-bit x, u and the test are float32 (the same draws drop the same elements as in float32);
+  // x·[u >= p] is exact, then the product with 1/(1-p) (rounded to x's dtype, as a number next to a
+  // tensor is, and as PyTorch's dropout does) rounds once.
+  const TensorOptions draws{.dtype = is_low_precision(x.dtype()) ? kFloat32 : x.dtype(), .device = x.device()};
+  const Tensor u = rand(x.sizes(), gen, draws);
+  const Tensor keep = raw::binary(BinaryOp::Ge, u, scalar_tensor(o.p, draws));
+  if (is_low_precision(x.dtype())) return (x * raw::cast(keep, x.dtype())) * (1.0 / (1.0 - o.p));
   return x * raw::unary(UnaryOp::MulScalar, keep, 1.0 / (1.0 - o.p));
 }
 

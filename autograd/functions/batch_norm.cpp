@@ -56,9 +56,19 @@ struct BatchNormBackward final : Node {
 
 }  // namespace
 
+// Note [Low-precision batch norm]: a bfloat16 or float16 batch norm computes in float32 and rounds
+// once (Note [Low-precision compute type]): x, weight and bias go through recorded casts to float32,
+// the float32 node below runs, and y is cast back, so dx, dw and db are the float32 gradients rounded
+// once too. The statistics (returned in stats) are float32; an in-place update of 16-bit running
+// buffers rounds into them. The price is a float32 copy of x, kept for the backward as the centred
+// x: memory a fused 16-bit kernel would not need.
 Tensor batch_norm_train(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, BatchNormStats* stats) {
   MT_CHECK(x.dim() >= 2, "batch_norm: input must be (N, C, ...), got shape ", x.sizes());
   MT_CHECK(is_floating(x.dtype()), "batch_norm: needs a floating dtype, got ", x.dtype());
+  if (is_low_precision(x.dtype())) {
+    const auto wide = [](const Tensor& t) { return t.defined() ? t.to(kFloat32) : t; };
+    return batch_norm_train(x.to(kFloat32), wide(weight), wide(bias), eps, stats).to(x.dtype());
+  }
   const int64_t c = x.size(1), n = x.numel() / std::max<int64_t>(c, 1);
   MT_CHECK(n > 1, "batch_norm: expected more than 1 value per channel when training, got input of shape ",
            x.sizes(), " (", n, " value per channel)");
