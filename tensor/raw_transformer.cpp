@@ -60,7 +60,8 @@ LayerNormResult layer_norm(const Tensor& x, const Tensor& weight, const Tensor& 
   const TensorOptions opts{.dtype = x.dtype(), .device = x.device()};
   // mean and rstd in the compute type: float32 for 16-bit x (tensor/cpu/cpu_layer_norm.cpp).
   const TensorOptions stats{.dtype = is_low_precision(x.dtype()) ? kFloat32 : x.dtype(), .device = x.device()};
-  LayerNormResult r{empty(x.sizes(), opts), empty(without_last(x.sizes()), stats), empty(without_last(x.sizes()), stats)};
+  const Shape per_row = without_last(x.sizes());
+  LayerNormResult r{empty(x.sizes(), opts), empty(per_row, stats), empty(per_row, stats)};
   const int64_t rows = x2.size(0);
   backend(x.device()).layer_norm(view(r.out, Shape{rows, n}), view(r.mean, Shape{rows}), view(r.rstd, Shape{rows}),
                                  x2, affine_or(weight, 1.0, x), affine_or(bias, 0.0, x), eps);

@@ -150,8 +150,8 @@ Window2d window3x3(int64_t h, int64_t w, Size2 padding) {
 bool winograd_applies(const Tensor& x, const Tensor& w, const Conv2dOptions& o) {
   constexpr int64_t kMinChannels = 16;
   // 16-bit layers take im2col (Note [Low-precision convolution]).
-  return backend(x.device()).has_winograd() && !is_low_precision(x.dtype()) && w.size(2) == 3 && w.size(3) == 3 && o.stride == Size2(1) &&
-         o.dilation == Size2(1) && o.groups == 1 && o.padding.h <= 2 && o.padding.w <= 2 &&
+  return backend(x.device()).has_winograd() && !is_low_precision(x.dtype()) && w.size(2) == 3 && w.size(3) == 3 &&
+         o.stride == Size2(1) && o.dilation == Size2(1) && o.groups == 1 && o.padding.h <= 2 && o.padding.w <= 2 &&
          w.size(0) >= kMinChannels && w.size(1) >= kMinChannels;
 }
 

@@ -101,9 +101,9 @@ void CpuBackend::gelu(const Tensor& out, const Tensor& x, GeluApproximate approx
       if constexpr (std::is_same_v<T, compute_t<T>>) {
         gelu_span(y + lo, in + lo, hi - lo, approximate);
       } else {
-        in_float32(y, in, static_cast<const T*>(nullptr), lo, hi, [&](float* o, const float* a, const float*, int64_t m) {
-          gelu_span(o, a, m, approximate);
-        });
+        const T* none = nullptr;  // one operand
+        in_float32(y, in, none, lo, hi,
+                   [&](float* o, const float* a, const float*, int64_t m) { gelu_span(o, a, m, approximate); });
       }
     });
   });
