@@ -7,8 +7,6 @@
 namespace mt::raw {
 
 Tensor argsort(const Tensor& x, int64_t dim, bool descending, int64_t k) {
-  MT_CHECK(x.dtype() == kFloat32 || x.dtype() == kFloat64 || x.dtype() == kInt64,
-           "argsort: needs a float32, float64 or int64 tensor, got ", x.dtype());
   if (x.dim() == 0) return zeros(Shape{}, {.dtype = kInt64, .device = x.device()});
   const int d = wrap_dim(dim, x.dim(), "argsort");
   const int last = static_cast<int>(x.dim()) - 1;

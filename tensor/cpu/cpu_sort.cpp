@@ -35,7 +35,7 @@ void CpuBackend::argsort(const Tensor& indices, const Tensor& x, bool descending
            "argsort: CPU kernel needs x (rows, n) and int64 indices (rows, k <= n), both contiguous; got ", x.sizes(),
            " and ", indices.sizes());
   const int64_t rows = x.size(0), n = x.size(1), k = indices.size(1);
-  MT_DISPATCH_ALL(x.dtype(), "argsort", [&]<typename T>() {
+  MT_DISPATCH_ALL_AND_LOWP(x.dtype(), "argsort", [&]<typename T>() {
     const T* in = static_cast<const T*>(x.raw_data());
     int64_t* out = static_cast<int64_t*>(indices.raw_data());
     parallel_for(rows, std::max<int64_t>(1, cpu::kGrainWork / std::max<int64_t>(n, 1)), [&](int64_t r0, int64_t r1) {
@@ -43,8 +43,10 @@ void CpuBackend::argsort(const Tensor& indices, const Tensor& x, bool descending
       for (int64_t r = r0; r < r1; ++r) {
         const T* row = in + r * n;
         // a before b by value alone (reversed when descending), or by value then position
+        // 16-bit values compare as the float32 values they hold (exactly).
         const auto by_value = [row, descending](int64_t a, int64_t b) {
-          return descending ? sorts_before(row[b], row[a]) : sorts_before(row[a], row[b]);
+          using C = compute_t<T>;
+          return descending ? sorts_before<C>(row[b], row[a]) : sorts_before<C>(row[a], row[b]);
         };
         const auto total = [&by_value](int64_t a, int64_t b) { return by_value(a, b) || (!by_value(b, a) && a < b); };
         std::iota(idx.begin(), idx.end(), int64_t{0});

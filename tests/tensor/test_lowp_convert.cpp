@@ -136,10 +136,23 @@ TEST_CASE("lowp: an op with no 16-bit kernel yet says so in one line") {
                        Error);
   CHECK_THROWS_WITH_AS(nn::init::uniform_(ones({2}, {.dtype = kFloat16})),
                        doctest::Contains("uniform: no float16 kernel yet; cast with .to(kFloat32)"), Error);
-  CHECK_THROWS_WITH_AS(x.sort(1), doctest::Contains("argsort: needs a float32, float64 or int64 tensor, got bfloat16"),
-                       Error);
   CHECK(cumsum(x.to(kFloat32), 1).to(kBFloat16).dtype() == kBFloat16);
   // The CUDA backend has no bfloat16 kernels yet: such a tensor is refused where it would be made.
   CHECK_THROWS_WITH_AS(empty({2}, {.dtype = kBFloat16, .device = Device("cuda:0")}),
                        doctest::Contains("bfloat16 tensors are not supported on cuda:0 yet (CPU only)"), Error);
+}
+
+TEST_CASE("lowp: sort and topk order 16-bit values as their float32 values, NaN last") {
+  const std::vector<float> v = {0.5f, -1.0f, NAN, 3.0f, 0.5f, -INFINITY, 2.0f, 0.25f};
+  for (DType dt : {kBFloat16, kFloat16}) {
+    const Tensor x = from_vector(v, {2, 4}).to(dt), wide = x.to(kFloat32);
+    for (bool descending : {false, true}) {
+      const auto [values, indices] = x.sort(1, descending);
+      const auto [wide_values, wide_indices] = wide.sort(1, descending);
+      CHECK(values.dtype() == dt);
+      CHECK(indices.to_vector<int64_t>() == wide_indices.to_vector<int64_t>());
+    }
+    const auto [top, at] = x.topk(2, 1);
+    CHECK(at.to_vector<int64_t>() == std::get<1>(wide.topk(2, 1)).to_vector<int64_t>());
+  }
 }
