@@ -350,3 +350,16 @@ TEST_CASE("lowp nn: a bfloat16 model saved to safetensors and loaded is the same
   CHECK(wide->named_parameters()[0].second.to(kBFloat16).to_vector<float>() ==
         cnn->named_parameters()[0].second.to_vector<float>());
 }
+
+TEST_CASE("lowp nn: cumsum runs its sums in float32, forward and backward") {
+  for (DType dt : {kBFloat16, kFloat16}) {
+    // Along the last dim (rows side by side) and along a middle one (a running row).
+    const Tensor x = pattern({3, 300, 5}, 20, dt), gy = pattern({3, 300, 5}, 21, dt);
+    check_against_float32([](const std::vector<Tensor>& t) { return cumsum(t[0], 1); }, {x}, 1, gy,
+                          prefix(dt) + "cumsum over a middle dim");
+    check_against_float32([](const std::vector<Tensor>& t) { return cumsum(t[0], 2); }, {x.transpose(1, 2).contiguous()},
+                          1, gy.transpose(1, 2).contiguous(), prefix(dt) + "cumsum over the last dim");
+    // 4096 ones: a 16-bit running sum would stop at 256 (bfloat16) or 2048 (float16).
+    CHECK(cumsum(ones({4096}, {.dtype = dt}), 0).to_vector<float>().back() == 4096.0f);
+  }
+}
