@@ -363,3 +363,16 @@ TEST_CASE("lowp nn: cumsum runs its sums in float32, forward and backward") {
     CHECK(cumsum(ones({4096}, {.dtype = dt}), 0).to_vector<float>().back() == 4096.0f);
   }
 }
+
+TEST_CASE("lowp nn: bilinear interpolation weighs and sums in float32") {
+  for (DType dt : {kBFloat16, kFloat16}) {
+    for (bool corners : {false, true}) {
+      check_against_float32(
+          [corners](const std::vector<Tensor>& t) {
+            return interpolate(t[0], {.size = {11, 7}, .mode = InterpolateMode::Bilinear, .align_corners = corners});
+          },
+          {pattern({2, 3, 5, 4}, 22, dt)}, 1, pattern({2, 3, 11, 7}, 23, dt),
+          prefix(dt) + (corners ? "bilinear, corners aligned" : "bilinear"));
+    }
+  }
+}

@@ -131,14 +131,9 @@ TEST_CASE("lowp: dtype promotion follows PyTorch") {
 }
 
 TEST_CASE("lowp: an op with no 16-bit kernel yet says so in one line") {
-  const Tensor x = ones({2, 3}, {.dtype = kBFloat16});
-  CHECK_THROWS_WITH_AS(interpolate(x.view({1, 1, 2, 3}), {.scale_factor = 2.0, .mode = InterpolateMode::Bilinear}),
-                       doctest::Contains("bilinear: no bfloat16 kernel yet; cast with .to(kFloat32)"), Error);
   CHECK_THROWS_WITH_AS(nn::init::uniform_(ones({2}, {.dtype = kFloat16})),
                        doctest::Contains("uniform: no float16 kernel yet; cast with .to(kFloat32)"), Error);
-  CHECK(interpolate(x.to(kFloat32).view({1, 1, 2, 3}), {.scale_factor = 2.0, .mode = InterpolateMode::Bilinear})
-            .to(kBFloat16)
-            .dtype() == kBFloat16);
+  CHECK(nn::init::uniform_(ones({2})).to(kFloat16).dtype() == kFloat16);  // fill in float32, then cast
   // The CUDA backend has no bfloat16 kernels yet: such a tensor is refused where it would be made.
   CHECK_THROWS_WITH_AS(empty({2}, {.dtype = kBFloat16, .device = Device("cuda:0")}),
                        doctest::Contains("bfloat16 tensors are not supported on cuda:0 yet (CPU only)"), Error);
