@@ -25,7 +25,7 @@ void BucketTimeline::new_layout() {
   ready_sums_.clear();
   stats_.timed_backwards = 0;
   stats_.backward_seconds = stats_.finalize_wait_seconds = stats_.comm_seconds = 0;
-  stats_.hidden_bytes = 0;
+  stats_.hidden_bytes = stats_.launched_early_bytes = 0;
 }
 
 void BucketTimeline::add_bucket(int64_t bytes, std::vector<std::string> parameters) {
@@ -39,14 +39,19 @@ void BucketTimeline::add_bucket(int64_t bytes, std::vector<std::string> paramete
 void BucketTimeline::backward_began() { backward_start_ = Clock::now(); }
 
 void BucketTimeline::ready(size_t b) {
+  ++ready_buckets_;
   times_[b].ready_at = Clock::now();
   ddp_trace::bucket_ready(reducer_, b);  // trace: bucket ready
 }
 
-void BucketTimeline::ready_in_finalize(size_t b) { times_[b].ready_at = finalize_start_; }
+void BucketTimeline::ready_in_finalize(size_t b) {
+  ++ready_buckets_;
+  times_[b].ready_at = finalize_start_;
+}
 
 void BucketTimeline::launched(size_t b, int64_t elements) {
   times_[b].launched_at = Clock::now();
+  times_[b].launched_early = ready_buckets_ < times_.size();  // some gradient is still to come
   set_phase(Phase::Backward, static_cast<int64_t>(b));  // Note [Heartbeat]: a hang here names the bucket
   ddp_trace::bucket_launch(reducer_, b, elements);      // trace: bucket launch
   ++stats_.allreduces;
@@ -69,7 +74,8 @@ void BucketTimeline::waited(size_t b, const Work& work) {
 void BucketTimeline::backward_finished(bool timed, size_t launched) {
   ++stats_.backwards;
   if (timed) record_times(launched, Clock::now());
-  for (Times& t : times_) t.seen_done = false;
+  for (Times& t : times_) t.seen_done = t.launched_early = false;
+  ready_buckets_ = 0;
 }
 
 // One finalized backward's timeline into the stats (Note [Overlap]). Finalize's wait is charged to
@@ -87,6 +93,7 @@ void BucketTimeline::record_times(size_t launched, Clock::time_point finalize_en
     t.launched += seconds_between(backward_start_, bucket.launched_at);
     t.done += seconds_between(backward_start_, bucket.done_at);
     ready_sums_[b] += seconds_between(epoch_, bucket.ready_at);
+    if (bucket.launched_early) stats_.launched_early_bytes += stats_.bucket_bytes[b];
     if (bucket.done_at <= finalize_start_) {
       ++t.hidden;
       stats_.hidden_bytes += stats_.bucket_bytes[b];

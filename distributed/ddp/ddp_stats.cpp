@@ -9,12 +9,18 @@
 
 namespace mt::dist {
 
-double DDPStats::overlap_fraction() const {
-  int64_t bytes = 0;
-  for (int64_t b : bucket_bytes) bytes += b;
-  const double reduced = static_cast<double>(bytes) * static_cast<double>(timed_backwards);
-  return reduced > 0 ? static_cast<double>(hidden_bytes) / reduced : 0.0;
+namespace {
+// `bytes` as a share of the bytes the timed backwards reduced.
+double share_of_reduced(const DDPStats& s, int64_t bytes) {
+  int64_t per_backward = 0;
+  for (int64_t b : s.bucket_bytes) per_backward += b;
+  const double reduced = static_cast<double>(per_backward) * static_cast<double>(s.timed_backwards);
+  return reduced > 0 ? static_cast<double>(bytes) / reduced : 0.0;
 }
+}  // namespace
+
+double DDPStats::overlap_fraction() const { return share_of_reduced(*this, hidden_bytes); }
+double DDPStats::launched_early_fraction() const { return share_of_reduced(*this, launched_early_bytes); }
 
 std::string describe_ddp_stats(const DDPStats& s, const std::vector<BucketArrival>& arrivals) {
   int64_t bytes = 0;
@@ -31,8 +37,9 @@ std::string describe_ddp_stats(const DDPStats& s, const std::vector<BucketArriva
     out += "DDP: buckets rebuilt in the order the first backward's gradients arrived; the figures below are "
            "from the " + std::to_string(s.timed_backwards) + " timed backwards since\n";
   std::snprintf(line, sizeof line, "DDP: per backward: computing %.3f ms, communication %.3f ms, exposed (finalize "
-                "wait) %.3f ms; %.1f%% of the bytes reduced before backward ended (overlap, Note [Overlap])\n",
-                ms(s.backward_seconds), ms(s.comm_seconds), ms(s.finalize_wait_seconds), 100.0 * s.overlap_fraction());
+                "wait) %.3f ms; %.1f%% of the bytes reduced before backward ended (overlap, Note [Overlap]), "
+                "%.1f%% launched before its last gradient arrived\n", ms(s.backward_seconds), ms(s.comm_seconds),
+                ms(s.finalize_wait_seconds), 100.0 * s.overlap_fraction(), 100.0 * s.launched_early_fraction());
   out += line;
   for (size_t b = 0; b < s.bucket_times.size(); ++b) {
     const DDPBucketTimes& t = s.bucket_times[b];

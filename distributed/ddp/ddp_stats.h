@@ -37,6 +37,14 @@ struct DDPBucketTimes {
 // completes inside finalize's wait. The bucket launched by the last hook has only the engine's last
 // nodes to hide behind, so a model whose gradients fit one bucket overlaps next to nothing,
 // whatever the backend.
+// What the bucket layout allows, whatever the machine, is a second figure:
+//   launched early = the bytes whose all-reduce was launched before the backward's last gradient
+//                    arrived / all bytes reduced
+// "Before the last gradient arrived": at a ready hook while at least one bucket still waited for a
+// gradient, so the rest of backward was left to hide it. The buckets launched by the last hook or in
+// finalize are not early. Where overlap falls well short of it, the all-reduces took longer than
+// the backward left them (a loaded machine, a slow link, no progress); where launched early is
+// small, the bucket layout holds the bytes back.
 struct DDPStats {
   std::vector<int64_t> bucket_bytes;           // one entry per bucket, in launch order
   std::vector<std::vector<std::string>> bucket_parameters;  // the parameters of each bucket
@@ -53,7 +61,9 @@ struct DDPStats {
   double finalize_wait_seconds = 0;  // finalize waiting for all-reduces: communication exposed
   double comm_seconds = 0;           // from the launch of bucket 0 to the last all-reduce seen complete
   int64_t hidden_bytes = 0;          // bytes whose all-reduce completed before finalize (Note [Overlap])
+  int64_t launched_early_bytes = 0;  // bytes whose all-reduce was launched before the last gradient arrived
   double overlap_fraction() const;   // hidden_bytes / bytes reduced in timed backwards
+  double launched_early_fraction() const;  // launched_early_bytes / bytes reduced in timed backwards
   std::string comm_hook;             // the comm hook's name: "allreduce" (the default), "fp16" or
                                      // "zero" (ZeroRedundancyOptimizer's ZeroHook, zero.h)
 };

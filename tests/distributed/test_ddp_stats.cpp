@@ -1,7 +1,7 @@
 // DDPStats (distributed/ddp/ddp_stats.h) on two real ranks (Gloo, or MPI under mpirun): each bucket's
 // timeline is ordered and its exposed times add up to finalize's wait (Note [Overlap]); a bucket that
 // completes while backward still computes counts as hidden; the rank that is late is named
-// (Note [Straggler attribution]); and --ddp-stats' lines.
+// (Note [Straggler attribution]); what was launched before the last gradient; and --ddp-stats' lines.
 #include <doctest/doctest.h>
 
 #include <chrono>
@@ -69,6 +69,12 @@ TEST_CASE("DDP: stats give each bucket's ready, launch, done and exposed time, a
     MT_CHECK(exposed <= s.finalize_wait_seconds + 1e-9, "exposed ", exposed, " > finalize wait ",
              s.finalize_wait_seconds);
     MT_CHECK(hidden_bytes == s.hidden_bytes, "hidden bytes ", s.hidden_bytes, ", buckets say ", hidden_bytes);
+    // Launched before the last gradient arrived: buckets 0 and 1, and bucket 2 ([0.bias]) when its
+    // gradient comes before 0.weight's, the last bucket's; the last bucket never.
+    const bool bias_first = s.bucket_times[2].ready < s.bucket_times[3].ready;
+    const int64_t early = s.bucket_bytes[0] + s.bucket_bytes[1] + (bias_first ? s.bucket_bytes[2] : 0);
+    MT_CHECK(s.launched_early_bytes == early * steps, "launched early: ", s.launched_early_bytes, " bytes, expected ",
+             early * steps);
     // Rank 1, the late one, launches what rank 0 has launched long before: its buckets 0 and 1
     // complete during its 20 ms sleep. Rank 0's wait for rank 1, so they need not.
     if (rank == 1) {

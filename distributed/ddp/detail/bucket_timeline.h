@@ -53,7 +53,8 @@ class BucketTimeline {
  private:
   struct Times {
     Clock::time_point ready_at, launched_at, done_at;
-    bool seen_done = false;  // its Work was seen complete; done_at says when
+    bool seen_done = false;       // its Work was seen complete; done_at says when
+    bool launched_early = false;  // launched while another bucket still waited for a gradient (Note [Overlap])
   };
   void record_times(size_t launched, Clock::time_point finalize_end);
   // Per bucket: the mean over timed backwards of when it became ready, in seconds since this
@@ -64,6 +65,7 @@ class BucketTimeline {
   DDPStats& stats_;
   const void* reducer_;
   std::vector<Times> times_;         // this backward's, per bucket
+  size_t ready_buckets_ = 0;         // buckets whose last gradient has arrived in this backward
   std::vector<double> ready_sums_;   // per bucket: sum over timed backwards of (ready - epoch_), seconds
   Clock::time_point backward_start_, finalize_start_;
   const Clock::time_point epoch_;    // this rank's zero for the straggler sums
