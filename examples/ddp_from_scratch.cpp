@@ -313,9 +313,10 @@ int run_rank(const std::shared_ptr<dist::ProcessGroup>& pg) {
   Version v5("v5 bucket views", [&](Params ps) { return std::make_unique<BucketViews>(pg, ps); });
   Version v6("v6 sharded", [&](Params ps) { return std::make_unique<Sharded>(pg, ps, kLr); });
   // The library's DDP averages during backward by itself: no Sync around it. Its buckets are v4's:
-  // the same cap for every bucket, the first included (its default first bucket is smaller).
+  // the same cap for every bucket, the first included, and no cap of its own for the last (its
+  // default first and last buckets are smaller).
   const double cap_mb = kBucketBytes / double(1 << 20);
-  const dist::DDPOptions ddp_options{.bucket_cap_mb = cap_mb, .first_bucket_cap_mb = cap_mb};
+  const dist::DDPOptions ddp_options{.bucket_cap_mb = cap_mb, .first_bucket_cap_mb = cap_mb, .last_bucket_cap_mb = 0};
   const Wrap ddp = [&](std::shared_ptr<nn::Module> m) {
     return std::make_shared<dist::DistributedDataParallel>(m, pg, ddp_options);
   };

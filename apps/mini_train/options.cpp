@@ -184,8 +184,8 @@ void add_distributed_options(CLI::App& app, Options& o) {
   app.add_option("--comm-hook", o.comm_hook, "how DDP communicates gradients: allreduce, or fp16 (compressed "
                  "to half precision: half the bytes, about 3 significant digits)")
       ->check(CLI::IsMember({"allreduce", "fp16"}))->group(kGroup);
-  app.add_option("--bucket-cap-mb", o.bucket_cap_mb, "DDP: MiB of gradients per all-reduce bucket (the first is "
-                 "1 MiB); smaller buckets start communicating earlier in backward")
+  app.add_option("--bucket-cap-mb", o.bucket_cap_mb, "DDP: MiB of gradients per all-reduce bucket (the first and "
+                 "the last are 1 MiB); smaller buckets start communicating earlier in backward")
       ->group(kGroup);
   app.add_flag("--sync-bn", o.sync_bn, "DDP: BatchNorm normalises with the statistics of every rank's batch "
                "together (SyncBatchNorm; --model cnn), not each rank's own")

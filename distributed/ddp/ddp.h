@@ -48,6 +48,9 @@ namespace mt::dist {
 struct DDPOptions {
   double bucket_cap_mb = 25;         // a bucket holds at most this many MiB of gradients...
   double first_bucket_cap_mb = 1;    // ...except the first (the last layer's): small, so it launches early
+  double last_bucket_cap_mb = 1;     // ...and the last (the first layers', the embeddings'): small, so that
+                                     // little waits for the last gradient (Note [Last bucket] in reducer.cpp);
+                                     // 0: no cap of its own
   bool find_unused_parameters = false;  // a parameter without gradient is reduced with what its .grad
                                         // holds (Note [Unused parameters]) instead of an error; the
                                         // ones forward's output cannot reach are ready when backward

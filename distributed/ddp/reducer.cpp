@@ -16,9 +16,11 @@ namespace mt::dist::detail {
 // the order in which backward produces their gradients (the last layer first): the first bucket
 // fills, and can be all-reduced, while backward is still working on the early layers. A bucket
 // closes when the next parameter would push it past the cap; the first bucket has a small cap
-// (first_bucket_cap_mb) so that communication starts as early as possible. A bucket holds one
-// dtype; each dtype fills its own open bucket. Every rank builds the same buckets: the parameters
-// are the same (checked by the fingerprint) and the rule is deterministic.
+// (first_bucket_cap_mb) so that communication starts as early as possible, and the last bucket
+// begins where the last parameters fit in last_bucket_cap_mb (Note [Last bucket]), so that little
+// is left to communicate when backward ends. A bucket holds one dtype; each dtype fills its own
+// open bucket. Every rank builds the same buckets: the parameters are the same (checked by the
+// fingerprint) and the rule is deterministic.
 void Reducer::build_buckets(const NamedTensors& params) {
   for (auto it = params.rbegin(); it != params.rend(); ++it)
     if (it->second.requires_grad())
@@ -28,18 +30,27 @@ void Reducer::build_buckets(const NamedTensors& params) {
   lay_out(assign_buckets(reverse_registration));
 }
 
+namespace {
+int64_t gradient_bytes(const Tensor& param) {
+  return param.numel() * static_cast<int64_t>(element_size(param.dtype()));
+}
+int64_t mib_to_bytes(double mib) { return static_cast<int64_t>(mib * 1024 * 1024); }
+}  // namespace
+
 // Note [Buckets]'s rule: the slots in `order` into buckets, each a list of slot indices in that order.
 std::vector<std::vector<size_t>> Reducer::assign_buckets(const std::vector<size_t>& order) const {
+  const std::vector<bool> opens_last = last_bucket_starts(order);
   std::map<DType, size_t> open;                  // dtype -> index of its open bucket
   std::vector<std::vector<size_t>> members;
   std::vector<int64_t> bytes;
-  for (size_t s : order) {
+  for (size_t i = 0; i < order.size(); ++i) {
+    const size_t s = order[i];
     const Tensor& p = slots_[s].param;
-    const int64_t size = p.numel() * static_cast<int64_t>(element_size(p.dtype()));
+    const int64_t size = gradient_bytes(p);
     auto o = open.find(p.dtype());
     if (o != open.end()) {
       const double cap_mb = o->second == 0 ? options_.first_bucket_cap_mb : options_.bucket_cap_mb;
-      if (bytes[o->second] + size > static_cast<int64_t>(cap_mb * 1024 * 1024)) open.erase(o);
+      if (opens_last[i] || bytes[o->second] + size > mib_to_bytes(cap_mb)) open.erase(o);
     }
     if (open.find(p.dtype()) == open.end()) {
       open[p.dtype()] = members.size();
@@ -50,6 +61,47 @@ std::vector<std::vector<size_t>> Reducer::assign_buckets(const std::vector<size_
     bytes[open[p.dtype()]] += size;
   }
   return members;
+}
+
+// Note [Last bucket]: the bucket that holds the last gradient of a backward is launched by the last
+// hook, when nothing is left to compute, so all of its bytes are exposed (Note [Overlap] in
+// ddp_stats.h), and every parameter whose gradient arrived early but shares that bucket waits with
+// it. A transformer shows it at its worst: its token embedding (tied to the head: used last in
+// forward and first in backward, but complete only when the lookup, the first layer, adds its part)
+// and its positions arrive last, and with the default caps the GPT preset's second bucket held them
+// beside three of its four blocks: 76 % of the bytes launched at the end. So the last bucket is
+// capped too: for each dtype, it begins at the longest run of the last slots in `order` whose
+// gradients fit in last_bucket_cap_mb together (at least the last slot), and the bucket before it
+// closes there. The cut only adds a boundary; the other caps still apply inside it. The preset's
+// last bucket is then block 0 and the embeddings (958 KB), and blocks 1 and 2 are launched while
+// block 0's backward runs: 71 % of the bytes before the last gradient (docs/ddp.md). The price is
+// one more collective per step, one more latency: nothing on MPI's shared memory; at a thousand
+// GPUs the preset would rather have two buckets (docs/ddp.md, "The step at scale").
+// Every rank still builds the same buckets: the rule reads the order (reverse registration, or
+// rank 0's broadcast order at a rebuild) and the sizes, nothing else. It decides no value: each
+// element is reduced on its own, so the gradients are the same whatever the layout (bit for bit at
+// world 2, where an element's reduction is one addition; at larger worlds a backend may pick its
+// summation order by the buffer's size, as Gloo does, Note [Allreduce algorithm]).
+// PyTorch has both small buckets, one at a time: its constructor fills buckets in registration
+// order with a 1 MiB cap on the first and reverses them (torch/nn/parallel/distributed.py, 1.13:
+// the parameters defined first get a small bucket of their own, so that their gradients, the last
+// of backward, do not hold up a large one), so its small bucket is the LAST reduced; its rebuild
+// (Reducer::rebuild_buckets, torch/csrc/distributed/c10d/reducer.cpp) fills in gradient order with
+// [first_bucket_bytes_cap, bucket_bytes_cap], a small FIRST bucket, unless DDP_SET_LAST_BUCKET_CAP=1
+// reverses it. Here both ends are small, at construction and at the rebuild: one rule.
+// last_bucket_cap_mb = 0 turns it off (so does a cap at least the size of the model).
+std::vector<bool> Reducer::last_bucket_starts(const std::vector<size_t>& order) const {
+  std::vector<bool> starts(order.size(), false);
+  if (options_.last_bucket_cap_mb <= 0) return starts;
+  std::map<DType, int64_t> after;  // dtype -> bytes of its slots from position i to the end of `order`
+  std::map<DType, size_t> start;   // dtype -> the position its last bucket begins at, so far
+  for (size_t i = order.size(); i-- > 0;) {
+    const Tensor& p = slots_[order[i]].param;
+    const int64_t bytes = after[p.dtype()] += gradient_bytes(p);
+    if (!start.contains(p.dtype()) || bytes <= mib_to_bytes(options_.last_bucket_cap_mb)) start[p.dtype()] = i;
+  }
+  for (const auto& [dtype, i] : start) starts[i] = true;
+  return starts;
 }
 
 // Makes the buckets `members` names and points every slot's .grad at its slice (Note [Gradients

@@ -57,6 +57,7 @@ class Reducer {
   // ---- construct (reducer.cpp)
   void build_buckets(const NamedTensors& params);
   std::vector<std::vector<size_t>> assign_buckets(const std::vector<size_t>& order) const;
+  std::vector<bool> last_bucket_starts(const std::vector<size_t>& order) const;  // Note [Last bucket]
   void lay_out(const std::vector<std::vector<size_t>>& members);
   void allocate(size_t b);  // Note [Buckets that live for one backward]: the buffer, its views, its guard
   void release(size_t b);
