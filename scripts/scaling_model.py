@@ -250,12 +250,19 @@ def gpt_parameters(layers, dim, vocab, context):
     return params + [("ln_f.weight", dim), ("ln_f.bias", dim)]
 
 
-def buckets_of(params, first_cap, cap):
-    """Reverse registration order, a small first bucket (Note [Buckets]): [[(name, elements)]]."""
+def buckets_of(params, first_cap, cap, last_cap=1 << 20):
+    """Reverse registration order, small first and last buckets (Note [Buckets], Note [Last bucket]):
+    [[(name, elements)]]."""
+    order = list(reversed(params))
+    last_start, after = len(order) - 1, 0  # the last bucket: the last slots that fit in last_cap, at least one
+    for i in range(len(order) - 1, -1, -1):
+        after += 4 * order[i][1]
+        if after <= last_cap:
+            last_start = i
     buckets, current, size = [], [], 0
-    for name, n in reversed(params):
+    for i, (name, n) in enumerate(order):
         limit = first_cap if not buckets else cap
-        if current and size + 4 * n > limit:
+        if current and (i == last_start or size + 4 * n > limit):
             buckets.append(current)
             current, size = [], 0
         current.append((name, n))
@@ -421,7 +428,7 @@ def cmd_plot(args):
     notes = [f"compute: 6 FLOPs/parameter/token at {GPU_FLOPS / 1e12:.0f} TFLOP/s (H100 bf16) x "
              + ", ".join(f"{100 * m[5]:.0f} % ({name}, {m[4]} tokens/GPU)" for name, m in MODELS.items()),
              f"links at {100 * LINK_EFFICIENCY:.0f} % of nominal: NVLink 450 GB/s, alpha 2 us; InfiniBand NDR "
-             "50 GB/s per GPU, alpha 5 us; fp32 gradients, buckets 1 MiB then 25 MiB",
+             "50 GB/s per GPU, alpha 5 us; fp32 gradients, buckets of 25 MiB, the first and the last 1 MiB",
              "scripts/scaling_model.py plot; assumptions in docs/ddp.md"]
     with open(args.output, "w") as f:
         f.write(svg_plot(worlds, curves, "Predicted DDP scaling efficiency (weak scaling), alpha-beta model", notes))

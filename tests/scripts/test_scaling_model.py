@@ -96,6 +96,12 @@ def test_gpt_shapes_and_efficiency():
         assert buckets[0][0][0] == "ln_f.bias"  # reverse registration order
         profile = m.gpu_profile(params, 2048, 1e14)
         assert profile["buckets"][-1][1] == profile["backward"]  # the tied embedding is ready last
+    # Note [Last bucket]: the preset's embeddings share a small last bucket with block 0's end, the
+    # bytes `mini_train --model gpt --nproc 2 --ddp-stats` reports for its three buckets.
+    preset_buckets = m.buckets_of(preset, 1 << 20, 25 << 20)
+    assert [4 * sum(n for _, n in b) for b in preset_buckets] == [794624, 1584640, 957952]
+    assert preset_buckets[-1][-1][0] == "tok_emb.weight"
+    assert len(m.buckets_of(preset, 1 << 20, 25 << 20, last_cap=25 << 20)) == 2  # the cap covers it all: no cut
     worlds = [2 ** k for k in range(11)]
     curves = m.scale_curves(worlds)
     assert len(curves) == 6
