@@ -73,10 +73,11 @@ std::vector<std::vector<size_t>> Reducer::assign_buckets(const std::vector<size_
 // capped too: for each dtype, it begins at the longest run of the last slots in `order` whose
 // gradients fit in last_bucket_cap_mb together (at least the last slot), and the bucket before it
 // closes there. The cut only adds a boundary; the other caps still apply inside it. The preset's
-// last bucket is then block 0 and the embeddings (958 KB), and blocks 1 and 2 are launched while
-// block 0's backward runs: 71 % of the bytes before the last gradient (docs/ddp.md). The price is
-// one more collective per step, one more latency: nothing on MPI's shared memory; at a thousand
-// GPUs the preset would rather have two buckets (docs/ddp.md, "The step at scale").
+// last bucket is then the embeddings, block 0 and block 1's first LayerNorm (958 KB), and the rest
+// of blocks 1 and 2 is launched while block 0's backward runs: 71 % of the bytes before the last
+// gradient (docs/ddp.md). The price is one more collective per step, one more latency: nothing on
+// MPI's shared memory; at a thousand GPUs the preset would rather have two buckets (docs/ddp.md,
+// "The step at scale").
 // Every rank still builds the same buckets: the rule reads the order (reverse registration, or
 // rank 0's broadcast order at a rebuild) and the sizes, nothing else. It decides no value: each
 // element is reduced on its own, so the gradients are the same whatever the layout (bit for bit at
