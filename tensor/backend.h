@@ -200,6 +200,19 @@ class Backend {
   virtual bool has_bilinear() const { return false; }
   virtual void bilinear(const Tensor& out, const Tensor& x, const LinearTaps& rows, const LinearTaps& cols);
   virtual void bilinear_backward(const Tensor& dx, const Tensor& dy, const LinearTaps& rows, const LinearTaps& cols);
+  // Group normalisation (Wu and He, 2018; tensor/raw_group_norm.cpp), per sample n and group g, over
+  // the D = (C/G)·S values of x[n, channels of g, :]:
+  //   mean[n, g] = Σx/D,  rstd[n, g] = 1/√(Σ(x - mean)²/D + eps),  out = (x - mean)·rstd·weight[c] + bias[c]
+  // and the backward, with x̂ = (x - mean)·rstd and g = dy·weight[c], each mean over the D values:
+  //   dx = rstd·(g - mean(g) - x̂·mean(g·x̂)),  dweight[c] = Σ_{n,s} dy·x̂,  dbias[c] = Σ_{n,s} dy
+  // x, out, dx, dy: (N, C, S)  weight, bias, dweight, dbias: (C)  mean, rstd: (N, G), G dividing C.
+  // All contiguous, outputs overwritten. Optional: a backend without them answers false to
+  // has_group_norm and group_norm stays a composition (autograd/functions/group_norm.cpp).
+  virtual bool has_group_norm() const { return false; }
+  virtual void group_norm(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& x,
+                          const Tensor& weight, const Tensor& bias, double eps);
+  virtual void group_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias, const Tensor& dy,
+                                   const Tensor& x, const Tensor& weight, const Tensor& mean, const Tensor& rstd);
 
   // Waits for queued work (no-op on CPU).
   virtual void synchronize() {}

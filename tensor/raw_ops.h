@@ -165,6 +165,20 @@ struct LayerNormGrads {
 };
 LayerNormGrads layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean,
                                    const Tensor& rstd);
+// Group norm over (N, C, *) (formulas: Backend::group_norm; tensor/raw_group_norm.cpp), for
+// group_norm_applies(x): x float32 or float64, 2-D or more, on a backend with has_group_norm().
+// x: (N, C, *)  weight, bias: (C) or undefined (1 and 0)  ->  out like x, mean and rstd: (N, G).
+// The backward returns dweight and dbias even for an undefined weight or bias.
+bool group_norm_applies(const Tensor& x);
+struct GroupNormResult {
+  Tensor out, mean, rstd;
+};
+GroupNormResult group_norm(const Tensor& x, int64_t groups, const Tensor& weight, const Tensor& bias, double eps);
+struct GroupNormGrads {
+  Tensor dx, dweight, dbias;
+};
+GroupNormGrads group_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean,
+                                   const Tensor& rstd);
 
 // GELU(x) and dy·GELU'(x), elementwise.
 Tensor gelu(const Tensor& x, GeluApproximate approximate);

@@ -12,6 +12,7 @@
 //   cpu_conv.cpp      im2col, col2im, max_pool2d
 //   cpu_winograd.cpp  Winograd F(2x2, 3x3) input and output transforms
 //   cpu_interpolate.cpp  bilinear resampling and its adjoint
+//   cpu_group_norm.cpp   group norm and its backward (norm_rows.h: what it shares with layer norm)
 // and backend_registry.cpp holds the device-type -> Backend table. Shared loops: strided_loop.h
 // (any strides) and elementwise.h (with the contiguous and broadcast-scalar fast paths).
 // Kernels above a size threshold split their loops across the intra-op threads with parallel_for
@@ -73,6 +74,12 @@ class CpuBackend final : public Backend {
   bool has_bilinear() const override { return true; }
   void bilinear(const Tensor& out, const Tensor& x, const LinearTaps& rows, const LinearTaps& cols) override;
   void bilinear_backward(const Tensor& dx, const Tensor& dy, const LinearTaps& rows, const LinearTaps& cols) override;
+  // cpu_group_norm.cpp
+  bool has_group_norm() const override { return true; }
+  void group_norm(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& x, const Tensor& weight,
+                  const Tensor& bias, double eps) override;
+  void group_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias, const Tensor& dy,
+                           const Tensor& x, const Tensor& weight, const Tensor& mean, const Tensor& rstd) override;
 };
 
 namespace cpu {

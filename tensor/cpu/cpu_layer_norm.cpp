@@ -21,7 +21,7 @@
 #include <type_traits>
 
 #include "tensor/cpu/cpu_backend.h"
-#include "tensor/cpu/eigen_core.h"
+#include "tensor/cpu/norm_rows.h"
 
 namespace mt {
 namespace {
@@ -30,11 +30,6 @@ namespace {
 // which columns take the vectorised loop and which its scalar tail.
 constexpr int64_t kColumnBlock = 64;
 
-template <typename T>
-using Row = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
-template <typename T>
-using ConstRow = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
-
 // Note [Layer norm rows that do not sum to 0]: a row's mean rounded to T is not its mean, so
 // x - mean sums to n·e, with e up to half an ulp of the mean, not to 0. The backward's formula
 // assumes Σx̂ = 0, and where dx is itself a small difference the e term swamps it: for n = 2, x̂ is
@@ -42,15 +37,12 @@ using ConstRow = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
 // 10: dx was off by 2e-2, PyTorch's kernel by 4e-2, against float64). So the centred row has its
 // own mean taken off too: that mean is small, held to a far finer absolute precision than the
 // row's, and the row then sums to 0 to that precision (dx off by 3e-5 in the same case). The
-// forward does the same for y and saves the corrected mean; the backward recentres from it.
-// c = x - m - mean(x - m); returns mean(x - m), what the rounding of m left in the row.
-template <typename T>
-T centre(Eigen::Array<T, Eigen::Dynamic, 1>& c, const ConstRow<T>& x, T m) {
-  c = x - m;
-  const T residue = c.sum() / T(c.size());
-  c -= residue;
-  return residue;
-}
+// forward does the same for y and saves the corrected mean; the backward recentres from it. The
+// group norm kernel (cpu_group_norm.cpp) does the same per (sample, group) row; both call
+// cpu::centre (norm_rows.h).
+using cpu::centre;
+using cpu::ConstRow;
+using cpu::Row;
 
 template <typename T>
 using Column = Eigen::Array<T, Eigen::Dynamic, 1>;
