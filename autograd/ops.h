@@ -150,6 +150,13 @@ struct BatchNormStats {
 };
 Tensor batch_norm_train(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
                         BatchNormStats* stats = nullptr);
+// Group normalisation, as F.group_norm: x: (N, C, *) viewed as (N, G, (C/G)·Π*), each (n, g) row
+// normalised by its mean and biased variance, then y = x̂·weight[c] + bias[c] per channel c.
+// weight, bias: (C) or undefined (no scale, no shift); C must be divisible by num_groups. One fused
+// node where the backend has the kernel (the CPU, float32 and float64), else the composition
+// mt::reference::group_norm (autograd/functions/group_norm.cpp, Note [Group norm by a kernel]).
+Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight = Tensor(), const Tensor& bias = Tensor(),
+                  double eps = 1e-5);
 
 // ---- operators --------------------------------------------------------------------------------
 inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }

@@ -1,5 +1,5 @@
-// GroupNorm and InstanceNorm2d: a fused layer norm over the rows of (N, G, C/G·Π*), the per-channel
-// affine map after it, and InstanceNorm's running statistics.
+// GroupNorm and InstanceNorm2d over mt::group_norm (autograd/functions/group_norm.cpp), and
+// InstanceNorm's running statistics.
 #include "nn/group_norm.h"
 
 #include <algorithm>
@@ -12,38 +12,10 @@
 
 namespace mt::nn {
 
-namespace {
-
-// (1, C, 1, ...) for x: (N, C, ...): a per-channel tensor broadcast against x.
-Shape channel_shape(const Tensor& x) {
-  Shape s;
-  for (int d = 0; d < x.dim(); ++d) s.push_back(d == 1 ? x.size(1) : 1);
-  return s;
-}
-
-Tensor affine(Tensor y, const Tensor& weight, const Tensor& bias) {
-  if (weight.defined()) y = y * weight.view(channel_shape(y));
-  if (bias.defined()) y = y + bias.view(channel_shape(y));
-  return y;
-}
-
-}  // namespace
-
 namespace functional {
 
 Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight, const Tensor& bias, double eps) {
-  MT_CHECK(x.dim() >= 2, "group_norm: input must be (N, C, ...), got shape ", x.sizes());
-  const int64_t n = x.size(0), c = x.size(1);
-  MT_CHECK(num_groups > 0 && c % num_groups == 0, "group_norm: num_groups (", num_groups,
-           ") must be positive and divide the channels (", c, ") of input ", x.sizes());
-  for (const Tensor* t : {&weight, &bias}) {
-    MT_CHECK(!t->defined() || t->sizes() == Shape{c}, "group_norm: ", t == &weight ? "weight " : "bias ",
-             t->sizes(), " must be (", c, "), the channels of input ", x.sizes());
-  }
-  // A group's channels and positions are contiguous in (N, C, *): one row each of (N, G, C/G·Π*).
-  const int64_t row = n * num_groups == 0 ? 0 : x.numel() / (n * num_groups);
-  const Tensor y = reshape(mt::layer_norm(reshape(x, Shape{n, num_groups, row}), Tensor(), Tensor(), eps), x.sizes());
-  return affine(y, weight, bias);
+  return mt::group_norm(x, num_groups, weight, bias, eps);
 }
 
 Tensor instance_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
@@ -66,7 +38,7 @@ Tensor instance_norm(const Tensor& x, const Tensor& running_mean, const Tensor& 
     rm.mul_(1.0 - o.momentum).add_(mean(mean(x, dims), {0}), o.momentum);
     rv.mul_(1.0 - o.momentum).add_(mean(var(x, dims, {.unbiased = true}), {0}), o.momentum);
   }
-  return group_norm(x, c, weight, bias, o.eps);
+  return mt::group_norm(x, c, weight, bias, o.eps);
 }
 
 }  // namespace functional

@@ -7,8 +7,8 @@
 //                       running_mean ← (1 - m)·running_mean + m·mean_n(mean of plane (n, c))
 //                       running_var  ← (1 - m)·running_var  + m·mean_n(unbiased var of plane (n, c))
 //                     and eval normalises with them, as BatchNorm's eval does (PyTorch's rule).
-// Both are one fused layer norm over the rows of a reshape of x (mt::layer_norm with no weight or
-// bias), then the per-channel affine map: no node of their own, CPU and CUDA alike.
+// Both are mt::group_norm: one fused node on the CPU, on CUDA a layer norm over the rows of a
+// reshape of x, then the per-channel affine map (Note [Group norm by a kernel]).
 #pragma once
 
 #include "nn/module.h"
