@@ -3,6 +3,7 @@
 #pragma once
 
 #include "autograd/accumulate_grad.h"
+#include "autograd/autocast.h"
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
 #include "autograd/gradcheck.h"

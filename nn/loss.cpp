@@ -2,6 +2,7 @@
 // node. Masks, class weights and checks use raw ops (tensor/raw_ops.h): they need no gradient.
 #include <cmath>
 
+#include "autograd/autocast.h"
 #include "autograd/record.h"
 #include "nn/functional.h"
 #include "tensor/raw_ops.h"
@@ -160,20 +161,26 @@ Tensor nll(const Tensor& log_probs, const SampleWeights& s, Reduction reduction,
 
 }  // namespace
 
-Tensor mse_loss(const Tensor& input, const Tensor& target, LossOptions o) {
+Tensor mse_loss(const Tensor& input_in, const Tensor& target_in, LossOptions o) {
+  // Under autocast every loss runs in float32 (Note [Autocast op lists]).
+  const Tensor input = autocast::to_float32(input_in), target = autocast::to_float32(target_in);
   check_same_shape("mse_loss", input, target);
   check_reduction("mse_loss", o.reduction);
   if (o.reduction == Reduction::None) return mt::pow(input - target, 2.0);
   return detail::fused_mse(input, target, o.reduction == Reduction::Mean);
 }
 
-Tensor nll_loss(const Tensor& log_probs, const Tensor& target, NLLLossOptions o) {
+Tensor nll_loss(const Tensor& log_probs_in, const Tensor& target, NLLLossOptions o) {
+  // Under autocast every loss runs in float32 (Note [Autocast op lists]).
+  const Tensor log_probs = autocast::to_float32(log_probs_in);
   const bool may_ignore = check_class_targets("nll_loss", log_probs, target, o.weight, o.ignore_index);
   if (!o.weight.defined() && !may_ignore) return plain_nll(log_probs, target, o.reduction, "nll_loss");
   return nll(log_probs, sample_weights(log_probs, target, o.weight, o.ignore_index), o.reduction, "nll_loss");
 }
 
-Tensor cross_entropy(const Tensor& logits, const Tensor& target, CrossEntropyOptions o) {
+Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, CrossEntropyOptions o) {
+  // Under autocast every loss runs in float32 (Note [Autocast op lists]).
+  const Tensor logits = autocast::to_float32(logits_in);
   const bool may_ignore = check_class_targets("cross_entropy", logits, target, o.weight, o.ignore_index);
   MT_CHECK(o.label_smoothing >= 0.0 && o.label_smoothing <= 1.0, "cross_entropy: label_smoothing must be in [0, 1], got ",
            o.label_smoothing);
@@ -196,7 +203,9 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, CrossEntropyOpt
 // ℓ = -w·(t·max(log x, -100) + (1 - t)·max(log(1 - x), -100)), with log(1 - x) as log1p(-x).
 // dℓ/dx = -w·(t/x - (1 - t)/(1 - x)) = w·(x - t)/(x·(1 - x)) inside the clamp; PyTorch's node writes
 // the right side, which equals it to rounding.
-Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, BCEOptions o) {
+Tensor binary_cross_entropy(const Tensor& input_in, const Tensor& target_in, BCEOptions o) {
+  // Under autocast every loss runs in float32 (Note [Autocast op lists]).
+  const Tensor input = autocast::to_float32(input_in), target = autocast::to_float32(target_in);
   check_same_shape("binary_cross_entropy", input, target);
   const Tensor log_x = mt::clamp(mt::log(input), -100.0, std::nullopt);
   const Tensor log_1mx = mt::clamp(mt::log1p(-input), -100.0, std::nullopt);
@@ -211,7 +220,9 @@ Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, BCEOption
 // overflows, and the sum inside the log is in [1, 2]. m is a clamp, whose gradient passes at its
 // bound, so at x = 0 the derivative is the true -1/2 (a relu would give 0 there). It is PyTorch's form.
 //   ℓ = (1 - t)·x + lw·log(1 + e⁻ˣ),  lw = 1 + (p - 1)·t   =>   dℓ/dx = (1 - t) - lw·σ(-x)
-Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target, BCEWithLogitsOptions o) {
+Tensor binary_cross_entropy_with_logits(const Tensor& input_in, const Tensor& target_in, BCEWithLogitsOptions o) {
+  // Under autocast every loss runs in float32 (Note [Autocast op lists]).
+  const Tensor input = autocast::to_float32(input_in), target = autocast::to_float32(target_in);
   check_same_shape("binary_cross_entropy_with_logits", input, target);
   const Tensor m = mt::clamp(-input, 0.0, std::nullopt);
   const Tensor softplus_neg = m + mt::log(mt::exp(-m) + mt::exp(-input - m));  // log(1 + e⁻ˣ)
@@ -225,7 +236,9 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& targe
 // there instead of 0 (Note [Guarded branches] in nn/functional.cpp): log 0 = -inf, and 0·-inf = NaN
 // in the value and in the gradient.   dℓ/dinput = -t
 // With log_target:  ℓ = eᵗ·(t - input)   =>   dℓ/dinput = -eᵗ
-Tensor kl_div(const Tensor& input, const Tensor& target, KLDivOptions o) {
+Tensor kl_div(const Tensor& input_in, const Tensor& target_in, KLDivOptions o) {
+  // Under autocast every loss runs in float32 (Note [Autocast op lists]).
+  const Tensor input = autocast::to_float32(input_in), target = autocast::to_float32(target_in);
   check_same_shape("kl_div", input, target);
   Tensor losses;
   if (o.log_target) {
@@ -240,7 +253,9 @@ Tensor kl_div(const Tensor& input, const Tensor& target, KLDivOptions o) {
 
 // Both halves are finite everywhere, so where() needs no guard; at |d| = β they meet with equal slope.
 //   dℓ/dinput = d/β where |d| < β, else sign(d)
-Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, SmoothL1Options o) {
+Tensor smooth_l1_loss(const Tensor& input_in, const Tensor& target_in, SmoothL1Options o) {
+  // Under autocast every loss runs in float32 (Note [Autocast op lists]).
+  const Tensor input = autocast::to_float32(input_in), target = autocast::to_float32(target_in);
   check_same_shape("smooth_l1_loss", input, target);
   MT_CHECK(o.beta >= 0.0, "smooth_l1_loss: beta must be >= 0, got ", o.beta);
   const Tensor d = input - target;
@@ -252,7 +267,9 @@ Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, SmoothL1Options
 }
 
 //   dℓ/dinput = d where |d| < δ, else δ·sign(d)
-Tensor huber_loss(const Tensor& input, const Tensor& target, HuberOptions o) {
+Tensor huber_loss(const Tensor& input_in, const Tensor& target_in, HuberOptions o) {
+  // Under autocast every loss runs in float32 (Note [Autocast op lists]).
+  const Tensor input = autocast::to_float32(input_in), target = autocast::to_float32(target_in);
   check_same_shape("huber_loss", input, target);
   MT_CHECK(o.delta > 0.0, "huber_loss: delta must be > 0, got ", o.delta);
   const Tensor d = input - target;

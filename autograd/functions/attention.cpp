@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "autograd/autocast.h"
 #include "autograd/ops.h"
 #include "tensor/raw_ops.h"
 
@@ -59,9 +60,12 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   return scaled_dot_product_attention(q, k, v, Tensor(), options);
 }
 
-Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask,
+Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const Tensor& mask_in,
                                     const AttentionOptions& options) {
   const char* op = "scaled_dot_product_attention";
+  // Under autocast, float32 until the attention kernels take 16-bit inputs (Note [Autocast op lists]).
+  const Tensor q = autocast::to_float32(q_in), k = autocast::to_float32(k_in), v = autocast::to_float32(v_in),
+               attn_mask = autocast::to_float32(mask_in);
   MT_CHECK((q.dim() == 4 || q.dim() == 3) && k.dim() == q.dim() && v.dim() == q.dim(), op,
            ": q, k, v must all be 4-D (B, H, T, d) or all 3-D (H, T, d), got ", q.sizes(), ", ", k.sizes(), ", ",
            v.sizes());

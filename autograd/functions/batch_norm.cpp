@@ -12,6 +12,7 @@
 // (the two subtracted terms are the gradient flowing through mean and var).
 #include <algorithm>
 
+#include "autograd/autocast.h"
 #include "autograd/ops.h"
 #include "autograd/record.h"
 #include "tensor/raw_ops.h"
@@ -62,7 +63,11 @@ struct BatchNormBackward final : Node {
 // once too. The statistics (returned in stats) are float32; an in-place update of 16-bit running
 // buffers rounds into them. The price is a float32 copy of x, kept for the backward as the centred
 // x: memory a fused 16-bit kernel would not need.
-Tensor batch_norm_train(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, BatchNormStats* stats) {
+Tensor batch_norm_train(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in, double eps,
+                        BatchNormStats* stats) {
+  // In float32 under autocast (Note [Autocast op lists]).
+  const Tensor x = autocast::to_float32(x_in), weight = autocast::to_float32(weight_in),
+               bias = autocast::to_float32(bias_in);
   MT_CHECK(x.dim() >= 2, "batch_norm: input must be (N, C, ...), got shape ", x.sizes());
   MT_CHECK(is_floating(x.dtype()), "batch_norm: needs a floating dtype, got ", x.dtype());
   if (is_low_precision(x.dtype())) {

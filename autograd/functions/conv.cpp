@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <type_traits>
 
+#include "autograd/autocast.h"
 #include "autograd/ops.h"
 #include "autograd/record.h"
 #include "autograd/spatial_ops.h"
@@ -140,7 +141,9 @@ Tensor fold(const Tensor& x, Size2 output_size, const UnfoldOptions& options) {
   return y;
 }
 
-Tensor conv2d(const Tensor& x_in, const Tensor& w, const Tensor& b, const Conv2dOptions& options) {
+Tensor conv2d(const Tensor& x_arg, const Tensor& w_arg, const Tensor& b_arg, const Conv2dOptions& options) {
+  // Under autocast, float32 until the convolution kernels take 16-bit inputs (Note [Autocast op lists]).
+  const Tensor x_in = autocast::to_float32(x_arg), w = autocast::to_float32(w_arg), b = autocast::to_float32(b_arg);
   return unbatched(x_in, [&](const Tensor& x) {
     Tensor y = raw::conv2d(x, w, b, options);
     if (auto node = record<Conv2dBackward>({&x, &w, &b})) {

@@ -10,6 +10,7 @@
 //             db = Σ_{n, h, w} dy
 // with the convolution's stride, padding, dilation and groups. output_padding makes OH one of the
 // `stride` sizes whose convolution gives back H, so it must be < stride.
+#include "autograd/autocast.h"
 #include "autograd/ops.h"
 #include "autograd/record.h"
 #include "autograd/spatial_ops.h"
@@ -78,7 +79,10 @@ Tensor conv_transpose2d_batched(const Tensor& x, const Tensor& w, const Tensor& 
 
 }  // namespace
 
-Tensor conv_transpose2d(const Tensor& x, const Tensor& w, const Tensor& b, const ConvTranspose2dOptions& options) {
+Tensor conv_transpose2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in,
+                        const ConvTranspose2dOptions& options) {
+  // Under autocast, float32 until the convolution kernels take 16-bit inputs (Note [Autocast op lists]).
+  const Tensor x = autocast::to_float32(x_in), w = autocast::to_float32(w_in), b = autocast::to_float32(b_in);
   if (x.dim() == 3) return squeeze(conv_transpose2d_batched(unsqueeze(x, 0), w, b, options), 0);
   return conv_transpose2d_batched(x, w, b, options);
 }

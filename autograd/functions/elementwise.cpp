@@ -5,6 +5,7 @@
 #include <numbers>
 #include <optional>
 
+#include "autograd/autocast.h"
 #include "autograd/ops.h"
 #include "autograd/record.h"
 #include "tensor/raw_ops.h"
@@ -282,17 +283,18 @@ Tensor where(const Tensor& cond, double a, const Tensor& b) { return where(cond,
 Tensor add(const Tensor& a, double s) { return unary_op(UnaryOp::AddScalar, a, s); }
 Tensor mul(const Tensor& a, double s) { return unary_op(UnaryOp::MulScalar, a, s); }
 Tensor neg(const Tensor& x) { return unary_op(UnaryOp::Neg, x); }
-Tensor exp(const Tensor& x) { return unary_op(UnaryOp::Exp, x); }
-Tensor log(const Tensor& x) { return unary_op(UnaryOp::Log, x); }
+// These five run in float32 under autocast (Note [Autocast op lists]).
+Tensor exp(const Tensor& x) { return unary_op(UnaryOp::Exp, autocast::to_float32(x)); }
+Tensor log(const Tensor& x) { return unary_op(UnaryOp::Log, autocast::to_float32(x)); }
 Tensor sqrt(const Tensor& x) { return unary_op(UnaryOp::Sqrt, x); }
 Tensor tanh(const Tensor& x) { return unary_op(UnaryOp::Tanh, x); }
 Tensor sigmoid(const Tensor& x) { return unary_op(UnaryOp::Sigmoid, x); }
 Tensor relu(const Tensor& x) { return unary_op(UnaryOp::Relu, x); }
 Tensor abs(const Tensor& x) { return unary_op(UnaryOp::Abs, x); }
 Tensor erf(const Tensor& x) { return unary_op(UnaryOp::Erf, x); }
-Tensor expm1(const Tensor& x) { return unary_op(UnaryOp::Expm1, x); }
-Tensor log1p(const Tensor& x) { return unary_op(UnaryOp::Log1p, x); }
-Tensor pow(const Tensor& x, double exponent) { return unary_op(UnaryOp::Pow, x, exponent); }
+Tensor expm1(const Tensor& x) { return unary_op(UnaryOp::Expm1, autocast::to_float32(x)); }
+Tensor log1p(const Tensor& x) { return unary_op(UnaryOp::Log1p, autocast::to_float32(x)); }
+Tensor pow(const Tensor& x, double exponent) { return unary_op(UnaryOp::Pow, autocast::to_float32(x), exponent); }
 
 Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max) {
   MT_CHECK(min || max, "clamp: give at least one of min and max");

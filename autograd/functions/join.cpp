@@ -3,6 +3,7 @@
 // views, so each piece carries its own (slice) backward and a piece nobody uses costs nothing.
 #include <algorithm>
 
+#include "autograd/autocast.h"
 #include "autograd/ops.h"
 #include "autograd/record.h"
 #include "tensor/raw_ops.h"
@@ -34,9 +35,7 @@ struct CatBackward final : Node {
   std::string name() const override { return "CatBackward"; }
 };
 
-}  // namespace
-
-Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
+Tensor cat_op(const std::vector<Tensor>& tensors, int64_t dim) {
   Tensor y = raw::cat(tensors, dim);
   if (!GradMode::is_enabled()) return y;
   if (std::none_of(tensors.begin(), tensors.end(), [](const Tensor& t) { return detail::requires_grad(t); }))
@@ -51,6 +50,13 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   }
   set_history(y, node);
   return y;
+}
+
+}  // namespace
+
+// Under autocast, mixed dtypes are promoted to the widest (Note [Autocast op lists]); stack is cat's.
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
+  return autocast::is_enabled() ? cat_op(autocast::promote(tensors), dim) : cat_op(tensors, dim);
 }
 
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {

@@ -1,4 +1,5 @@
 // Differentiable matmul, fused linear, softmax and log_softmax.
+#include "autograd/autocast.h"
 #include "autograd/ops.h"
 #include "autograd/record.h"
 #include "tensor/raw_ops.h"
@@ -80,7 +81,8 @@ struct SoftmaxBackward final : Node {
   std::string name() const override { return log ? "LogSoftmaxBackward" : "SoftmaxBackward"; }
 };
 
-Tensor softmax_op(const Tensor& x, int64_t dim, bool log) {
+Tensor softmax_op(const Tensor& x_in, int64_t dim, bool log) {
+  const Tensor x = autocast::to_float32(x_in);  // Note [Autocast op lists]
   Tensor y = log ? raw::log_softmax(x, dim) : raw::softmax(x, dim);
   if (auto node = record<SoftmaxBackward>({&x})) {
     node->saved = SavedTensor(is_low_precision(x.dtype()) ? x : y), node->dim = dim, node->log = log;
@@ -91,7 +93,8 @@ Tensor softmax_op(const Tensor& x, int64_t dim, bool log) {
 
 }  // namespace
 
-Tensor matmul(const Tensor& a, const Tensor& b) {
+Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
+  const Tensor a = autocast::to_lower(a_in), b = autocast::to_lower(b_in);  // Note [Autocast op lists]
   // 1-D operands become matrices through differentiable views, so one backward covers every case.
   if (a.dim() == 1 || b.dim() == 1) {
     Tensor r = matmul(a.dim() == 1 ? unsqueeze(a, 0) : a, b.dim() == 1 ? unsqueeze(b, 1) : b);
@@ -107,7 +110,10 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   return y;
 }
 
-Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
+Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
+  // Under autocast in low precision (Note [Autocast op lists]), each weight cast once per region
+  // (Note [Autocast cast cache]).
+  const Tensor x = autocast::to_lower(x_in), w = autocast::to_lower(w_in), b = autocast::to_lower(b_in);
   Tensor y = raw::linear(x, w, b);
   std::shared_ptr<LinearBackward> node =
       b.defined() ? record<LinearBackward>({&x, &w, &b}) : record<LinearBackward>({&x, &w});

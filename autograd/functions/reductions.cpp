@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "autograd/autocast.h"
 #include "autograd/ops.h"
 #include "autograd/record.h"
 #include "tensor/raw_ops.h"
@@ -131,7 +132,8 @@ struct LogsumexpBackward final : Node {
 
 }  // namespace
 
-Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+Tensor logsumexp(const Tensor& x_in, const std::vector<int64_t>& dims, bool keepdim) {
+  const Tensor x = autocast::to_float32(x_in);  // Note [Autocast op lists]
   MT_CHECK(is_floating(x.dtype()), "logsumexp: needs a floating dtype, got ", x.dtype());
   // m: (x with dims kept as 1), 0 where the slice's max is infinite (Note [Logsumexp shift]).
   const Tensor m_raw = raw::max(x, dims, /*keepdim=*/true);
@@ -148,7 +150,8 @@ Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim
   return y;
 }
 
-Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+Tensor sum(const Tensor& x_in, const std::vector<int64_t>& dims, bool keepdim) {
+  const Tensor x = autocast::to_float32(x_in);  // Note [Autocast op lists]
   Tensor y = raw::sum(x, dims, keepdim);
   if (auto node = record<SumBackward>({&x})) {
     node->in_shape = x.sizes(), node->dims = dims, node->keepdim = keepdim;
@@ -157,7 +160,8 @@ Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
   return y;
 }
 
-Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+Tensor mean(const Tensor& x_in, const std::vector<int64_t>& dims, bool keepdim) {
+  const Tensor x = autocast::to_float32(x_in);  // Note [Autocast op lists]
   Tensor y = raw::mean(x, dims, keepdim);
   if (auto node = record<SumBackward>({&x})) {
     node->in_shape = x.sizes(), node->dims = dims, node->keepdim = keepdim;
@@ -177,7 +181,8 @@ Tensor min(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) { re
 // bfloat16 and float16: computed in float32 and rounded once, as PyTorch's CPU var does (five
 // 16-bit roundings on the way would cost up to several ulps); the casts are graph nodes, so the
 // gradient comes back in x's dtype.
-Tensor var(const Tensor& x, const std::vector<int64_t>& dims, VarOptions options) {
+Tensor var(const Tensor& x_in, const std::vector<int64_t>& dims, VarOptions options) {
+  const Tensor x = autocast::to_float32(x_in);  // Note [Autocast op lists]; std is var's too
   MT_CHECK(is_floating(x.dtype()), "var: needs a floating dtype, got ", x.dtype());
   if (is_low_precision(x.dtype())) return cast(var(cast(x, kFloat32), dims, options), x.dtype());
   const Tensor centered = x - mean(x, dims, /*keepdim=*/true);

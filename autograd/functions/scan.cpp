@@ -1,5 +1,6 @@
 // cumsum: running sums along one dim, with a node of its own whose backward is the running sum taken
 // from the other end. Both directions run the backend's scan (raw::cumsum, tensor/raw_scan.cpp).
+#include "autograd/autocast.h"
 #include "autograd/ops.h"
 #include "autograd/record.h"
 #include "tensor/raw_ops.h"
@@ -20,7 +21,8 @@ struct CumsumBackward final : Node {
 
 }  // namespace
 
-Tensor cumsum(const Tensor& x, int64_t dim) {
+Tensor cumsum(const Tensor& x_in, int64_t dim) {
+  const Tensor x = autocast::to_float32(x_in);  // Note [Autocast op lists]
   if (x.dim() == 0) return clone(x);
   const int d = wrap_dim(dim, x.dim(), "cumsum");
   Tensor y = raw::cumsum(x, d);  // one pass on the CPU; composed elsewhere (Note [Cumsum by doubling])

@@ -1,6 +1,7 @@
 // Differentiable transformer ops: the fused layer_norm, gelu and attention (one node each, backward
 // by the fused kernels of tensor/raw_transformer.cpp), and embedding, masked_fill and tril, which compose existing differentiable ops and so need no node of their own.
 // The compositions the fused ops replace are in reference_ops.cpp; tests compare the two.
+#include "autograd/autocast.h"
 #include "autograd/ops.h"
 #include "autograd/record.h"
 #include "tensor/raw_ops.h"
@@ -58,7 +59,10 @@ struct AttentionBackward final : Node {
 
 }  // namespace
 
-Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
+Tensor layer_norm(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in, double eps) {
+  // In float32 under autocast (Note [Autocast op lists]).
+  const Tensor x = autocast::to_float32(x_in), weight = autocast::to_float32(weight_in),
+               bias = autocast::to_float32(bias_in);
   raw::LayerNormResult r = raw::layer_norm(x, weight, bias, eps);
   if (auto node = record<LayerNormBackward>({&x, &weight, &bias})) {
     node->x = SavedTensor(x), node->weight = SavedTensor(weight);
