@@ -71,7 +71,8 @@ Metadata model_metadata(const Options& o, const Data& d, const std::string& sign
                 {"task", d.classification ? "classification" : "regression"},
                 {d.classification ? "classes" : "outputs", std::to_string(d.out_features)},
                 {"inputs", std::to_string(d.in_features)},
-                {"dataset", o.dataset}};
+                {"dataset", o.dataset},
+                {"precision", o.precision}};  // what the weights were trained in; they are float32
   if (d.standardized) {
     m["standardize_mean"] = exact(d.input_mean);
     m["standardize_std"] = exact(d.input_std);

@@ -95,6 +95,8 @@ struct Options {
   std::string checkpoint_format;      // sharded | single; as parsed, "" becomes sharded under --zero, else single
   // ---- added with issue 38: memory per rank ----
   size_t max_memory = 0;              // > 0: bytes of tensors this process may hold (tensor/memory.h); 0: no cap
+  // ---- added with issue 39: mixed precision ----
+  std::string precision = "fp32";     // fp32 | bf16 | fp16: forward and loss under autocast (autograd/autocast.h)
 };
 
 // Parses argv. Returns true to go on; false when the process should exit with *exit_code (--help,

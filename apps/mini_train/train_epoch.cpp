@@ -13,6 +13,7 @@
 #include "apps/mini_train/interrupt.h"
 #include "apps/mini_train/progress.h"
 #include "apps/mini_train/test_hooks.h"
+#include "autograd/autocast.h"
 #include "autograd/ops.h"
 #include "distributed/fault/heartbeat.h"
 #include "trace/tracer.h"
@@ -32,7 +33,13 @@ double forward_backward(Run& r, nn::Module& net, const data::Batch& batch, int64
   trace::Span forward_span("forward");
   // Already on r.device: on a GPU the loader copied it through pinned memory while the previous
   // step computed, and the compute stream waits for that copy (data/dataloader.h).
-  const Tensor loss = (*r.loss_fn)(net.forward(batch.input), batch.target);
+  Tensor loss;
+  {
+    // --precision bf16: forward and loss under autocast, backward outside it, as PyTorch's recipe
+    // (autograd/autocast.h); a disabled guard changes nothing.
+    const AutocastGuard autocast(r.o.precision == "fp16" ? kFloat16 : kBFloat16, {.enabled = r.o.precision != "fp32"});
+    loss = (*r.loss_fn)(net.forward(batch.input), batch.target);
+  }
   const double l = loss.item();
   // Stop before a NaN/inf reaches the weights: they stay as they were after the last good step.
   MT_CHECK(std::isfinite(l) || r.o.allow_nonfinite, "the loss is ", l, " at step ", r.step + 1, " (epoch ", epoch,

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end tests of mini_train's trainer features: gradient accumulation, per-step logs, the
 # validation split and early stopping, loss curves, options refused or warned about, and models
-# loaded from their files. Usage: trainer_test.sh MINI_TRAIN PYTHON CASE [EXAMPLE_LOAD_MODEL]
+# loaded from their files, mixed precision. Usage: trainer_test.sh MINI_TRAIN PYTHON CASE [EXAMPLE_LOAD_MODEL]
 # (tests/CMakeLists.txt registers one CTest test per case). Each case runs in a fresh temp folder.
 set -uo pipefail
 bin=$1
@@ -349,6 +349,41 @@ PY
   expect_error "--output is required" plot a.jsonl
   expect_error "logs is required" plot -o c.svg
   [[ ! -e c.svg ]] || fail "plot wrote an SVG after an error"
+  ;;
+precision)
+  # --precision bf16 (autograd/autocast.h): the GPT and CNN presets train under autocast (the loss
+  # falls), the weights stay float32 master weights (every tensor of the model file is F32), and the
+  # config table and the model file's metadata say so. fp16 waits for loss scaling.
+  for i in $(seq 40); do echo "the quick brown fox $i jumps over the lazy dog"; done >t.txt
+  "$bin" --text t.txt --layers 1 --heads 2 --dim 16 --context 16 --batch-size 64 --lr 1e-2 --max-steps 0 --epochs 3 \
+    --precision bf16 --save gpt.safetensors >out.txt 2>err.txt || { cat err.txt; fail "gpt --precision bf16 failed"; }
+  grep -q '^  precision    bf16 (autocast: matmul and linear in bfloat16, float32 master weights)$' out.txt ||
+    { cat out.txt; fail "config table: no precision row"; }
+  first=$(sed -n 's/^Epoch \[1\/3\], Loss: \([0-9.]*\).*/\1/p' out.txt)
+  last=$(sed -n 's/^Epoch \[3\/3\], Loss: \([0-9.]*\).*/\1/p' out.txt)
+  awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a - 1) }' ||
+    { cat out.txt; fail "gpt bf16: loss did not fall: $first -> $last"; }
+  write_npy x784.npy "<f4" 40,28,28 "rnd.random() * 255"
+  write_npy y784.npy "<i8" 40 "i % 10"
+  "$bin" --inputs x784.npy --targets y784.npy --model cnn --epochs 4 --batch-size 20 --precision bf16 \
+    --save cnn.safetensors >cnn.txt 2>err.txt || { cat err.txt; fail "cnn --precision bf16 failed"; }
+  first=$(sed -n 's/^Epoch \[1\/4\], Loss: \([0-9.]*\).*/\1/p' cnn.txt)
+  last=$(sed -n 's/^Epoch \[4\/4\], Loss: \([0-9.]*\).*/\1/p' cnn.txt)
+  awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a) }' ||
+    { cat cnn.txt; fail "cnn bf16: loss did not fall: $first -> $last"; }
+  for f in gpt cnn; do
+    "$py" - $f.safetensors <<'PY' || fail "$f.safetensors: not float32 weights with precision bf16 in the metadata"
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+header = json.loads(raw[8:8 + struct.unpack("<Q", raw[:8])[0]])
+meta = header.pop("__metadata__")
+assert meta["precision"] == "bf16", meta
+assert all(t["dtype"] == "F32" or name.endswith("num_batches_tracked") for name, t in header.items()), header
+PY
+  done
+  "$bin" eval --init gpt.safetensors >/dev/null || fail "mini_train eval of a bf16-trained gpt failed"
+  expect_error "--precision fp16 needs loss scaling, which this build does not have yet" --precision fp16
+  expect_error "--precision: bf32 not in {fp32,bf16,fp16}" --precision bf32
   ;;
 *)
   fail "unknown case $case_name"
