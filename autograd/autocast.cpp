@@ -13,12 +13,12 @@ namespace mt {
 // Note [Autocast op lists]: which ops autocast changes, and to what. The lists follow PyTorch's
 // "Autocast Op Reference" (https://pytorch.org/docs/stable/amp.html) and its source,
 // aten/src/ATen/autocast_mode.cpp, restricted to the ops minitrain has:
-//   lower precision (to_lower: inputs to bfloat16/float16): matmul, linear. PyTorch's CPU and CUDA
-//     lists agree on these: GEMMs gain the most from 16-bit operands and accumulate in float32
-//     anyway (Note [Low-precision GEMM in tiles]). PyTorch lists convolutions and attention there
-//     too; here conv2d, conv1d, conv_transpose2d and scaled_dot_product_attention are on the float32
-//     list until their kernels take 16-bit inputs (the CPU's refuse them), which is correct, and
-//     costs the speed and memory those ops would save.
+//   lower precision (to_lower: inputs to bfloat16/float16): matmul, linear, conv2d (conv1d is
+//     conv2d), conv_transpose2d, scaled_dot_product_attention. GEMM-shaped work gains the most from
+//     16-bit operands and sums in float32 anyway (Note [Low-precision GEMM in tiles], Note
+//     [Low-precision convolution], Note [Low-precision attention]). PyTorch's CUDA list has all of
+//     them, and PyTorch 2's CPU list scaled_dot_product_attention; 1.13's CPU list keeps
+//     conv_transpose in float32.
 //   float32 (to_float32: 16-bit inputs to float32): softmax, log_softmax, layer_norm (and the group
 //     norm built on it), batch_norm_train, sum, mean, var, std, logsumexp, cumsum, exp, expm1, log,
 //     log1p, pow, and every loss in nn/loss.cpp. This is PyTorch's CUDA list ("CUDA Ops that can

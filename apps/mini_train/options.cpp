@@ -140,8 +140,8 @@ void add_training_options(CLI::App& app, Options& o, RawFlags& raw) {
                  "default: MT_MAX_MEMORY, else no limit): an allocation past it stops the run with one "
                  "out-of-memory line")->group(kGroup);
   app.add_option("--precision", o.precision, "fp32, or mixed precision: bf16 (forward and loss under autocast, "
-                 "matmul and linear in bfloat16, float32 master weights and gradients) or fp16 (float16, needs "
-                 "loss scaling)")->check(CLI::IsMember({"fp32", "bf16", "fp16"}))->group(kGroup);
+                 "matmul, linear, conv and attention in bfloat16, float32 master weights and gradients) or "
+                 "fp16 (float16, needs loss scaling)")->check(CLI::IsMember({"fp32", "bf16", "fp16"}))->group(kGroup);
 }
 
 void add_file_options(CLI::App& app, Options& o) {

@@ -175,7 +175,7 @@ void print_config(const Run& r) {
                    " global, " + std::to_string(r.steps_per_epoch) + " steps per epoch" + clamped);
   row("optimizer", optimizer_description(o));
   row("precision", o.precision == "fp32" ? std::string("fp32")
-                                         : o.precision + " (autocast: matmul and linear in " +
+                                         : o.precision + " (autocast: matmul, linear, conv and attention in " +
                                                (o.precision == "bf16" ? "bfloat16" : "float16") +
                                                ", float32 master weights)");
   row("epochs", std::to_string(o.epochs) + (o.max_steps > 0 ? ", at most " + std::to_string(o.max_steps) +

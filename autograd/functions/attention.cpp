@@ -63,9 +63,9 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
 Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const Tensor& mask_in,
                                     const AttentionOptions& options) {
   const char* op = "scaled_dot_product_attention";
-  // Under autocast, float32 until the attention kernels take 16-bit inputs (Note [Autocast op lists]).
-  const Tensor q = autocast::to_float32(q_in), k = autocast::to_float32(k_in), v = autocast::to_float32(v_in),
-               attn_mask = autocast::to_float32(mask_in);
+  // Under autocast in low precision, a floating mask too (Note [Autocast op lists]).
+  const Tensor q = autocast::to_lower(q_in), k = autocast::to_lower(k_in), v = autocast::to_lower(v_in),
+               attn_mask = autocast::to_lower(mask_in);
   MT_CHECK((q.dim() == 4 || q.dim() == 3) && k.dim() == q.dim() && v.dim() == q.dim(), op,
            ": q, k, v must all be 4-D (B, H, T, d) or all 3-D (H, T, d), got ", q.sizes(), ", ", k.sizes(), ", ",
            v.sizes());

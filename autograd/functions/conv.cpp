@@ -142,8 +142,8 @@ Tensor fold(const Tensor& x, Size2 output_size, const UnfoldOptions& options) {
 }
 
 Tensor conv2d(const Tensor& x_arg, const Tensor& w_arg, const Tensor& b_arg, const Conv2dOptions& options) {
-  // Under autocast, float32 until the convolution kernels take 16-bit inputs (Note [Autocast op lists]).
-  const Tensor x_in = autocast::to_float32(x_arg), w = autocast::to_float32(w_arg), b = autocast::to_float32(b_arg);
+  // Under autocast in low precision (Note [Autocast op lists]), each weight cast once per region.
+  const Tensor x_in = autocast::to_lower(x_arg), w = autocast::to_lower(w_arg), b = autocast::to_lower(b_arg);
   return unbatched(x_in, [&](const Tensor& x) {
     Tensor y = raw::conv2d(x, w, b, options);
     if (auto node = record<Conv2dBackward>({&x, &w, &b})) {

@@ -81,8 +81,8 @@ Tensor conv_transpose2d_batched(const Tensor& x, const Tensor& w, const Tensor& 
 
 Tensor conv_transpose2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in,
                         const ConvTranspose2dOptions& options) {
-  // Under autocast, float32 until the convolution kernels take 16-bit inputs (Note [Autocast op lists]).
-  const Tensor x = autocast::to_float32(x_in), w = autocast::to_float32(w_in), b = autocast::to_float32(b_in);
+  // Under autocast in low precision (Note [Autocast op lists]), each weight cast once per region.
+  const Tensor x = autocast::to_lower(x_in), w = autocast::to_lower(w_in), b = autocast::to_lower(b_in);
   if (x.dim() == 3) return squeeze(conv_transpose2d_batched(unsqueeze(x, 0), w, b, options), 0);
   return conv_transpose2d_batched(x, w, b, options);
 }

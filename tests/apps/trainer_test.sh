@@ -357,7 +357,8 @@ precision)
   for i in $(seq 40); do echo "the quick brown fox $i jumps over the lazy dog"; done >t.txt
   "$bin" --text t.txt --layers 1 --heads 2 --dim 16 --context 16 --batch-size 64 --lr 1e-2 --max-steps 0 --epochs 3 \
     --precision bf16 --save gpt.safetensors >out.txt 2>err.txt || { cat err.txt; fail "gpt --precision bf16 failed"; }
-  grep -q '^  precision    bf16 (autocast: matmul and linear in bfloat16, float32 master weights)$' out.txt ||
+  grep -q '^  precision    bf16 (autocast: matmul, linear, conv and attention in bfloat16, float32 master weights)$' \
+    out.txt ||
     { cat out.txt; fail "config table: no precision row"; }
   first=$(sed -n 's/^Epoch \[1\/3\], Loss: \([0-9.]*\).*/\1/p' out.txt)
   last=$(sed -n 's/^Epoch \[3\/3\], Loss: \([0-9.]*\).*/\1/p' out.txt)

@@ -59,6 +59,23 @@ TEST_CASE("under autocast, matmul casts both sides, float16 too, and 1-D operand
   CHECK(values(y) == values(matmul(a.to(kFloat16), v.to(kFloat16))));
 }
 
+TEST_CASE("under autocast, convolutions and attention run in bfloat16, and a conv weight is cast once") {
+  Generator gen(12);
+  const Tensor x = randn({2, 3, 6, 6}, gen), q = randn({1, 2, 5, 4}, gen);
+  Tensor w = param({4, 3, 3, 3}, 13), b = param({4}, 14);
+  AutocastGuard guard(kBFloat16);
+  const Tensor y = conv2d(x, w, b, {.padding = 1});
+  CHECK(y.dtype() == kBFloat16);
+  CHECK(values(y) == values(conv2d(x.to(kBFloat16), w.to(kBFloat16), b.to(kBFloat16), {.padding = 1})));
+  CHECK(input_node(conv2d(x, w, b), 1) == input_node(y, 1));
+  CHECK(conv1d(randn({2, 3, 8}, gen), param({4, 3, 3}, 15)).dtype() == kBFloat16);
+  CHECK(conv_transpose2d(x, param({3, 2, 3, 3}, 16)).dtype() == kBFloat16);
+  const Tensor a = scaled_dot_product_attention(q, q, q, {.causal = true});
+  CHECK(a.dtype() == kBFloat16);
+  const Tensor q16 = q.to(kBFloat16);
+  CHECK(values(a) == values(scaled_dot_product_attention(q16, q16, q16, {.causal = true})));
+}
+
 TEST_CASE("under autocast, softmax, norms, reductions, exp/log/pow and losses run in float32") {
   Generator gen(5);
   const Tensor x16 = randn({4, 6}, gen).to(kBFloat16);

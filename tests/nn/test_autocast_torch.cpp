@@ -44,20 +44,21 @@ void check_close(const Tensor& got, const Tensor& want, double rtol, double atol
 }
 
 // The ops minitrain runs in float32 where PyTorch 1.13's CPU autocast gives bfloat16 (Note [Autocast
-// op lists]): attention and convolution until their kernels take 16-bit inputs, batch norm always,
-// and what follows a batch norm in the same dtype (ReLU, max pooling).
-const std::set<std::string> kFloat32Here = {"attn", "0.conv", "1.bn", "1.pool", "4.conv", "5.bn", "5.pool"};
+// op lists]): batch norm, and what follows it in the same dtype (ReLU, max pooling).
+const std::set<std::string> kFloat32Here = {"1.bn", "1.pool", "5.bn", "5.pool"};
+// Where PyTorch rounds to bfloat16 more often than minitrain: its attention is composed and rounds
+// the scores, the probabilities and the output; minitrain's keeps them in float32 and rounds once.
+const std::set<std::string> kRoundsMore = {"attn"};
 
 // One op's output against PyTorch's: dtype (PyTorch's, or float32 where listed above) and values
-// within bfloat16's rounding: relative 1e-2, plus 1e-2 of the largest value where minitrain's float32
-// meets PyTorch's several 16-bit roundings (its attention rounds the scores, the probabilities and
-// the output).
+// within bfloat16's rounding: relative 1e-2, plus 1e-2 of the largest value where the two round a
+// different number of times (above), else 1e-3 of it.
 void check_op(const std::string& model, const std::string& op, const Tensor& got) {
   const Tensor want = fx(model + ".op." + op);
   const bool float32_here = kFloat32Here.count(op) > 0;
   INFO(model, " op ", op);
   CHECK(got.dtype() == (float32_here ? kFloat32 : want.dtype()));
-  check_close(got, want, 1e-2, float32_here ? 1e-2 : 1e-3, model + " op " + op);
+  check_close(got, want, 1e-2, float32_here || kRoundsMore.count(op) ? 1e-2 : 1e-3, model + " op " + op);
 }
 
 // Gradients through a whole model: within 1e-2 of PyTorch's autocast gradient's largest element, plus
@@ -193,12 +194,13 @@ TEST_CASE("autocast in float16, GPT: each op's dtype, float32 gradients, values 
     AutocastGuard guard(kFloat16);
     logits16 = gpt16->forward(idx);
     loss16 = nn::functional::cross_entropy(logits16.reshape({-1, kV}), targets);
-    // The dtypes op by op: linear in float16, the norms and the loss in float32.
+    // The dtypes op by op: linear and attention in float16, the norms and the loss in float32.
     const Tensor x = fx("gpt.op.ln1");
     CHECK(linear(x, param("gpt", "blocks.0.fc1.weight")).dtype() == kFloat16);
     CHECK(gelu(linear(x, param("gpt", "blocks.0.fc1.weight"))).dtype() == kFloat16);
     CHECK(layer_norm(x.to(kFloat16), Tensor(), Tensor()).dtype() == kFloat32);
     CHECK(softmax(x.to(kFloat16), -1).dtype() == kFloat32);
+    CHECK(attention(linear(x, param("gpt", "blocks.0.attn.qkv.weight"))).dtype() == kFloat16);
   }
   const Tensor logits32 = gpt32->forward(idx);
   const Tensor loss32 = nn::functional::cross_entropy(logits32.reshape({-1, kV}), targets);
