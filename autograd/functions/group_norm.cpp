@@ -9,8 +9,10 @@
 // (bench/nn_ops.sh). The kernel makes the statistics and the affine output in one node, and its
 // backward takes the per-(sample, channel) sums of dy and dy·x̂ from one read, which give dx's
 // row terms and the weight and bias gradients at once. The CUDA backend has no such kernel and runs
-// the composition (its layer norm kernel, then broadcast ops); the tests compare kernel and
-// composition (tests/nn/test_norm_attention.cpp), each with PyTorch, and CUDA with the CPU.
+// the composition (its layer norm kernel, then broadcast ops), and so do the 16-bit dtypes (the
+// composition's ops take them; its affine map rounds once more, docs/ops.md). The tests compare
+// kernel and composition (tests/autograd/test_group_norm.cpp), each with PyTorch
+// (tests/nn/test_norm_attention.cpp), and CUDA with the CPU.
 #include "autograd/detail/reference_ops.h"
 #include "autograd/ops.h"
 #include "autograd/record.h"
