@@ -1,4 +1,4 @@
-// The non-template part of Optimizer: zero_grad, clipping, the parameter list, and the checks on new groups.
+// The non-template part of Optimizer: zero_grad, clipping, the parameter and gradient lists, and the checks on new groups.
 #include "optim/optimizer.h"
 
 #include <algorithm>
@@ -24,6 +24,14 @@ void Optimizer::zero_grad(bool set_to_none) {
 }
 
 double Optimizer::clip_grad_norm(double max_norm) { return clip_grad_norm_(parameters(), max_norm); }
+
+std::vector<Tensor> Optimizer::step_gradients() const {
+  std::vector<Tensor> grads;
+  for (const Tensor& p : parameters()) {
+    if (p.grad().defined()) grads.push_back(p.grad());
+  }
+  return grads;
+}
 
 std::vector<Tensor> Optimizer::parameters() const {
   std::vector<Tensor> all;

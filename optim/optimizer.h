@@ -74,6 +74,10 @@ class Optimizer {
   // shards' squares over the ranks (distributed/zero/zero.h), a collective. So a training loop
   // clips through its optimizer and need not know which kind it holds.
   virtual double clip_grad_norm(double max_norm);
+  // The gradients step() will read: the defined grad() of parameters(), group after group. An
+  // optimizer that steps from other tensors overrides it (ZeRO: its shard's), so a GradScaler
+  // (optim/grad_scaler.h) unscales and checks exactly what the step uses.
+  virtual std::vector<Tensor> step_gradients() const;
 
   // Note [Optimizer state dict]. The tensors are copies: a snapshot, unaffected by later steps.
   virtual StateDict state_dict() const = 0;
