@@ -202,6 +202,9 @@ class FsdpOptimizer : public optim::Optimizer {
   // As ZeroRedundancyOptimizer::clip_grad_norm: squares summed over the shards, one all-reduce of
   // a scalar, the same coefficient on every rank. A COLLECTIVE.
   double clip_grad_norm(double max_norm) override;
+  // This rank's shards of the reduced gradients (their padding holds zeros): what step() reads, and
+  // what a GradScaler unscales and checks (Note [One found-inf for all ranks], ddp/found_inf.h).
+  std::vector<Tensor> step_gradients() const override;
   size_t num_param_groups() const override { return groups_.size(); }
   const std::vector<Tensor>& params(size_t group) const override;
   double lr(size_t group) const override { return inner_->lr(group); }

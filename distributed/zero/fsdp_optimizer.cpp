@@ -114,6 +114,13 @@ double FsdpOptimizer::clip_grad_norm(double max_norm) {
   return total;
 }
 
+std::vector<Tensor> FsdpOptimizer::step_gradients() const {
+  std::vector<Tensor> grads;
+  for (size_t u = 0; u < fsdp_->units().size(); ++u)
+    if (fsdp_->shard_grad(u).defined()) grads.push_back(fsdp_->shard_grad(u));
+  return grads;
+}
+
 const std::vector<Tensor>& FsdpOptimizer::params(size_t group) const {
   MT_CHECK(group < groups_.size(), "FsdpOptimizer: no param group ", group, " (there are ", groups_.size(), ")");
   return groups_[group];

@@ -186,6 +186,12 @@ double ZeroRedundancyOptimizer::clip_grad_norm(double max_norm) {
   return total;
 }
 
+std::vector<Tensor> ZeroRedundancyOptimizer::step_gradients() const {
+  std::vector<Tensor> grads;
+  for (const ZeroPiece& piece : pieces_) grads.push_back(piece_grad(piece));
+  return grads;
+}
+
 const std::vector<Tensor>& ZeroRedundancyOptimizer::params(size_t group) const {
   MT_CHECK(group < groups_.size(), "ZeroRedundancyOptimizer: no param group ", group, " (there are ",
            groups_.size(), ")");

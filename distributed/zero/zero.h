@@ -136,6 +136,9 @@ class ZeroRedundancyOptimizer : public optim::Optimizer {
   // counted by rank 0 only), one all-reduce adds the ranks' sums, and every rank scales its pieces by
   // the same coefficient. A COLLECTIVE. Returns the norm before clipping.
   double clip_grad_norm(double max_norm) override;
+  // This rank's pieces of the reduced gradients (the tails on every rank): what step() reads, and
+  // what a GradScaler unscales and checks (Note [One found-inf for all ranks], ddp/found_inf.h).
+  std::vector<Tensor> step_gradients() const override;
 
   // The model's parameters in `full`'s groups; the learning rates are the inner optimizer's.
   size_t num_param_groups() const override { return groups_.size(); }
