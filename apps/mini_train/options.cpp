@@ -184,9 +184,10 @@ void add_distributed_options(CLI::App& app, Options& o) {
   app.add_flag("--ddp-stats", o.ddp_stats, "after training, print the gradient all-reduce statistics and every rank's "
                "peak tensor memory (parameters, gradients, optimizer state, the rest)")
       ->group(kGroup);
-  app.add_option("--comm-hook", o.comm_hook, "how DDP communicates gradients: allreduce, or fp16 (compressed "
-                 "to half precision: half the bytes, about 3 significant digits)")
-      ->check(CLI::IsMember({"allreduce", "fp16"}))->group(kGroup);
+  app.add_option("--comm-hook", o.comm_hook, "how DDP communicates gradients: allreduce, fp16 (compressed "
+                 "to half precision: half the bytes, about 3 significant digits) or bf16 (half the bytes, "
+                 "float32's range, about 2 significant digits)")
+      ->check(CLI::IsMember({"allreduce", "fp16", "bf16"}))->group(kGroup);
   app.add_option("--bucket-cap-mb", o.bucket_cap_mb, "DDP: MiB of gradients per all-reduce bucket (the first and "
                  "the last are 1 MiB); smaller buckets start communicating earlier in backward")
       ->group(kGroup);

@@ -56,7 +56,7 @@ struct Options {
   int master_port = 0;                // 0: a free port
   std::string gpus;                   // "0,1": one worker per listed GPU (gpus.h); empty: CPU
   bool ddp_stats = false;             // rank 0 prints DistributedDataParallel's statistics
-  std::string comm_hook = "allreduce";  // how DDP communicates buckets: allreduce | fp16 (comm_hook.h)
+  std::string comm_hook = "allreduce";  // how DDP communicates buckets: allreduce | fp16 | bf16 (comm_hook.h)
   int zero = 0;                       // 1: ZeRO-1, each rank keeps 1/N of the optimizer state; 2: ZeRO-2, and
                                       // 1/N of the reduced gradients (distributed/zero/zero.h); 3: ZeRO-3, and
                                       // 1/N of the parameters (distributed/zero/fsdp.h)

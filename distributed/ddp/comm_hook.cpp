@@ -16,23 +16,30 @@ std::shared_ptr<Work> AllreduceHook::launch(ProcessGroup& pg, GradBucket& bucket
   return pg.allreduce_own_guard(bucket.buffer, ReduceOp::Sum);  // the bucket ends in its guard
 }
 
-std::shared_ptr<Work> Fp16CompressHook::launch(ProcessGroup& pg, GradBucket& bucket) {
-  MT_CHECK(bucket.buffer.dtype() == kFloat32, "Fp16CompressHook: bucket ", bucket.index, " holds ",
-           bucket.buffer.dtype(), " gradients; fp16 compression is for float32 ones");
-  Tensor& half = compressed_[bucket.index];
-  if (!half.defined() || half.numel() != bucket.buffer.numel())  // first use, or a rebuilt bucket
-    half = empty({bucket.buffer.numel()}, {.dtype = DType::Float16, .device = bucket.buffer.device()});
+// The largest world whose desync-guard sums bfloat16 holds exactly (Note [bf16 compression]).
+constexpr int kBf16MaxWorld = 12;
+
+std::shared_ptr<Work> CompressHook::launch(ProcessGroup& pg, GradBucket& bucket) {
+  MT_CHECK(bucket.buffer.dtype() == kFloat32, name(), " comm hook: bucket ", bucket.index, " holds ",
+           bucket.buffer.dtype(), " gradients; ", name(), " compression is for float32 ones");
+  MT_CHECK(wire_ != kBFloat16 || pg.size() <= kBf16MaxWorld, "bf16 comm hook: ", pg.size(), " ranks is more "
+           "than the ", kBf16MaxWorld, " whose desync guard bfloat16 keeps exact (Note [bf16 compression]); "
+           "use the fp16 hook or none");
+  Tensor& narrow = compressed_[bucket.index];
+  if (!narrow.defined() || narrow.numel() != bucket.buffer.numel())  // first use, or a rebuilt bucket
+    narrow = empty({bucket.buffer.numel()}, {.dtype = wire_, .device = bucket.buffer.device()});
   divide_rest(pg, bucket);  // before the cast: Note [fp16 compression]
-  half.copy_(bucket.buffer);
-  return pg.allreduce_own_guard(half, ReduceOp::Sum);
+  narrow.copy_(bucket.buffer);
+  return pg.allreduce_own_guard(narrow, ReduceOp::Sum);
 }
 
-void Fp16CompressHook::finish(ProcessGroup&, GradBucket& bucket) { bucket.buffer.copy_(compressed_.at(bucket.index)); }
+void CompressHook::finish(ProcessGroup&, GradBucket& bucket) { bucket.buffer.copy_(compressed_.at(bucket.index)); }
 
 std::shared_ptr<CommHook> make_comm_hook(const std::string& name) {
   if (name == "allreduce") return std::make_shared<AllreduceHook>();
   if (name == "fp16") return std::make_shared<Fp16CompressHook>();
-  MT_FAIL("unknown DDP comm hook '", name, "' (allreduce, fp16)");
+  if (name == "bf16") return std::make_shared<Bf16CompressHook>();
+  MT_FAIL("unknown DDP comm hook '", name, "' (allreduce, fp16, bf16)");
 }
 
 }  // namespace mt::dist

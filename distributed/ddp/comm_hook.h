@@ -1,6 +1,6 @@
 // Comm hooks: what DDP does with a bucket of gradients once it is ready. The default hook averages it
-// over the ranks with one all-reduce; another hook can compress it first (Fp16CompressHook), or do
-// anything else that leaves the average in the bucket. PyTorch's register_comm_hook, with the
+// over the ranks with one all-reduce; another hook can compress it first (Fp16CompressHook,
+// Bf16CompressHook), or do anything else that leaves the average in the bucket. PyTorch's register_comm_hook, with the
 // future's `.then()` split into two calls because our Work has no continuations:
 //
 //   launch(pg, bucket)   right when the bucket is ready, during backward: start communicating, return
@@ -11,7 +11,8 @@
 //
 //   ddp->register_comm_hook(std::make_shared<dist::Fp16CompressHook>());  // before the first backward
 //
-// Not here: PowerSGD and other low-rank hooks, bf16 (no bfloat16 dtype yet), hooks that chain.
+// Not here: PowerSGD and other low-rank hooks, hooks that chain. ZeRO (distributed/zero/) brings a
+// hook of its own and refuses to be combined with another.
 #pragma once
 
 #include <map>
@@ -74,19 +75,45 @@ class AllreduceHook : public CommHook {
 // step), and magnitudes below 2^-24 (about 6e-8) flush to zero. Worth it when the network, not the
 // arithmetic, bounds the step (many ranks, slow links); on one machine's shared memory it is not.
 // PyTorch's fp16_compress_hook makes the same choices.
-class Fp16CompressHook : public CommHook {
+//
+// Note [bf16 compression]: the same with bfloat16 on the wire (PyTorch's bf16_compress_hook).
+// bfloat16 has float32's exponent, so nothing overflows or flushes to zero that float32 keeps, but
+// only 8 significant bits: relative error up to 2^-8 per rounding, eight times fp16's. The pick when
+// gradients span a wide range (no loss scaling needed, as in bf16 training); fp16 when they fit its
+// range and the digits matter. Dividing first stays, for the reducer's one pass (divides_first), not
+// for range. The desync guard's integers must be exact in the wire dtype (Note [Desync guard]):
+// bfloat16 holds integers up to 256, and its marker sums up to 12 ranks, so the hook refuses more.
+//
+// CompressHook is both: divide, cast to the wire dtype into a copy kept per bucket, all-reduce the
+// copy (Sum), cast back in finish.
+class CompressHook : public CommHook {
  public:
-  std::string name() const override { return "fp16"; }
-  std::shared_ptr<Work> launch(ProcessGroup& pg, GradBucket& bucket) override;
   bool divides_first() const override { return true; }
+  std::shared_ptr<Work> launch(ProcessGroup& pg, GradBucket& bucket) override;
   void finish(ProcessGroup& pg, GradBucket& bucket) override;
-  DType wire_dtype(DType) const override { return DType::Float16; }
+  DType wire_dtype(DType) const override { return wire_; }
+
+ protected:
+  explicit CompressHook(DType wire) : wire_(wire) {}
 
  private:
-  std::map<size_t, Tensor> compressed_;  // per bucket: its float16 copy, reused every step
+  DType wire_;
+  std::map<size_t, Tensor> compressed_;  // per bucket: its copy in the wire dtype, reused every step
 };
 
-// "allreduce" or "fp16" -> a new hook; throws naming the choices otherwise (mini_train --comm-hook).
+class Fp16CompressHook : public CompressHook {
+ public:
+  Fp16CompressHook() : CompressHook(kFloat16) {}
+  std::string name() const override { return "fp16"; }
+};
+
+class Bf16CompressHook : public CompressHook {
+ public:
+  Bf16CompressHook() : CompressHook(kBFloat16) {}
+  std::string name() const override { return "bf16"; }
+};
+
+// "allreduce", "fp16" or "bf16" -> a new hook; throws naming the choices otherwise (mini_train --comm-hook).
 std::shared_ptr<CommHook> make_comm_hook(const std::string& name);
 
 }  // namespace mt::dist

@@ -28,7 +28,7 @@
 //
 // Uneven inputs (ranks with different numbers of batches): Join, ddp_join.h.
 //
-// What it does not do: bf16 compression or PowerSGD, static-graph optimisations, several backwards
+// What it does not do: PowerSGD, static-graph optimisations, several backwards
 // per forward, forwards of several inputs, CUDA streams.
 #pragma once
 

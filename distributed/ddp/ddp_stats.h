@@ -64,8 +64,8 @@ struct DDPStats {
   int64_t launched_early_bytes = 0;  // bytes whose all-reduce was launched before the last gradient arrived
   double overlap_fraction() const;   // hidden_bytes / bytes reduced in timed backwards
   double launched_early_fraction() const;  // launched_early_bytes / bytes reduced in timed backwards
-  std::string comm_hook;             // the comm hook's name: "allreduce" (the default), "fp16" or
-                                     // "zero" (ZeroRedundancyOptimizer's ZeroHook, zero.h)
+  std::string comm_hook;             // the comm hook's name: "allreduce" (the default), "fp16", "bf16"
+                                     // or "zero" (ZeroRedundancyOptimizer's ZeroHook, zero.h)
 };
 
 // Which rank completed a bucket last (Note [Straggler attribution] in bucket_timeline.cpp): on average over the

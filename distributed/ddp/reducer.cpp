@@ -409,6 +409,11 @@ void Reducer::set_comm_hook(std::shared_ptr<CommHook> hook) {
   MT_CHECK(hook != nullptr, "DDP::register_comm_hook: the hook is null");
   MT_CHECK(stats_.backwards == 0 && !backward_started_, "DDP::register_comm_hook: register the hook before "
            "the first backward, so that every backward's buckets are treated alike");
+  // A fixed-layout hook was registered by something built on these buckets (ZeRO): replacing it
+  // would leave that without its gradients.
+  MT_CHECK(!hook_->fixed_layout(), "DDP::register_comm_hook: this DDP already has the '", hook_->name(), "' hook, "
+           "which what registered it depends on (ZeRO reduce-scatters through it); it does not combine with '",
+           hook->name(), "'");
   hook_ = std::move(hook);
   stats_.comm_hook = hook_->name();
   for (size_t b = 0; b < buckets_.size(); ++b) {

@@ -27,7 +27,7 @@ namespace mt::dist::detail {
 // world they are h and h^2 again (to within one rounding of the bucket's dtype, which the cast to
 // float16 or the final rounding to an integer removes), and the sums are integers that the wire
 // dtype holds exactly when world·K^2 stays below its exact-integer range: K = sqrt(2048 / world) for
-// float16 (2048 = 2^11), sqrt(2^21 / (world·(world+2))) for float32 (the divided values can be one
+// float16 (2048 = 2^11), sqrt(256 / world) for bfloat16, sqrt(2^21 / (world·(world+2))) for float32 (the divided values can be one
 // float32 rounding off, and the Sum adds up to world roundings more; this keeps the total under 0.5),
 // the same with 2^50 for float64. Four hashes with K = 16 (fp16, 8 ranks) miss a random mismatch
 // with probability 16^-4; with float32 at 2 ranks, K = 512.

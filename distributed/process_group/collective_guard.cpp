@@ -33,7 +33,7 @@ namespace mt::dist::detail {
 // the collective's own latency for the small all-reduces a rank issues after its training loop (an
 // epoch's loss, a count; measured with bench/bench_allreduce: bench/README.md). Larger ones carry
 // their guard another way (Note [Guarding large all-reduces], below). DDP's buckets pay nothing here
-// (their guard lives in slack at the end of the bucket: allreduce_own_guard); Max, float16, NCCL's GPU
+// (their guard lives in slack at the end of the bucket: allreduce_own_guard); Max, float16, bfloat16, NCCL's GPU
 // tensors and a world of one go unguarded (Max has no sum to carry it; NCCL's wait must not block the
 // host to read it).
 //
@@ -85,6 +85,7 @@ int64_t guard_range(int world, DType wire) {
   double k2 = 0;  // the largest K^2 allowed
   switch (wire) {
     case DType::Float16: k2 = 2048.0 / w; break;
+    case DType::BFloat16: k2 = 256.0 / w; break;
     case DType::Float32: k2 = std::ldexp(1.0, 21) / (w * (w + 2)); break;
     default: k2 = std::ldexp(1.0, 50) / (w * (w + 2)); break;
   }

@@ -101,8 +101,8 @@ void ProcessGroup::check_tensor(const Tensor& t, const std::string& what) const 
   MT_CHECK(t.is_contiguous(), what, ": the tensor is not contiguous; pass t.contiguous() and copy the "
            "result back");
   const DType d = t.dtype();
-  MT_CHECK(d == kFloat32 || d == kFloat64 || d == kInt64 || d == DType::Float16, what, ": dtype ", d,
-           " is not supported (float32, float64, int64, float16)");
+  MT_CHECK(d == kFloat32 || d == kFloat64 || d == kInt64 || is_low_precision(d), what, ": dtype ", d,
+           " is not supported (float32, float64, int64, float16, bfloat16)");
 }
 
 void ProcessGroup::check_reduce(const Tensor& t, ReduceOp op, const std::string& what) const {

@@ -66,6 +66,9 @@ ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::shared_ptr<DistributedData
   MT_CHECK(ddp_ != nullptr && full != nullptr, "ZeroRedundancyOptimizer: needs a DDP model and an optimizer");
   MT_CHECK(stage_ == 1 || stage_ == 2, "ZeroRedundancyOptimizer: stage ", stage_, " is not 1 or 2 (ZeRO-3 is "
            "FullyShardedDataParallel with FsdpOptimizer, distributed/zero/fsdp.h)");
+  MT_CHECK(ddp_->stats().comm_hook == "allreduce", "ZeroRedundancyOptimizer: the DDP model has the '",
+           ddp_->stats().comm_hook, "' comm hook; ZeRO reduce-scatters the gradients through a hook of its own, "
+           "and compression hooks (fp16, bf16) do not combine with it");
   pg_ = ddp_->process_group();
   std::vector<size_t> group_of;
   for (size_t g = 0; g < full->num_param_groups(); ++g) {

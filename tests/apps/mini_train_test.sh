@@ -706,7 +706,7 @@ readme_mpirun)
 nnodes2)
   # Two "machines" on loopback: two launchers, --nnodes 2 with one worker each, meet at node 0's
   # fixed port and train exactly like one launcher with --nproc 2 (same ranks, same shards, same
-  # sums): byte-identical weights. fp16 compression changes the weights but still trains.
+  # sums): byte-identical weights. fp16 and bf16 compression change the weights but still train.
   port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
   "$bin" --nproc 1 --nnodes 2 --node-rank 1 --master-port "$port" --epochs 2 --save "$work/n.safetensors" -q \
     >node1.txt 2>&1 &
@@ -721,6 +721,11 @@ nnodes2)
     { cat out.txt; fail "--comm-hook fp16 failed"; }
   grep -q "comm hook fp16" out.txt && grep -q "(gloo, fp16 compression)" out.txt || { cat out.txt; fail "fp16 stats"; }
   ! cmp -s h.safetensors one.safetensors || fail "fp16 compression changed nothing"
+  "$bin" --nproc 2 --backend gloo --epochs 2 --comm-hook bf16 --ddp-stats --save "$work/b.safetensors" >out.txt 2>&1 ||
+    { cat out.txt; fail "--comm-hook bf16 failed"; }
+  grep -q "comm hook bf16" out.txt && grep -q "(gloo, bf16 compression)" out.txt || { cat out.txt; fail "bf16 stats"; }
+  ! cmp -s b.safetensors one.safetensors || fail "bf16 compression changed nothing"
+  ! cmp -s b.safetensors h.safetensors || fail "bf16 compression trained exactly like fp16"
   "$bin" --nnodes 2 --node-rank 0 2>err.txt && fail "--nnodes without --master-port was accepted"
   grep -q "give --master-port" err.txt || { cat err.txt; fail "--nnodes error"; }
   ;;

@@ -80,7 +80,21 @@ std::map<int, ncclResult_t>& injected_query() {  // nccl_fail_query, by rank
   return *m;
 }
 
-size_t element_size(ncclDataType_t t) { return t == ncclFloat16 ? 2 : t == ncclFloat32 ? 4 : 8; }
+size_t element_size(ncclDataType_t t) { return t == ncclFloat16 || t == ncclBfloat16 ? 2 : t == ncclFloat32 ? 4 : 8; }
+
+// bfloat16 is float32's upper half: widening is a shift; narrowing rounds to nearest even (NaN stays NaN).
+float bf16_to_float(uint16_t b) {
+  const uint32_t x = static_cast<uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &x, 4);
+  return f;
+}
+uint16_t float_to_bf16(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  if ((x & 0x7FFFFFFFu) > 0x7F800000u) return 0x7FFFu;  // CUDA's __float2bfloat16_rn NaN
+  return static_cast<uint16_t>((x + 0x7FFFu + ((x >> 16) & 1u)) >> 16);
+}
 
 size_t slot_bytes() {
   const char* mb = std::getenv("MT_CUDA_EMU_NCCL_SLOT_MB");
@@ -190,6 +204,12 @@ std::vector<double> reduce_ranks(const std::vector<const char*>& slots, size_t o
         reduce_into(acc, f.data(), count, op, first);
         break;
       }
+      case ncclBfloat16: {
+        std::vector<float> f(count);
+        for (size_t i = 0; i < count; ++i) f[i] = bf16_to_float(reinterpret_cast<const uint16_t*>(slots[r])[offset + i]);
+        reduce_into(acc, f.data(), count, op, first);
+        break;
+      }
     }
   }
   if (op == ncclAvg)
@@ -206,6 +226,7 @@ void store(void* recv, const std::vector<double>& acc, ncclDataType_t type) {
       case ncclFloat16:
         static_cast<uint16_t*>(recv)[i] = __half_as_ushort(__float2half_rn(static_cast<float>(acc[i])));
         break;
+      case ncclBfloat16: static_cast<uint16_t*>(recv)[i] = float_to_bf16(static_cast<float>(acc[i])); break;
     }
   }
 }

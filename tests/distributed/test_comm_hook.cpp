@@ -1,6 +1,7 @@
-// DDP comm hooks (distributed/ddp/comm_hook.h): the fp16-compression hook leaves exactly the rounded
-// average it promises (on Gloo, and on MPI when run under mpirun: its name starts with "DDP: "), a user's hook sees every bucket once per step in launch order, and hooks are
-// registered before the first backward or not at all.
+// DDP comm hooks (distributed/ddp/comm_hook.h): the fp16- and bf16-compression hooks leave exactly
+// the rounded average they promise (on Gloo, and on MPI when run under mpirun: their names start with
+// "DDP: "), a user's hook sees every bucket once per step in launch order, hooks are registered
+// before the first backward or not at all, and ZeRO refuses to share DDP with another hook.
 #include <doctest/doctest.h>
 
 #include <chrono>
@@ -10,8 +11,10 @@
 #include "distributed/ddp/ddp.h"
 #include "distributed/process_group/process_group_local.h"
 #include "distributed/store/tcp_store.h"
+#include "distributed/zero/zero.h"
 #include "multiprocess.h"
 #include "nn/nn.h"
+#include "optim/sgd.h"
 #include "tensor/generator.h"
 #include "tensor/half.h"
 
@@ -44,6 +47,7 @@ std::vector<std::vector<float>> local_gradients(int rank) {
 }
 
 float to_half_and_back(float x) { return half_to_float(float_to_half(x)); }
+float to_bf16_and_back(float x) { return bfloat16_to_float(float_to_bfloat16(x)); }
 
 }  // namespace
 
@@ -74,6 +78,135 @@ TEST_CASE("DDP: the fp16 comm hook leaves the float16-rounded average of the ran
     }
     MT_CHECK(differs_from_fp32, "no gradient was rounded: the hook did not compress");
   });
+}
+
+TEST_CASE("DDP: the bf16 comm hook leaves the bfloat16-rounded average of the ranks' gradients" *
+          doctest::skip(kNoBackend)) {
+  const int port = find_free_port();
+  test::run_ranks(2, [&](int rank) {
+    auto model = make_linear();
+    DistributedDataParallel ddp(model, test::join_group(rank, 2, port));
+    ddp.register_comm_hook(make_comm_hook("bf16"));
+    CHECK(ddp.stats().comm_hook == "bf16");
+    ddp.forward(input_of(rank)).pow(2).mean().backward();
+
+    // Note [bf16 compression]: as fp16's, with bfloat16's rounding: each rank's half of its gradient
+    // rounded to bfloat16, the two summed in float32 and rounded once more; so the result is the
+    // float32 mean rounded through bfloat16, within bfloat16's rounding.
+    const auto g0 = local_gradients(0), g1 = local_gradients(1);
+    const NamedTensors params = model->named_parameters();
+    bool differs_from_fp32 = false;
+    for (size_t i = 0; i < params.size(); ++i) {
+      const std::vector<float> got = params[i].second.grad().to_vector<float>();
+      for (size_t k = 0; k < got.size(); ++k) {
+        const float want = to_bf16_and_back(to_bf16_and_back(g0[i][k] / 2) + to_bf16_and_back(g1[i][k] / 2));
+        MT_CHECK(got[k] == want, params[i].first, "[", k, "] is ", got[k], ", expected ", want);
+        const float exact = (g0[i][k] + g1[i][k]) / 2;
+        MT_CHECK(got[k] == to_bf16_and_back(got[k]), params[i].first, "[", k, "] = ", got[k], " is not a bfloat16");
+        // Each rounding errs by at most 2^-8 of what it rounds: the two halves, then their sum.
+        const float bound = 0x1p-8f * (std::abs(g0[i][k] / 2) + std::abs(g1[i][k] / 2) + std::abs(got[k]));
+        MT_CHECK(std::abs(got[k] - exact) <= bound, params[i].first, "[", k, "] = ", got[k],
+                 " is more than bfloat16's rounding from the float32 mean ", exact);
+        differs_from_fp32 |= got[k] != exact;
+      }
+    }
+    MT_CHECK(differs_from_fp32, "no gradient was rounded: the hook did not compress");
+  });
+}
+
+TEST_CASE("DDP: bfloat16 collectives: all-reduce (Sum, Avg, Max, small and large), reduce-scatter, allgather, "
+          "broadcast" * doctest::skip(kNoBackend)) {
+  // The values are small integers, so every pairwise sum is exact in bfloat16 (integers up to 256)
+  // and the expected results are closed forms, whatever order a backend adds in.
+  for (int world : {2, 3}) {
+    const int port = find_free_port();
+    test::run_ranks(world, [&](int rank) {
+      auto pg = test::join_group(rank, world, port);
+      const int n = world;
+      auto all_equal = [](const Tensor& t, float want, const char* what) {
+        MT_CHECK(t.dtype() == kBFloat16, what, " changed the dtype to ", t.dtype());
+        for (float x : t.to_vector<float>()) MT_CHECK(x == want, what, " gave ", x, ", expected ", want);
+      };
+      Tensor t = full({5}, rank + 1.0).to(kBFloat16);
+      pg->allreduce(t, ReduceOp::Sum)->wait();
+      all_equal(t, n * (n + 1) / 2.0f, "Sum");
+      t = full({5}, rank + 1.0).to(kBFloat16);
+      pg->allreduce(t, ReduceOp::Avg)->wait();
+      all_equal(t, (n + 1) / 2.0f, "Avg");
+      t = full({5}, rank + 1.0).to(kBFloat16);
+      pg->allreduce(t, ReduceOp::Max)->wait();
+      all_equal(t, static_cast<float>(n), "Max");
+
+      // 300 KB: past Gloo's gather-and-add size, so its halving-doubling runs on bfloat16 too.
+      const int64_t big = 150000;
+      std::vector<float> mine(big), want(big);
+      for (int64_t i = 0; i < big; ++i) {
+        mine[i] = static_cast<float>(i % 16 + rank);
+        want[i] = static_cast<float>(n * (i % 16) + n * (n - 1) / 2);
+      }
+      Tensor large = from_vector(mine, {big}).to(kBFloat16);
+      pg->allreduce(large, ReduceOp::Sum)->wait();
+      MT_CHECK(large.to_vector<float>() == want, "the large bfloat16 Sum differs");
+
+      Tensor shards = full({3 * n}, rank + 1.0).to(kBFloat16), own = zeros({3}, {.dtype = kBFloat16});
+      pg->reduce_scatter(own, shards, ReduceOp::Sum)->wait();
+      all_equal(own, n * (n + 1) / 2.0f, "reduce_scatter");
+      Tensor gathered = zeros({2 * n}, {.dtype = kBFloat16});
+      pg->allgather_into(gathered, full({2}, rank + 0.5).to(kBFloat16))->wait();
+      const std::vector<float> g = gathered.to_vector<float>();
+      for (int r = 0; r < n; ++r) MT_CHECK(g[2 * r] == r + 0.5f && g[2 * r + 1] == r + 0.5f, "allgather_into slot ", r);
+      Tensor b = full({4}, rank == 1 ? 3.25 : 0.0).to(kBFloat16);
+      pg->broadcast(b, 1)->wait();
+      all_equal(b, 3.25f, "broadcast");
+    });
+  }
+}
+
+namespace {
+
+// A group that only says it has 13 ranks: the bf16 hook must refuse it before any collective.
+class ThirteenRanks : public ProcessGroup {
+ public:
+  ThirteenRanks() : ProcessGroup(0, 13, std::chrono::seconds(1)) {}
+  std::string backend() const override { return "none"; }
+
+ protected:
+  std::shared_ptr<Work> run_allreduce(Tensor&, ReduceOp, const std::string&) override { MT_FAIL("no collectives"); }
+  std::shared_ptr<Work> run_broadcast(Tensor&, int, const std::string&) override { MT_FAIL("no collectives"); }
+  std::shared_ptr<Work> run_allgather(std::vector<Tensor>&, const Tensor&, const std::string&) override {
+    MT_FAIL("no collectives");
+  }
+  std::shared_ptr<Work> run_barrier(const std::string&) override { MT_FAIL("no collectives"); }
+  std::shared_ptr<Work> run_reduce_scatter(Tensor&, const Tensor&, ReduceOp, const std::string&) override {
+    MT_FAIL("no collectives");
+  }
+  std::shared_ptr<Work> run_allgather_into(Tensor&, const Tensor&, const std::string&) override {
+    MT_FAIL("no collectives");
+  }
+};
+
+}  // namespace
+
+TEST_CASE("comm hook: the bf16 hook refuses more ranks than its desync guard stays exact for") {
+  ThirteenRanks pg;
+  GradBucket bucket{.index = 0, .buffer = zeros({16})};
+  Bf16CompressHook bf16;
+  CHECK_THROWS_WITH_AS(bf16.launch(pg, bucket), doctest::Contains("bf16 comm hook: 13 ranks is more than the 12"),
+                       Error);
+}
+
+TEST_CASE("comm hook: ZeRO and a compression hook refuse to share a DDP model, in either order") {
+  auto model = make_linear();
+  auto ddp = std::make_shared<DistributedDataParallel>(model, std::make_shared<ProcessGroupLocal>());
+  ddp->register_comm_hook(std::make_shared<Bf16CompressHook>());
+  CHECK_THROWS_WITH_AS(ZeroRedundancyOptimizer(ddp, std::make_unique<optim::SGD>(model->parameters(),
+                                                                                optim::SGDOptions{.lr = 0.1})),
+                       doctest::Contains("has the 'bf16' comm hook; ZeRO reduce-scatters"), Error);
+
+  auto ddp2 = std::make_shared<DistributedDataParallel>(model, std::make_shared<ProcessGroupLocal>());
+  ZeroRedundancyOptimizer zero(ddp2, std::make_unique<optim::SGD>(model->parameters(), optim::SGDOptions{.lr = 0.1}));
+  CHECK_THROWS_WITH_AS(ddp2->register_comm_hook(std::make_shared<Bf16CompressHook>()),
+                       doctest::Contains("already has the 'zero' hook"), Error);
 }
 
 namespace {
@@ -117,5 +250,6 @@ TEST_CASE("comm hook: a user's hook sees every bucket once per step, in launch o
 
   CHECK_THROWS_WITH_AS(ddp.register_comm_hook(std::make_shared<Fp16CompressHook>()),
                        doctest::Contains("before the first backward"), Error);
-  CHECK_THROWS_WITH_AS(make_comm_hook("powersgd"), doctest::Contains("unknown DDP comm hook 'powersgd'"), Error);
+  CHECK_THROWS_WITH_AS(make_comm_hook("powersgd"), doctest::Contains("unknown DDP comm hook 'powersgd' (allreduce, fp16, "
+                                                                     "bf16)"), Error);
 }

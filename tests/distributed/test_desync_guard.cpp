@@ -1,6 +1,6 @@
 // The desync guard (Note [Desync guard] in distributed/fault/desync_guard.cpp): it never fires when every
-// rank is at the same point, whatever the world size, bucket dtype and comm hook (its sums must be
-// exact); it fires on every rank alike, naming each rank's point, when the ranks are at different
+// rank is at the same point, whatever the world size, bucket dtype and comm hook (fp16, bf16: its
+// sums must be exact); it fires on every rank alike, naming each rank's point, when the ranks are at different
 // steps; and a rank that ran out of batches while its peers all-reduce a bucket is named by every
 // rank at once, itself included, instead of getting a wrong sum (Note [Collective guard]).
 #include <doctest/doctest.h>
@@ -52,10 +52,12 @@ TEST_CASE("DDP: the desync guard's sums are exact: it never fires on ranks at th
       AllreduceHook plain;
       for (int64_t step = 0; step < 60; ++step) {
         Fp16CompressHook fp16;  // it keeps a half copy per bucket index; these buckets change size
+        Bf16CompressHook bf16;
         const dist::detail::BucketPoint point{.step = step, .bucket = step % 3, .buckets = 3, .numel = 5 + step,
                                         .dtype = static_cast<int64_t>(kFloat32)};
         guarded_allreduce(*pg, plain, kFloat32, point);
         guarded_allreduce(*pg, fp16, kFloat32, point);
+        guarded_allreduce(*pg, bf16, kFloat32, point);
         guarded_allreduce(*pg, plain, kFloat64, point);
       }
     }, 60s);

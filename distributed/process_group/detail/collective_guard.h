@@ -9,7 +9,7 @@
 // left a DDP training loop early is named as such.
 //
 // Not here: broadcasts, allgathers, barriers and the flat collectives (no sum to carry a guard);
-// plain all-reduces with Max, of float16, on a GPU (NCCL) or in a world of one: those run unguarded.
+// plain all-reduces with Max, of float16 or bfloat16, on a GPU (NCCL) or in a world of one: those run unguarded.
 #pragma once
 
 #include <array>

@@ -24,7 +24,7 @@ namespace mt::dist {
 
 namespace {
 
-// Calls f(T{}) with T the C++ type of `dtype` (check_tensor has admitted only these four).
+// Calls f(T{}) with T the C++ type of `dtype` (check_tensor has admitted only these five).
 template <typename F>
 void with_type(DType dtype, F&& f) {
   switch (dtype) {
@@ -32,6 +32,9 @@ void with_type(DType dtype, F&& f) {
     case DType::Float64: return f(double{});
     case DType::Int64: return f(int64_t{});
     case DType::Float16: return f(::gloo::float16{});  // Gloo sums halves through float32
+    // Gloo has no bfloat16; mt::BFloat16 converts to and from float, so Gloo's generic sum and max
+    // compute in float32 and round each result once, as for halves.
+    case DType::BFloat16: return f(BFloat16{});
     default: MT_FAIL("ProcessGroupGloo: dtype ", dtype, " is not supported");
   }
 }
@@ -43,6 +46,9 @@ void divide(T* data, int n, int world) {
 }
 void divide(::gloo::float16* data, int n, int world) {
   for (int i = 0; i < n; ++i) data[i].x = float_to_half(half_to_float(data[i].x) / static_cast<float>(world));
+}
+void divide(BFloat16* data, int n, int world) {
+  for (int i = 0; i < n; ++i) data[i] = static_cast<float>(data[i]) / static_cast<float>(world);
 }
 
 constexpr size_t kGatherMaxBytes = 128 * 1024;  // Note [Allreduce algorithm]

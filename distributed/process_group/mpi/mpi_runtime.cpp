@@ -26,17 +26,24 @@ const char* thread_level_name(int level) {
 
 namespace {
 
-void half_sum(void* in, void* inout, int* len, MPI_Datatype*) {
+// The sum and max of 16-bit floats of one format, given its two conversions.
+template <float (*widen)(uint16_t), uint16_t (*narrow)(float)>
+void sum16(void* in, void* inout, int* len, MPI_Datatype*) {
   const auto* a = static_cast<const uint16_t*>(in);
   auto* b = static_cast<uint16_t*>(inout);
-  for (int i = 0; i < *len; ++i) b[i] = float_to_half(half_to_float(a[i]) + half_to_float(b[i]));
+  for (int i = 0; i < *len; ++i) b[i] = narrow(widen(a[i]) + widen(b[i]));
 }
-void half_max(void* in, void* inout, int* len, MPI_Datatype*) {
+template <float (*widen)(uint16_t)>
+void max16(void* in, void* inout, int* len, MPI_Datatype*) {
   const auto* a = static_cast<const uint16_t*>(in);
   auto* b = static_cast<uint16_t*>(inout);
   for (int i = 0; i < *len; ++i)
-    if (half_to_float(b[i]) < half_to_float(a[i])) b[i] = a[i];
+    if (widen(b[i]) < widen(a[i])) b[i] = a[i];
 }
+constexpr float half_to_float_fn(uint16_t h) { return half_to_float(h); }
+constexpr uint16_t float_to_half_fn(float f) { return float_to_half(f); }
+constexpr float bfloat16_to_float_fn(uint16_t b) { return bfloat16_to_float(b); }
+constexpr uint16_t float_to_bfloat16_fn(float f) { return float_to_bfloat16(f); }
 
 }  // namespace
 
@@ -61,8 +68,10 @@ Runtime::Runtime() {
            "waited for from any thread), but MPI granted ", thread_level_name(provided), initialized ?
            "; initialise MPI with MPI_Init_thread(..., MPI_THREAD_SERIALIZED, ...)" : "; use an MPI built "
            "with thread support");
-  MT_MPI_CHECK(MPI_Op_create(&half_sum, /*commute=*/1, &half_sum_op));
-  MT_MPI_CHECK(MPI_Op_create(&half_max, /*commute=*/1, &half_max_op));
+  MT_MPI_CHECK(MPI_Op_create(&sum16<half_to_float_fn, float_to_half_fn>, /*commute=*/1, &half_sum_op));
+  MT_MPI_CHECK(MPI_Op_create(&max16<half_to_float_fn>, /*commute=*/1, &half_max_op));
+  MT_MPI_CHECK(MPI_Op_create(&sum16<bfloat16_to_float_fn, float_to_bfloat16_fn>, /*commute=*/1, &bf16_sum_op));
+  MT_MPI_CHECK(MPI_Op_create(&max16<bfloat16_to_float_fn>, /*commute=*/1, &bf16_max_op));
 }
 Runtime::~Runtime() { finalize(); }
 
@@ -71,6 +80,8 @@ void Runtime::finalize() {
   if (MPI_Finalized(&finalized) != MPI_SUCCESS || finalized) return;
   MPI_Op_free(&half_sum_op);
   MPI_Op_free(&half_max_op);
+  MPI_Op_free(&bf16_sum_op);
+  MPI_Op_free(&bf16_max_op);
   if (owns_ && !unfinished) MPI_Finalize();
 }
 
@@ -79,7 +90,8 @@ MPI_Datatype mpi_type(DType dtype) {
     case DType::Float32: return MPI_FLOAT;
     case DType::Float64: return MPI_DOUBLE;
     case DType::Int64: return MPI_INT64_T;
-    case DType::Float16: return MPI_UINT16_T;  // bits only; see half_sum
+    case DType::Float16: return MPI_UINT16_T;  // bits only; see sum16
+    case DType::BFloat16: return MPI_UINT16_T;
     default: MT_FAIL("ProcessGroupMPI: dtype ", dtype, " is not supported");
   }
 }
@@ -92,6 +104,7 @@ int mpi_count(const Tensor& t, const std::string& what) {
 
 MPI_Op mpi_op(DType dtype, ReduceOp op) {
   if (dtype == DType::Float16) return op == ReduceOp::Max ? Runtime::get().half_max_op : Runtime::get().half_sum_op;
+  if (dtype == DType::BFloat16) return op == ReduceOp::Max ? Runtime::get().bf16_max_op : Runtime::get().bf16_sum_op;
   return op == ReduceOp::Max ? MPI_MAX : MPI_SUM;
 }
 
@@ -100,6 +113,9 @@ void divide(const Tensor& t, int n) {
   if (t.dtype() == DType::Float16) {
     auto* p = static_cast<uint16_t*>(t.raw_data());
     for (size_t i = 0; i < numel; ++i) p[i] = float_to_half(half_to_float(p[i]) / static_cast<float>(n));
+  } else if (t.dtype() == DType::BFloat16) {
+    auto* p = static_cast<uint16_t*>(t.raw_data());
+    for (size_t i = 0; i < numel; ++i) p[i] = float_to_bfloat16(bfloat16_to_float(p[i]) / static_cast<float>(n));
   } else if (t.dtype() == kFloat32) {
     auto* p = static_cast<float*>(t.raw_data());
     for (size_t i = 0; i < numel; ++i) p[i] /= static_cast<float>(n);

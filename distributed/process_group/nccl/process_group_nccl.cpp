@@ -50,6 +50,7 @@ ncclDataType_t nccl_type(DType dtype) {
     case DType::Float64: return ncclFloat64;
     case DType::Int64: return ncclInt64;
     case DType::Float16: return ncclFloat16;  // fp16 gradient compression (DDP comm hooks)
+    case DType::BFloat16: return ncclBfloat16;  // bf16 gradient compression (NCCL >= 2.10)
     default: MT_FAIL("ProcessGroupNCCL: dtype ", dtype, " is not supported");
   }
 }

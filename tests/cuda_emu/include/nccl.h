@@ -26,7 +26,7 @@ enum ncclResult_t {
   ncclRemoteError = 6,
   ncclInProgress = 7,
 };
-enum ncclDataType_t { ncclInt64 = 4, ncclFloat16 = 6, ncclFloat32 = 7, ncclFloat64 = 8 };
+enum ncclDataType_t { ncclInt64 = 4, ncclFloat16 = 6, ncclFloat32 = 7, ncclFloat64 = 8, ncclBfloat16 = 9 };
 enum ncclRedOp_t { ncclSum = 0, ncclProd = 1, ncclMax = 2, ncclMin = 3, ncclAvg = 4 };
 
 #define NCCL_UNIQUE_ID_BYTES 128

@@ -38,16 +38,16 @@ const char* thread_level_name(int level);
 // Threads: MPI is initialised with MPI_THREAD_SERIALIZED, and every MPI call made here holds `mutex`.
 // MULTIPLE would let threads call MPI at once, which this code never needs, and makes OpenMPI take
 // locks inside every call.
-// float16: MPI has no half type. Halves travel as MPI_UINT16_T and are combined by two user-defined
-// reductions (half_sum_op, half_max_op), through float32 with one rounding per pairwise sum (as
-// Gloo does).
+// float16 and bfloat16: MPI has neither type. They travel as MPI_UINT16_T and are combined by
+// user-defined reductions (half_sum_op, half_max_op; bf16_sum_op, bf16_max_op), through float32
+// with one rounding per pairwise sum (as Gloo does).
 class Runtime {
  public:
   static Runtime& get();
   std::mutex mutex;
   int provided = MPI_THREAD_SINGLE;
   std::atomic<bool> unfinished{false};  // an abandoned request is in flight: do not finalize
-  MPI_Op half_sum_op = MPI_OP_NULL, half_max_op = MPI_OP_NULL;
+  MPI_Op half_sum_op = MPI_OP_NULL, half_max_op = MPI_OP_NULL, bf16_sum_op = MPI_OP_NULL, bf16_max_op = MPI_OP_NULL;
   void finalize();  // once; what the destructor does
 
  private:
