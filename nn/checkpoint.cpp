@@ -21,6 +21,7 @@ constexpr const char* kFormat = kCheckpointFormat;
 constexpr const char* kModel = "model/";
 constexpr const char* kOptimizer = "optimizer/";
 constexpr const char* kScheduler = "scheduler/";
+constexpr const char* kGradScaler = "grad_scaler/";
 constexpr const char* kProgress = "progress/";
 constexpr const char* kInfo = "info/";
 
@@ -84,6 +85,7 @@ NamedTensors checkpoint_tensors(const Checkpoint& c) {
   for (const auto& [name, t] : c.model) tensors.emplace_back(kModel + name, t);
   for (const auto& [name, t] : c.optimizer) tensors.emplace_back(kOptimizer + name, t);
   for (const auto& [name, t] : c.scheduler) tensors.emplace_back(kScheduler + name, t);
+  for (const auto& [name, t] : c.grad_scaler) tensors.emplace_back(kGradScaler + name, t);
   for (const auto& [name, t] : c.progress) tensors.emplace_back(kProgress + name, t);
   return tensors;
 }
@@ -106,9 +108,10 @@ void add_checkpoint_tensor(Checkpoint& c, const std::string& name, const Tensor&
   if (starts_with(name, kModel)) c.model.emplace_back(name.substr(std::string(kModel).size()), t);
   else if (starts_with(name, kOptimizer)) c.optimizer[name.substr(std::string(kOptimizer).size())] = t;
   else if (starts_with(name, kScheduler)) c.scheduler[name.substr(std::string(kScheduler).size())] = t;
+  else if (starts_with(name, kGradScaler)) c.grad_scaler[name.substr(std::string(kGradScaler).size())] = t;
   else if (starts_with(name, kProgress)) c.progress[name.substr(std::string(kProgress).size())] = t;
-  else MT_FAIL("checkpoint ", path, ": unexpected tensor '", name, "' (expected model/, optimizer/, scheduler/ "
-               "or progress/)");
+  else MT_FAIL("checkpoint ", path, ": unexpected tensor '", name, "' (expected model/, optimizer/, scheduler/, "
+               "grad_scaler/ or progress/)");
 }
 
 }  // namespace detail

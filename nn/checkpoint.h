@@ -3,7 +3,8 @@
 // file (nn/safetensors.h), written atomically.
 //
 // File layout (readable with nothing but json + numpy, see tests/nn/checkpoint_roundtrip.py):
-//   tensors   "model/<state_dict name>", "optimizer/<key>", "scheduler/<key>", "progress/<key>"
+//   tensors   "model/<state_dict name>", "optimizer/<key>", "scheduler/<key>", "grad_scaler/<key>",
+//             "progress/<key>"
 //   metadata  "format": "minitrain-checkpoint-1", "epoch", "step", "loss", "rng_seed",
 //             "rng_offset" (decimal strings; loss with 17 significant digits, so it round-trips),
 //             "epoch_batches" (only in a checkpoint taken mid-epoch), and "info/<key>" for the
@@ -31,6 +32,7 @@ struct Checkpoint {
   NamedTensors model;                         // Module::state_dict()
   std::map<std::string, Tensor> optimizer;    // Optimizer::state_dict()
   std::map<std::string, Tensor> scheduler;    // LRScheduler::state_dict(), empty without one
+  std::map<std::string, Tensor> grad_scaler;  // optim::GradScaler::state_dict(), empty without one
   std::map<std::string, Tensor> progress;     // the training loop's own mid-epoch state (may be empty)
   int64_t epoch = 0;                          // epochs completed
   int64_t epoch_batches = 0;                  // batches taken of epoch `epoch + 1`; 0: at an epoch's end

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "nn/checkpoint.h"
+#include "optim/grad_scaler.h"
 #include "tensor/raw_ops.h"
 
 using namespace mt;
@@ -59,6 +60,24 @@ TEST_CASE("a mid-epoch checkpoint keeps its place in the epoch and its progress 
   // An epoch checkpoint has no place in an epoch (and files from before the field read as 0).
   save_checkpoint(checkpoint_path(dir.path.string(), 2), small(2, 16));
   CHECK(load_checkpoint(checkpoint_path(dir.path.string(), 2)).epoch_batches == 0);
+}
+
+TEST_CASE("a checkpoint carries a GradScaler's state, and a scaler loaded from it scales on bit for bit") {
+  TempDir dir;
+  optim::GradScaler scaler({.init_scale = 1000.3, .growth_factor = 3.0, .backoff_factor = 0.3, .growth_interval = 5});
+  scaler.update(777.7);  // a scale that is not a power of two: its float32 value must survive exactly
+  Checkpoint c = small(1, 8);
+  c.grad_scaler = scaler.state_dict();
+  const std::string path = checkpoint_path(dir.path.string(), 1);
+  save_checkpoint(path, c);
+  const Checkpoint back = load_checkpoint(path);
+  CHECK(back.grad_scaler.size() == 5);
+  optim::GradScaler resumed;
+  resumed.load_state_dict(back.grad_scaler);
+  CHECK(resumed.get_scale() == scaler.get_scale());
+  CHECK(resumed.options().growth_interval == 5);
+  CHECK(resumed.options().backoff_factor == 0.3);
+  CHECK(load_checkpoint(checkpoint_path(dir.path.string(), 1)).grad_scaler.count("_growth_tracker") == 1);
 }
 
 TEST_CASE("Note [Checkpoint names]: the newest is the furthest point of training, and pruning keeps what resumes") {
