@@ -21,6 +21,7 @@
 #include "data/text.h"
 #include "distributed/ddp/ddp.h"
 #include "distributed/ddp/ddp_join.h"
+#include "distributed/ddp/found_inf.h"
 #include "distributed/ddp/sync_batchnorm.h"
 #include "distributed/fault/heartbeat.h"
 #include "distributed/fault/heartbeat_store.h"
