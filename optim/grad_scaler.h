@@ -13,7 +13,7 @@
 // Data parallel: every rank must step or skip together, or their parameters part. A scaler given a
 // FoundInfReduction asks it, once per unscale_, whether any rank found an inf or NaN; the distributed
 // layer provides one that all-reduces the flag (dist::any_rank_found_inf, distributed/ddp/found_inf.h).
-// The gradients checked are Optimizer::step_gradients(): a sharded optimizer (ZeRO) lists its shard's.
+// The gradients checked are Optimizer::step_gradients(): a sharded optimizer (ZeRO, FSDP) lists its shard's.
 //
 // What it does not do: scale gradients of float16 parameters (unscale_ refuses float16 gradients,
 // as PyTorch does: keep float32 master weights), closures, optimizers that unscale themselves
@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <vector>
 
 #include "optim/optimizer.h"
 #include "optim/state_dict.h"
