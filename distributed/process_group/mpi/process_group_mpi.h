@@ -24,8 +24,8 @@
 //     times; each works on its own duplicate of MPI_COMM_WORLD, so groups never see each other's
 //     messages.
 //
-// Tensors: contiguous CPU tensors of float32, float64, int64 (MPI's own types and reductions) or
-// float16 (sent as 16-bit words, reduced by a user-defined MPI_Op through float32).
+// Tensors: contiguous CPU tensors of float32, float64, int64 (MPI's own types and reductions), or
+// float16 and bfloat16 (sent as 16-bit words, reduced by user-defined MPI_Ops through float32).
 //
 // Threads: every MPI call made here holds one process-wide lock, so MPI is asked for
 // MPI_THREAD_SERIALIZED (not MULTIPLE, whose internal locking slows every call in OpenMPI). Issue a
