@@ -257,6 +257,15 @@ TEST_CASE("The fused unscale-and-check finds inf and NaN anywhere and agrees wit
   }
 }
 
+TEST_CASE("bfloat16 gradients take the tensor-op path: unscaled, and an inf among them found") {
+  const Tensor clean = from_vector(std::vector<float>{1024, -3072, 0.5f}, {3}).to(kBFloat16);
+  CHECK_FALSE(optim::detail::unscale_and_check({clean}, 0x1p-10f));
+  CHECK(clean.dtype() == kBFloat16);
+  CHECK(clean.to_vector<float>() == std::vector<float>{1, -3, 0x1p-11f});
+  const Tensor bad = from_vector(std::vector<float>{1, kInf, 2}, {3}).to(kBFloat16);
+  CHECK(optim::detail::unscale_and_check({clean, bad}, 1.0f));
+}
+
 TEST_CASE("The found-inf reduction is asked once per step, and its answer decides for every rank") {
   Tensor p = make_param({1, 2}, {2}, kFloat32, Layout::Contiguous);
   SGD opt({p}, {.lr = 0.1});
