@@ -82,3 +82,33 @@ TEST_CASE("clip_grad_norm_ edge cases") {
   CHECK_THROWS_WITH_AS(clip_grad_norm_({p}, 1.0, 0.0), doctest::Contains("norm_type must be > 0"), Error);
   CHECK_THROWS_WITH_AS(clip_grad_norm_({p}, -1.0), doctest::Contains("max_norm must be >= 0, got -1"), Error);
 }
+
+TEST_CASE("clip_grad_norm_ over a gradient of several chunks matches a long double sum at any thread count") {
+  // 200,003 float32 values: three full chunks of Note [Lanes for the norm] and a ragged tail, so the
+  // lanes, the chunk order and the tail are all exercised. The reference adds the exact squares one
+  // by one in long double.
+  constexpr int64_t kN = 200003;
+  Generator gen(7);
+  const Tensor values = randn({kN}, gen);
+  const std::vector<float> v = values.to_vector<float>();
+  long double sq = 0, abs_sum = 0;
+  for (float x : v) sq += static_cast<long double>(x) * x, abs_sum += std::fabs(static_cast<long double>(x));
+  const auto norm_at = [&](int threads, double p) {
+    NumThreadsGuard guard(threads);
+    Tensor w = zeros({kN}).requires_grad_();
+    w.set_grad(values.clone());
+    return clip_grad_norm_({w}, 1e30, p);  // max_norm above the norm: measured, not scaled
+  };
+  for (int threads : {1, 2}) {
+    INFO(threads, " thread(s)");
+    CHECK(norm_at(threads, 2.0) == doctest::Approx(static_cast<double>(std::sqrt(sq))).epsilon(1e-13));
+    CHECK(norm_at(threads, 1.0) == doctest::Approx(static_cast<double>(abs_sum)).epsilon(1e-13));
+  }
+  CHECK(norm_at(1, 2.0) == norm_at(2, 2.0));  // the same bits: fixed chunks, summed in order
+  // The infinity norm keeps a NaN wherever it sits, as torch.max does.
+  Tensor g = values.clone();
+  g.data_ptr<float>()[150001] = NAN;
+  Tensor w = zeros({kN}).requires_grad_();
+  w.set_grad(g);
+  CHECK(std::isnan(clip_grad_norm_({w}, 1.0, kInfNorm)));
+}
