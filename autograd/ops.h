@@ -157,6 +157,18 @@ Tensor batch_norm_train(const Tensor& x, const Tensor& weight, const Tensor& bia
 // mt::reference::group_norm (autograd/functions/group_norm.cpp, Note [Group norm by a kernel]).
 Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight = Tensor(), const Tensor& bias = Tensor(),
                   double eps = 1e-5);
+// Batch normalisation, then ReLU, then max_pool2d(pool) when pool is set, as one node
+// (autograd/functions/batch_norm_relu.cpp, Note [Fused batch norm, ReLU and pool]): the values and
+// gradients of the composition max_pool2d(relu(batch_norm_train(x, ...))) (or of eval's affine form).
+// Without running statistics: batch statistics, returned in *stats as batch_norm_train does; with them
+// (eval): y = (x - running_mean)/√(running_var + eps)·weight + bias. x: (N, C, H, W).
+struct BatchNormReluOptions {
+  double eps = 1e-5;
+  Tensor running_mean{}, running_var{};  // (C): fixed statistics (eval); undefined: the batch's
+  std::optional<Pool2dOptions> pool{};   // the max pool after the ReLU
+};
+Tensor batch_norm_relu(const Tensor& x, const Tensor& weight, const Tensor& bias, const BatchNormReluOptions& options,
+                       BatchNormStats* stats = nullptr);
 
 // ---- operators --------------------------------------------------------------------------------
 inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }

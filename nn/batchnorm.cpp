@@ -1,6 +1,7 @@
 // Batch normalisation: the functional form (F::batch_norm; training is mt::batch_norm_train's one
-// node, eval is composed from differentiable ops), the BatchNorm1d/2d modules that own the
-// parameters, buffers and modes, and the synchronised training forward (Note [Sync batch norm]).
+// node, eval is composed from differentiable ops; F::batch_norm_relu, the fused form with the ReLU
+// and pool after it), the BatchNorm1d/2d modules that own the parameters, buffers and modes, and the
+// synchronised training forward (Note [Sync batch norm]).
 #include "nn/batchnorm.h"
 
 #include <algorithm>
@@ -10,10 +11,26 @@
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 #include "nn/init.h"
+#include "tensor/raw_batch_norm.h"
 
 namespace mt::nn {
 
 namespace functional {
+
+namespace {
+
+// running ← (1 - f)·running + f·batch, the variance unbiased (·n/(n - 1)); nothing without running statistics.
+void update_running_stats(const Tensor& running_mean, const Tensor& running_var, const BatchNormStats& stats,
+                          int64_t n, double momentum) {
+  if (!running_mean.defined()) return;
+  NoGradGuard no_grad;
+  const double unbias = static_cast<double>(n) / static_cast<double>(n - 1);
+  Tensor rm = running_mean, rv = running_var;  // handles sharing the buffers' storage
+  rm.mul_(1.0 - momentum).add_(stats.mean, momentum);
+  rv.mul_(1.0 - momentum).add_(stats.var * unbias, momentum);
+}
+
+}  // namespace
 
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
                   const Tensor& bias, BatchNormFuncOptions o) {
@@ -25,14 +42,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   if (o.training) {
     BatchNormStats stats;
     const Tensor y = batch_norm_train(x, weight, bias, o.eps, &stats);  // weight and bias applied
-    if (running_mean.defined()) {
-      NoGradGuard no_grad;
-      const int64_t n = x.numel() / c;
-      const double unbias = static_cast<double>(n) / static_cast<double>(n - 1);
-      Tensor rm = running_mean, rv = running_var;  // handles sharing the buffers' storage
-      rm.mul_(1.0 - o.momentum).add_(stats.mean, o.momentum);
-      rv.mul_(1.0 - o.momentum).add_(stats.var * unbias, o.momentum);
-    }
+    update_running_stats(running_mean, running_var, stats, x.numel() / c, o.momentum);
     return y;
   }
   MT_CHECK(running_mean.defined() && running_var.defined(), "batch_norm: eval mode needs running_mean and running_var");
@@ -46,6 +56,24 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   if (bias.defined()) shift = shift + wide(bias);
   const Tensor y = x * per_channel(scale) + per_channel(shift);
   return y.to(x.dtype());
+}
+
+Tensor batch_norm_relu(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                       const Tensor& bias, BatchNormFuncOptions o, const std::optional<Pool2dOptions>& pool) {
+  if (!raw::batch_norm_relu_applies(x, pool)) {  // the composition the fused op replaces
+    const Tensor y = mt::relu(batch_norm(x, running_mean, running_var, weight, bias, o));
+    return pool ? mt::max_pool2d(y, *pool) : y;
+  }
+  if (!o.training) {
+    MT_CHECK(running_mean.defined() && running_var.defined(),
+             "batch_norm: eval mode needs running_mean and running_var");
+    return mt::batch_norm_relu(x, weight, bias, {.eps = o.eps, .running_mean = running_mean,
+                                                 .running_var = running_var, .pool = pool});
+  }
+  BatchNormStats stats;
+  const Tensor y = mt::batch_norm_relu(x, weight, bias, {.eps = o.eps, .pool = pool}, &stats);
+  update_running_stats(running_mean, running_var, stats, x.numel() / x.size(1), o.momentum);
+  return y;
 }
 
 }  // namespace functional
@@ -80,21 +108,42 @@ void BatchNorm::reset_parameters() {
   if (options.affine) init::ones_(weight), init::zeros_(bias);
 }
 
-Tensor BatchNorm::forward(const Tensor& x) {
-  check_input(x);
+bool BatchNorm::synced_here() const {
   // PyTorch's rule: batch statistics while training, or always when nothing is tracked.
   const bool batch_stats = is_training() || !options.track_running_stats;
-  if (batch_stats && stats_reducer && stats_reducer->world_size() > 1) return forward_synced(x);  // counts all ranks
+  return batch_stats && stats_reducer && stats_reducer->world_size() > 1;
+}
+
+double BatchNorm::count_batch() {
+  if (!is_training() || !options.track_running_stats) return 0.0;
+  NoGradGuard no_grad;
+  num_batches_tracked.add_(1.0);
+  return options.momentum ? *options.momentum : 1.0 / num_batches_tracked.item();
+}
+
+Tensor BatchNorm::forward(const Tensor& x) {
+  check_input(x);
+  if (synced_here()) return forward_synced(x);  // counts all ranks
+  const bool batch_stats = is_training() || !options.track_running_stats;
   MT_CHECK(!batch_stats || x.numel() / num_features > 1, name(), "(", extra_repr(), "): expected more than 1 "
            "value per channel when training, got input of shape ", x.sizes());
-  double factor = 0.0;
-  if (is_training() && options.track_running_stats) {
-    NoGradGuard no_grad;
-    num_batches_tracked.add_(1.0);
-    factor = options.momentum ? *options.momentum : 1.0 / num_batches_tracked.item();
-  }
+  const double factor = count_batch();
   return functional::batch_norm(x, running_mean, running_var, weight, bias,
                        {.training = batch_stats, .momentum = factor, .eps = options.eps});
+}
+
+Tensor BatchNorm::forward_relu(const Tensor& x, const std::optional<Pool2dOptions>& pool) {
+  check_input(x);
+  if (synced_here()) {  // the statistics need the other ranks: not fused (Note [Sync batch norm])
+    const Tensor y = mt::relu(forward_synced(x));
+    return pool ? mt::max_pool2d(y, *pool) : y;
+  }
+  const bool batch_stats = is_training() || !options.track_running_stats;
+  MT_CHECK(!batch_stats || x.numel() / num_features > 1, name(), "(", extra_repr(), "): expected more than 1 "
+           "value per channel when training, got input of shape ", x.sizes());
+  const double factor = count_batch();
+  return functional::batch_norm_relu(x, running_mean, running_var, weight, bias,
+                                     {.training = batch_stats, .momentum = factor, .eps = options.eps}, pool);
 }
 
 // Note [Sync batch norm]: per channel c, every rank r has its own Welford statistics over its batch,
@@ -147,8 +196,7 @@ Tensor BatchNorm::forward_synced(const Tensor& x) {
   if (options.affine) y = y * weight.view(channel_shape) + bias.view(channel_shape);
   if (is_training() && options.track_running_stats) {
     NoGradGuard no_grad;
-    num_batches_tracked.add_(1.0);
-    const double f = options.momentum ? *options.momentum : 1.0 / num_batches_tracked.item();
+    const double f = count_batch();
     Tensor rm = running_mean, rv = running_var;  // handles sharing the buffers' storage
     rm.mul_(1.0 - f).add_(mean.detach(), f);
     rv.mul_(1.0 - f).add_(var.detach() * (n / (n - 1)), f);

@@ -23,6 +23,7 @@
 #include <string>
 
 #include "nn/module.h"
+#include "tensor/window.h"
 
 namespace mt::nn {
 
@@ -47,6 +48,12 @@ class BatchStatsReducer {
 class BatchNorm : public Module {
  public:
   Tensor forward(const Tensor& x) override;
+  // forward(x), then ReLU, then max_pool2d(*pool) when pool is set, as one fused op where the backend has
+  // it (Note [Fused batch norm, ReLU and pool], autograd/functions/batch_norm_relu.cpp): the values,
+  // gradients and running-statistics updates of the layers called one after another. Sequential calls
+  // it for the runs BatchNorm2d, ReLU (, MaxPool2d) it holds (Note [Fused runs in Sequential]).
+  // Statistics synchronised over several ranks (stats_reducer) are not fused: forward, relu, pool.
+  Tensor forward_relu(const Tensor& x, const std::optional<Pool2dOptions>& pool = std::nullopt);
   std::string extra_repr() const override;
   void reset_running_stats();  // running_mean = 0, running_var = 1, num_batches_tracked = 0
   void reset_parameters();     // the running statistics, and weight = 1, bias = 0
@@ -64,6 +71,10 @@ class BatchNorm : public Module {
 
  private:
   Tensor forward_synced(const Tensor& x);  // training with stats_reducer (Note [Sync batch norm])
+  bool synced_here() const;               // forward would take forward_synced
+  // The momentum factor of this forward's running-statistics update, after counting the batch in
+  // num_batches_tracked (training with tracking); 0 otherwise.
+  double count_batch();
 };
 
 class BatchNorm1d : public BatchNorm {
@@ -95,5 +106,10 @@ struct BatchNormFuncOptions {
 // statistics, when defined, are updated in place; in eval they must be defined and are used.
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
                   const Tensor& bias, BatchNormFuncOptions options = {});
+// relu(batch_norm(x, ...)), then max_pool2d(*pool) when pool is set, as one op (mt::batch_norm_relu),
+// with the same running-statistics update. x: (N, C, H, W).
+Tensor batch_norm_relu(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                       const Tensor& bias, BatchNormFuncOptions options = {},
+                       const std::optional<Pool2dOptions>& pool = std::nullopt);
 
 }  // namespace mt::nn::functional

@@ -92,6 +92,10 @@ class Module : public std::enable_shared_from_this<Module> {
   virtual Tensor forward(const Tensor& input);
   // forward with the hooks around it (Note [Hooks run in operator()]); without hooks, just forward.
   Tensor operator()(const Tensor& input) { return hooks_ ? call_with_hooks(input) : forward(input); }
+  // Whether a forward hook or pre-hook was ever registered (a removed one's list may stay, empty):
+  // a container that fuses a module's forward with its neighbours' (Note [Fused runs in Sequential])
+  // calls a module with hooks by itself instead.
+  bool has_hooks() const { return hooks_ != nullptr; }
 
   // ---- hooks (PyTorch's register_forward_pre_hook / register_forward_hook) ----------------------
   // A pre-hook sees the input before forward and may return a replacement for it; a forward hook

@@ -29,7 +29,8 @@ class ImageView : public Module {
   std::string extra_repr() const override { return "1x28x28"; }
 };
 
-// conv 3×3 pad 1 -> BatchNorm2d -> ReLU -> MaxPool2d(2): halves H and W.
+// conv 3×3 pad 1 -> BatchNorm2d -> ReLU -> MaxPool2d(2): halves H and W. The Sequential runs the last
+// three as one fused op (Note [Fused runs in Sequential]); they stay three modules, so the names hold.
 void add_conv_block(Sequential& net, int64_t in, int64_t out) {
   net.push_back(std::make_shared<Conv2d>(in, out, 3, Conv2dLayerOptions{.padding = 1}));
   net.push_back(std::make_shared<BatchNorm2d>(out));

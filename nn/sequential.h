@@ -11,7 +11,8 @@
 //
 // Every element must have a one-input forward (Module::forward); putting a loss in a Sequential
 // fails at the first forward with the loss's name. Elements are called as `module(x)`, so their
-// hooks run (Note [Hooks run in operator()]).
+// hooks run (Note [Hooks run in operator()]). A run BatchNorm2d, ReLU (, MaxPool2d) without hooks is
+// called as one fused op with the same results (Note [Fused runs in Sequential], sequential.cpp).
 #pragma once
 
 #include "nn/module_list.h"

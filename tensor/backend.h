@@ -213,6 +213,28 @@ class Backend {
                           const Tensor& weight, const Tensor& bias, double eps);
   virtual void group_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias, const Tensor& dy,
                                    const Tensor& x, const Tensor& weight, const Tensor& mean, const Tensor& rstd);
+  // Batch normalisation fused with the ReLU after it, and the max pool after that when `pool` is given
+  // (tensor/raw_batch_norm.cpp; Note [Fused batch norm, ReLU and pool] in autograd/functions/batch_norm_relu.cpp).
+  // Per channel c of x: (N, C, L) contiguous, over its n = N·L values:
+  //   batch_norm_stats:  mean[c] = Σ x / n,  var[c] = Σ (x - mean[c])² / n (biased); (C) each, in x's dtype.
+  //   batch_norm_relu:   y = max((x - mean[c])·scale[c] + shift[c], 0), NaN kept as ReLU keeps it;
+  //                      out = y (N, C, L), or, with pool (L = in_h·in_w, windows inside the plane: no
+  //                      padding, dilation or overhang), max_pool2d(y) (N, C, OH·OW) with indices as
+  //                      max_pool2d writes them.
+  //   batch_norm_relu_backward, with dy = dout routed back through the pool's indices and masked where
+  //   out = 0 (ReLU's), x̂ = (x - mean)·inv:  dbias = Σ dy,  dweight = Σ dy·x̂  (C) each, and
+  //                      dx = scale·(dy - x̂·dweight/n - dbias/n)  with batch statistics,
+  //                      dx = scale·dy                            with fixed ones (eval).
+  // mean, inv, scale, shift: (C) contiguous in x's dtype; indices int64. Optional: a backend without them
+  // answers false to has_batch_norm_relu and batch_norm_relu stays the composition of its ops.
+  virtual bool has_batch_norm_relu() const { return false; }
+  virtual void batch_norm_stats(const Tensor& mean, const Tensor& var, const Tensor& x);
+  virtual void batch_norm_relu(const Tensor& out, const Tensor& indices, const Tensor& x, const Tensor& mean,
+                               const Tensor& scale, const Tensor& shift, const Window2d* pool);
+  virtual void batch_norm_relu_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias,
+                                        const Tensor& dout, const Tensor& out, const Tensor& indices, const Tensor& x,
+                                        const Tensor& mean, const Tensor& inv, const Tensor& scale,
+                                        const Window2d* pool, bool batch_stats);
 
   // Waits for queued work (no-op on CPU).
   virtual void synchronize() {}

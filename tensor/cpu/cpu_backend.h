@@ -13,6 +13,7 @@
 //   cpu_winograd.cpp  Winograd F(2x2, 3x3) input and output transforms
 //   cpu_interpolate.cpp  bilinear resampling and its adjoint
 //   cpu_group_norm.cpp   group norm and its backward (norm_rows.h: what it shares with layer norm)
+//   cpu_batch_norm_relu.cpp  batch norm + ReLU (+ max pool) fused, forward and backward
 // and backend_registry.cpp holds the device-type -> Backend table. Shared loops: strided_loop.h
 // (any strides) and elementwise.h (with the contiguous and broadcast-scalar fast paths).
 // Kernels above a size threshold split their loops across the intra-op threads with parallel_for
@@ -80,6 +81,15 @@ class CpuBackend final : public Backend {
                   const Tensor& bias, double eps) override;
   void group_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias, const Tensor& dy,
                            const Tensor& x, const Tensor& weight, const Tensor& mean, const Tensor& rstd) override;
+  // cpu_batch_norm_relu.cpp
+  bool has_batch_norm_relu() const override { return true; }
+  void batch_norm_stats(const Tensor& mean, const Tensor& var, const Tensor& x) override;
+  void batch_norm_relu(const Tensor& out, const Tensor& indices, const Tensor& x, const Tensor& mean,
+                       const Tensor& scale, const Tensor& shift, const Window2d* pool) override;
+  void batch_norm_relu_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
+                                const Tensor& out, const Tensor& indices, const Tensor& x, const Tensor& mean,
+                                const Tensor& inv, const Tensor& scale, const Window2d* pool,
+                                bool batch_stats) override;
 };
 
 namespace cpu {
