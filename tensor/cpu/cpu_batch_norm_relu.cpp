@@ -9,6 +9,7 @@
 // runs at one add per add-latency and may not be vectorised (reordering it would change the result).
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <vector>
 
 #include "tensor/cpu/cpu_backend.h"
@@ -55,33 +56,39 @@ inline T relu_value(T v) {
   return v < T(0) ? T(0) : v;
 }
 
-// One plane of the pooled forward, from the plane's ReLU outputs y: out[oh, ow] = the max over the
+// Where each window's taps read the plane: at[t·P + q] = h·W + w of tap t (taps in row-major window
+// order) of output q (P = OH·OW outputs, row-major), for windows inside the plane.
+std::vector<int32_t> tap_table(const Window2d& w) {
+  const int64_t oh_n = w.out_h(), ow_n = w.out_w(), outputs = oh_n * ow_n;
+  std::vector<int32_t> at(w.kernel_h * w.kernel_w * outputs);
+  for (int64_t i = 0, t = 0; i < w.kernel_h; ++i)
+    for (int64_t j = 0; j < w.kernel_w; ++j, ++t)
+      for (int64_t oh = 0; oh < oh_n; ++oh)
+        for (int64_t ow = 0; ow < ow_n; ++ow)
+          at[t * outputs + oh * ow_n + ow] = static_cast<int32_t>((oh * w.stride_h + i) * w.in_w + ow * w.stride_w + j);
+  return at;
+}
+
+// One plane of the pooled forward, from the plane's ReLU outputs y: out[q] = the max over output q's
 // window, indices the first maximum's h·W + w, by max_pool2d's rule (a NaN wins, and a later NaN
-// replaces it). Windows lie inside the plane, so the taps are the outer loops and one output row the
-// inner one, a select the compiler can vectorise (as max_pool2d's max_pool_inside in cpu_conv.cpp).
-// Computing y inside this loop instead, from x, left the selects as branches, mispredicted half the
-// time on ReLU's zeros: 2.6x slower than this pass plus writing y to an L1-sized plane buffer first.
+// replaces it). The loop runs over the whole output plane for one tap at a time, reading y through
+// the tap table: long enough to fill vectors (one output row of the CNN's pools is 14 or 7 values,
+// shorter than a vector, and its scalar remainder was a branch per select, mispredicted half the
+// time on ReLU's zeros), with the running position in 32-bit lanes beside the floats.
 template <typename T>
-void pool_plane(const T* __restrict y, T* __restrict out, int64_t* __restrict idx, const Window2d& w) {
-  const int64_t oh_n = w.out_h(), ow_n = w.out_w(), sw = w.stride_w, sh = w.stride_h, in_w = w.in_w;
-  const int64_t kh = w.kernel_h, kw = w.kernel_w;
-  for (int64_t oh = 0; oh < oh_n; ++oh) {
-    T* o = out + oh * ow_n;
-    int64_t* io = idx + oh * ow_n;
-    const int64_t row0 = oh * sh * in_w;
-    for (int64_t ow = 0; ow < ow_n; ++ow) o[ow] = y[row0 + ow * sw], io[ow] = row0 + ow * sw;
-    for (int64_t i = 0; i < kh; ++i)
-      for (int64_t j = 0; j < kw; ++j) {
-        if (i == 0 && j == 0) continue;
-        const int64_t base = row0 + i * in_w + j;
-        for (int64_t ow = 0; ow < ow_n; ++ow) {
-          const T v = y[base + ow * sw];
-          const bool take = (v > o[ow]) | (v != v);
-          o[ow] = take ? v : o[ow];
-          io[ow] = take ? base + ow * sw : io[ow];
-        }
-      }
+void pool_plane(const T* __restrict y, T* __restrict out, int64_t* __restrict idx, int32_t* __restrict pos,
+                const int32_t* __restrict at, int64_t taps, int64_t outputs) {
+  for (int64_t q = 0; q < outputs; ++q) out[q] = y[at[q]], pos[q] = at[q];
+  for (int64_t t = 1; t < taps; ++t) {
+    const int32_t* tap = at + t * outputs;
+    for (int64_t q = 0; q < outputs; ++q) {
+      const T v = y[tap[q]];
+      const bool take = (v > out[q]) | (v != v);
+      out[q] = take ? v : out[q];
+      pos[q] = take ? tap[q] : pos[q];
+    }
   }
+  for (int64_t q = 0; q < outputs; ++q) idx[q] = pos[q];
 }
 
 }  // namespace
@@ -122,6 +129,7 @@ void CpuBackend::batch_norm_relu(const Tensor& out, const Tensor& indices, const
   MT_CHECK(o.n == d.n && o.c == d.c && (pool ? o.l == pool->out_h() * pool->out_w() && pool->in_h * pool->in_w == d.l
                                              : o.l == d.l),
            "batch_norm_relu: out ", out.sizes(), " does not match x ", x.sizes());
+  MT_CHECK(d.l <= INT32_MAX, "batch_norm_relu: a plane of ", d.l, " values is more than the pool's 32-bit positions hold");
   MT_DISPATCH_FLOAT(x.dtype(), "batch_norm_relu", [&]<typename T>() {
     const T* src = cpu::data<const T>(x);
     T* dst = cpu::data<T>(out);
@@ -129,14 +137,17 @@ void CpuBackend::batch_norm_relu(const Tensor& out, const Tensor& indices, const
     const T* mp = cpu::data<const T>(mean);
     const T* ap = cpu::data<const T>(scale);
     const T* bp = cpu::data<const T>(shift);
+    const std::vector<int32_t> at = pool ? tap_table(*pool) : std::vector<int32_t>();
+    const int64_t taps = pool ? pool->kernel_h * pool->kernel_w : 0;
     for_channels(d, [&](int64_t c) {
       const T m = mp[c], a = ap[c], b = bp[c];
-      std::vector<T> plane(pool ? d.l : 0);  // one plane's ReLU outputs, before the pool
+      std::vector<T> plane(pool ? d.l : 0);     // one plane's ReLU outputs, before the pool
+      std::vector<int32_t> pos(pool ? o.l : 0);  // its outputs' winners so far
       for (int64_t s = 0; s < d.n; ++s) {
         const T* xs = src + (s * d.c + c) * d.l;
         T* ys = pool ? plane.data() : dst + (s * d.c + c) * o.l;
         for (int64_t j = 0; j < d.l; ++j) ys[j] = relu_value((xs[j] - m) * a + b);
-        if (pool) pool_plane(ys, dst + (s * d.c + c) * o.l, idx + (s * d.c + c) * o.l, *pool);
+        if (pool) pool_plane(ys, dst + (s * d.c + c) * o.l, idx + (s * d.c + c) * o.l, pos.data(), at.data(), taps, o.l);
       }
     });
   });
