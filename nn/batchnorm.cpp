@@ -60,7 +60,10 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
 
 Tensor batch_norm_relu(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
                        const Tensor& bias, BatchNormFuncOptions o, const std::optional<Pool2dOptions>& pool) {
-  if (!raw::batch_norm_relu_applies(x, pool)) {  // the composition the fused op replaces
+  bool fusable = raw::batch_norm_relu_applies(x, pool);
+  for (const Tensor* t : {&running_mean, &running_var, &weight, &bias})
+    fusable = fusable && (!t->defined() || t->dtype() == x.dtype());  // the kernels take one dtype
+  if (!fusable) {  // the composition the fused op replaces
     const Tensor y = mt::relu(batch_norm(x, running_mean, running_var, weight, bias, o));
     return pool ? mt::max_pool2d(y, *pool) : y;
   }

@@ -149,6 +149,21 @@ TEST_CASE("batch_norm_relu refuses what its kernels do not take, in one line") {
   const Tensor composed =
       max_pool2d(relu(nn::F::batch_norm(in.x, Tensor(), Tensor(), in.w, in.b, {.training = true})), padded);
   check_close(fused, composed, 0.0);
+  // Parameters of another dtype than x: whatever the composition does (a result or an error), so
+  // does F::batch_norm_relu, because it composes too.
+  const Tensor x32 = in.x.detach().to(kFloat32);
+  const auto outcome = [&](bool fused_op) -> std::optional<Tensor> {
+    try {
+      const nn::F::BatchNormFuncOptions o{.training = true};
+      if (fused_op) return nn::F::batch_norm_relu(x32, Tensor(), Tensor(), in.w, in.b, o, Pool2dOptions{.kernel_size = 2});
+      return max_pool2d(relu(nn::F::batch_norm(x32, Tensor(), Tensor(), in.w, in.b, o)), Pool2dOptions{.kernel_size = 2});
+    } catch (const Error&) {
+      return std::nullopt;
+    }
+  };
+  const std::optional<Tensor> mixed_fused = outcome(true), mixed_composed = outcome(false);
+  REQUIRE(mixed_fused.has_value() == mixed_composed.has_value());
+  if (mixed_fused) check_close(*mixed_fused, *mixed_composed, 0.0);
 }
 
 namespace {
