@@ -28,6 +28,7 @@ Checkpoint checkpoint_of(const Run& r, int64_t epoch, double loss) {
   if (!r.lead) return c;
   if (!(r.fsdp && sharded_checkpoints(r))) c.model = r.model->state_dict();
   if (r.scheduler) c.scheduler = r.scheduler->state_dict();
+  if (r.scaler) c.grad_scaler = r.scaler->state_dict();  // the same on every rank
   c.epoch = epoch, c.step = r.step, c.loss = loss;
   c.rng_seed = default_generator().seed(), c.rng_offset = default_generator().offset();
   // What a resumed run must match (the trainer's reconcile).

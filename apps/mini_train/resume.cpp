@@ -100,6 +100,9 @@ void resume(Run& r) {
     r.opt->load_state_dict(c.optimizer);
   }
   if (r.scheduler) r.scheduler->load_state_dict(c.scheduler);
+  // fp16: the scale and its growth count, so the resumed steps scale as the uninterrupted ones (a
+  // checkpoint of another --precision has none: the scaler starts afresh).
+  if (r.scaler && !c.grad_scaler.empty()) r.scaler->load_state_dict(c.grad_scaler);
   default_generator().set_state(c.rng_seed, c.rng_offset);
   r.first_epoch = c.epoch + 1;
   r.step = c.step;

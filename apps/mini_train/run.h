@@ -22,6 +22,7 @@
 #include "distributed/process_group/process_group.h"
 #include "distributed/store/rendezvous.h"
 #include "distributed/zero/fsdp.h"
+#include "optim/grad_scaler.h"
 #include "trace/tracer.h"
 
 namespace mt::dist {
@@ -49,6 +50,8 @@ struct Run {
   Accumulation acc;              // --accumulate's micro-batches per step (accumulate.h)
   int64_t steps_per_epoch = 0;   // optimizer steps: acc.steps()
   std::unique_ptr<optim::LRScheduler> scheduler;
+  std::unique_ptr<optim::GradScaler> scaler;  // --precision fp16's loss scaling (Note [Loss scaling]); null: off
+  int64_t skipped_steps = 0;     // steps the scaler skipped for an inf or NaN gradient
   std::shared_ptr<dist::DistributedDataParallel> ddp;        // --zero 0, 1, 2
   std::shared_ptr<dist::FullyShardedDataParallel> fsdp;     // --zero 3, instead of ddp
   int64_t first_epoch = 1, step = 0;

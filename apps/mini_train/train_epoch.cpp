@@ -50,7 +50,9 @@ double forward_backward(Run& r, nn::Module& net, const data::Batch& batch, int64
   if (j % r.acc.k == 0) r.opt->zero_grad();
   trace::Span backward_span("backward");
   const double scale = r.acc.loss_scale(j, batch.size());
-  (scale == 1 ? loss : loss * scale).backward();
+  Tensor scaled = scale == 1 ? loss : loss * scale;
+  if (r.scaler) scaled = r.scaler->scale(scaled);  // --precision fp16: Note [Loss scaling]
+  scaled.backward();
   return l;
 }
 
@@ -68,13 +70,20 @@ double train_step(Run& r, nn::Module& net, const data::Batch& batch, int64_t epo
     return forward_backward(r, net, batch, epoch, j);
   }
   const double l = forward_backward(r, net, batch, epoch, j);
+  // fp16: clip the true gradients, not the scaled ones (unscale_ also finds inf/NaN, once per step).
+  if (r.scaler && r.o.clip_grad > 0) r.scaler->unscale_(*r.opt);
   if (r.o.clip_grad > 0) clip_gradients(r);  // DDP: reduced grads
   dist::set_phase(dist::Phase::Optimizer);
   trace::Span optimizer_span("optimizer");
   r.step_lr = r.opt->lr(0);  // what this step uses, for its --log-every record
   {
     MemoryKindGuard kind(MemoryKind::kOptimizerState);  // the state the step makes: Note [Memory kinds]
-    r.opt->step();
+    if (!r.scaler) {
+      r.opt->step();
+    } else {  // skipped, with the scale backed off, where a gradient is inf or NaN on any rank
+      if (!r.scaler->step(*r.opt)) ++r.skipped_steps;
+      r.scaler->update();
+    }
   }
   if (r.scheduler) r.scheduler->step();
   return l;

@@ -45,6 +45,7 @@
 #include "data/dataloader.h"
 #include "data/sampler.h"
 #include "distributed/ddp/ddp.h"
+#include "distributed/ddp/found_inf.h"
 #include "distributed/fault/heartbeat.h"
 #include "distributed/process_group/init_process_group.h"
 #include "nn/checkpoint.h"
@@ -134,6 +135,11 @@ Run set_up(const Options& o) {
            " batches are not the ", r.acc.batches(), " micro-batches --accumulate counts");
   r.steps_per_epoch = r.acc.steps();
   r.scheduler = build_scheduler(o, *r.opt, total_steps(o, r.steps_per_epoch));
+  if (o.precision == "fp16") {  // float16's range needs the loss scaled; bfloat16 has float32's
+    r.scaler = std::make_unique<optim::GradScaler>();
+    // Every rank skips a step together or steps together (Note [One found-inf for all ranks]).
+    if (r.pg) r.scaler->set_found_inf_reduction(dist::any_rank_found_inf(r.pg));
+  }
   return r;
 }
 
@@ -177,7 +183,8 @@ void print_config(const Run& r) {
   row("precision", o.precision == "fp32" ? std::string("fp32")
                                          : o.precision + " (autocast: matmul, linear, conv and attention in " +
                                                (o.precision == "bf16" ? "bfloat16" : "float16") +
-                                               ", float32 master weights)");
+                                               ", float32 master weights" +
+                                               (o.precision == "fp16" ? "; loss scaled by a GradScaler from 65536" : "") + ")");
   row("epochs", std::to_string(o.epochs) + (o.max_steps > 0 ? ", at most " + std::to_string(o.max_steps) +
                                                                    " steps (--max-steps)" : "") +
                    (o.early_stop > 0 ? ", ending after " + std::to_string(o.early_stop) + " without a better " +
@@ -265,6 +272,9 @@ void report_end(Run& r, const std::optional<Score>& last_score) {
         r.pg ? dist::peak_memory_per_rank(*r.pg, r.device) : std::vector<TensorMemory>{tensor_memory(r.device)};
     if (r.lead) std::fputs(dist::describe_peak_memory(ranks, r.device).c_str(), stdout);
   }
+  if (r.scaler && r.talk)
+    std::printf("fp16: %lld step%s skipped for inf or NaN gradients; loss scale now %g\n",
+                static_cast<long long>(r.skipped_steps), r.skipped_steps == 1 ? "" : "s", r.scaler->get_scale());
   if (!r.lead || !r.o.eval) return;
   // Note [The final score]: the last epoch's --eval score was taken after its last step, and
   // nothing has changed the weights (or BatchNorm's statistics) since, so it is this score; only a

@@ -353,7 +353,7 @@ PY
 precision)
   # --precision bf16 (autograd/autocast.h): the GPT and CNN presets train under autocast (the loss
   # falls), the weights stay float32 master weights (every tensor of the model file is F32), and the
-  # config table and the model file's metadata say so. fp16 waits for loss scaling.
+  # config table and the model file's metadata say so.
   for i in $(seq 40); do echo "the quick brown fox $i jumps over the lazy dog"; done >t.txt
   "$bin" --text t.txt --layers 1 --heads 2 --dim 16 --context 16 --batch-size 64 --lr 1e-2 --max-steps 0 --epochs 3 \
     --precision bf16 --save gpt.safetensors >out.txt 2>err.txt || { cat err.txt; fail "gpt --precision bf16 failed"; }
@@ -383,8 +383,37 @@ assert all(t["dtype"] == "F32" or name.endswith("num_batches_tracked") for name,
 PY
   done
   "$bin" eval --init gpt.safetensors >/dev/null || fail "mini_train eval of a bf16-trained gpt failed"
-  expect_error "--precision fp16 needs loss scaling, which this build does not have yet" --precision fp16
   expect_error "--precision: bf32 not in {fp32,bf16,fp16}" --precision bf32
+  ;;
+precision_fp16)
+  # --precision fp16: autocast in float16 and a GradScaler (optim/grad_scaler.h). The CNN trains (the
+  # loss falls) and says how many steps the scaler skipped; an interrupted and resumed run equals the
+  # uninterrupted one byte for byte, which needs the scaler's state in the checkpoint (grad_scaler/);
+  # two ranks decide each skip together and end with the same weights as the checkpoint says.
+  write_npy x784.npy "<f4" 40,28,28 "rnd.random() * 255"
+  write_npy y784.npy "<i8" 40 "i % 10"
+  "$bin" --inputs x784.npy --targets y784.npy --model cnn --epochs 4 --batch-size 20 --precision fp16 \
+    >cnn.txt 2>err.txt || { cat err.txt; fail "cnn --precision fp16 failed"; }
+  grep -q '^  precision    fp16 (autocast: .* in float16, float32 master weights; loss scaled by a GradScaler from 65536)$' \
+    cnn.txt || { cat cnn.txt; fail "config table: no fp16 precision row"; }
+  grep -q '^fp16: [0-9]* steps\? skipped for inf or NaN gradients; loss scale now [0-9.e+]*$' cnn.txt ||
+    { cat cnn.txt; fail "no fp16 skipped-steps line"; }
+  first=$(sed -n 's/^Epoch \[1\/4\], Loss: \([0-9.]*\).*/\1/p' cnn.txt)
+  last=$(sed -n 's/^Epoch \[4\/4\], Loss: \([0-9.]*\).*/\1/p' cnn.txt)
+  awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a) }' ||
+    { cat cnn.txt; fail "cnn fp16: loss did not fall: $first -> $last"; }
+  flags=(--model mlp --hidden 16,8 --optimizer adam --samples 300 --precision fp16 --clip-grad 1 --quiet)
+  "$bin" "${flags[@]}" --epochs 4 --checkpoint-dir a --save full.safetensors || fail "fp16 full run failed"
+  "$bin" "${flags[@]}" --epochs 4 --stop-after 2 --checkpoint-dir b || fail "fp16 first half failed"
+  "$bin" "${flags[@]}" --epochs 4 --checkpoint-dir b --resume auto --save resumed.safetensors || fail "fp16 resume failed"
+  cmp full.safetensors resumed.safetensors || fail "fp16: resumed weights differ from the uninterrupted run"
+  "$py" - b/checkpoint-epoch-000002.safetensors <<'PY' || fail "the fp16 checkpoint has no GradScaler state"
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+header = json.loads(raw[8:8 + struct.unpack("<Q", raw[:8])[0]])
+assert "grad_scaler/scale" in header and "grad_scaler/_growth_tracker" in header, sorted(header)
+PY
+  "$bin" "${flags[@]}" --epochs 2 --nproc 2 --save ddp.safetensors || fail "fp16 under --nproc 2 failed"
   ;;
 *)
   fail "unknown case $case_name"
