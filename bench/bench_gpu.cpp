@@ -3,6 +3,8 @@
 // same GPU). Built only in CUDA builds; run on cuda:0.
 //
 //   gemm_fp32_tflops / gemm_tf32_tflops   C = A·B, A, B: (4096, 4096) float32; 2·n³ flops per call
+//   gemm_bf16_tflops                      the same in bfloat16: tensor cores, float32 sums (Note
+//                                         [16-bit GEMM] in tensor/cuda/cuda_gemm.cu)
 //   add_gbps / memcpy_gbps                c = a + b over 64 Mi floats (3 streams of bytes) beside a
 //                                         device-to-device cudaMemcpyAsync (2 streams: read, write)
 //   attention_ms                          causal attention, B 4, H 12, context 1024, head size 64,
@@ -76,6 +78,8 @@ void bench_gemm() {
     report(tf32 ? "gemm_tf32_tflops" : "gemm_fp32_tflops", flops / s / 1e12);
   }
   cuda::set_allow_tf32(false);
+  const Tensor a16 = raw::cast(a, kBFloat16), b16 = raw::cast(b, kBFloat16);
+  report("gemm_bf16_tflops", flops / time_per_call([&] { raw::matmul(a16, b16); }, 20) / 1e12);
 }
 
 void bench_bandwidth() {

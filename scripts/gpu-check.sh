@@ -266,6 +266,7 @@ def num(d, k):
 rows = [  # key, what, unit
     ("gemm_fp32_tflops", "GEMM 4096^2 fp32", "TFLOP/s"),
     ("gemm_tf32_tflops", "GEMM 4096^2 TF32", "TFLOP/s"),
+    ("gemm_bf16_tflops", "GEMM 4096^3 bf16", "TFLOP/s"),
     ("add_gbps", "add, 64 Mi floats", "GB/s"),
     ("memcpy_gbps", "D2D cudaMemcpy", "GB/s"),
     ("attention_ms", "attention T1024 d64 fwd+bwd", "ms"),
@@ -279,7 +280,11 @@ print(f"{'benchmark':32} {'minitrain':>12} {'PyTorch':>12} {'mt/pt':>7}  target"
 for key, what, unit in rows:
     a, b = num(mt, key), num(pt, key)
     verdict = ""
-    if key == "add_gbps":  # against the same run's device-to-device memcpy (and the H200's 4.8 TB/s)
+    if key == "gemm_bf16_tflops":  # against PyTorch's best bf16 GEMM on the same GPU (4096^3, 8192^3)
+        peak = num(pt, "gemm_bf16_peak_tflops")
+        verdict = (f">= 70% of measured peak: {100 * a / peak:.0f}% " + ("ok" if a >= 0.7 * peak else "MISSED")
+                   if not math.isnan(peak) else "no measured peak (needs PyTorch)") + f" ({100 * a / 989:.0f}% of 989 dense)"
+    elif key == "add_gbps":  # against the same run's device-to-device memcpy (and the H200's 4.8 TB/s)
         m = num(mt, "memcpy_gbps")
         verdict = (f">= 85% of memcpy: {100 * a / m:.0f}% " + ("ok" if a >= 0.85 * m else "MISSED")
                    + f" ({100 * a / 4800:.0f}% of 4.8 TB/s)")

@@ -2,8 +2,8 @@
 // runtime dtype into a compile-time C++ type inside kernels.
 // float32 is the training type everywhere; float64 exists for gradcheck; int64 for labels and indices;
 // bfloat16 and float16 are the low-precision dtypes: stored in 16 bits, computed in float32 (Note
-// [Low-precision compute type]). On CUDA float16 is still a storage format only (DDP's fp16
-// compression) and bfloat16 tensors are refused (tensor/factories.cpp).
+// [Low-precision compute type]), on the CPU and on CUDA alike. docs/gpu.md ("bfloat16 and float16
+// on the GPU") lists the CUDA kernels that take them; the others refuse them in one line.
 #pragma once
 
 #include <cstddef>

@@ -20,9 +20,6 @@ Tensor finish(Tensor t, const TensorOptions& opts) {
 
 Tensor empty(const Shape& shape, TensorOptions opts) {
   for (int64_t s : shape) MT_CHECK(s >= 0, "empty: negative size in shape ", shape);
-  // The CUDA backend has no bfloat16 kernels yet (float16 is a storage format there: casts only).
-  MT_CHECK(opts.dtype != kBFloat16 || opts.device.is_cpu(), "bfloat16 tensors are not supported on ", opts.device,
-           " yet (CPU only)");
   auto impl = detail::make_small<TensorImpl>();
   const size_t nbytes = static_cast<size_t>(shape.numel()) * element_size(opts.dtype);
   impl->storage = make_storage(nbytes, opts.device, backend(opts.device).allocator());

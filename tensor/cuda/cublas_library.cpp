@@ -20,6 +20,7 @@ namespace {
 
 CublasLibrary load() {
   return {.create = &cublasCreate, .set_stream = &cublasSetStream, .set_workspace = &cublasSetWorkspace,
+          .set_math_mode = &cublasSetMathMode,
           .gemm_strided_batched_ex = static_cast<CublasLibrary::GemmStridedBatchedEx>(&cublasGemmStridedBatchedEx)};
 }
 
@@ -53,6 +54,7 @@ CublasLibrary load() {
   return {.create = symbol<decltype(L::create)>(library, MT_CUBLAS_NAME_OF(cublasCreate)),
           .set_stream = symbol<decltype(L::set_stream)>(library, MT_CUBLAS_NAME_OF(cublasSetStream)),
           .set_workspace = symbol<decltype(L::set_workspace)>(library, MT_CUBLAS_NAME_OF(cublasSetWorkspace)),
+          .set_math_mode = symbol<decltype(L::set_math_mode)>(library, MT_CUBLAS_NAME_OF(cublasSetMathMode)),
           .gemm_strided_batched_ex =
               symbol<decltype(L::gemm_strided_batched_ex)>(library, MT_CUBLAS_NAME_OF(cublasGemmStridedBatchedEx))};
 }

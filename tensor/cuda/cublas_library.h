@@ -4,7 +4,7 @@
 // libcublas and libcublasLt at start-up, and the dynamic loader's relocations touch their pages: a CPU
 // run of mini_train (the seed job, /usr/bin/time -v) peaked at 206-224 MiB resident, against
 // 13.3-13.7 MiB with cuBLAS loaded this way (bench/README.md, "Peak resident memory"). The backend
-// calls only four cuBLAS functions, so it looks them up once in a dlopen()ed libcublas and calls
+// calls only five cuBLAS functions, so it looks them up once in a dlopen()ed libcublas and calls
 // them through this table; a run that never multiplies matrices on a GPU never loads cuBLAS.
 // cudart (about 0.5 MiB resident) and NCCL (1 MiB) stay linked. The CUDA emulator
 // (tests/cuda_emu) builds this file with MT_CUDA_EMULATOR and hands out its own functions instead.
@@ -21,6 +21,7 @@ struct CublasLibrary {
   decltype(&cublasCreate) create;
   decltype(&cublasSetStream) set_stream;
   decltype(&cublasSetWorkspace) set_workspace;
+  decltype(&cublasSetMathMode) set_math_mode;
   // Spelled out: in C++ cublas_api.h overloads cublasGemmStridedBatchedEx (the legacy cudaDataType
   // compute-type form), so decltype cannot pick one.
   using GemmStridedBatchedEx = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int m, int n,

@@ -1,7 +1,12 @@
 // CudaBackend::copy_on_device and ::fill: casting copies between tensors on one device (what
 // contiguous(), .to(dtype), clone() and copy_ end in) and constant fills. Host <-> device transfers
 // are in cuda_copy.cpp.
-#include <cuda_fp16.h>
+//
+// Every dtype casts to every other, as on the CPU (tensor/cpu/cpu_copy.cpp) and with the same code:
+// a cast from or to bfloat16 or float16 goes through float32 with tensor/half.h's conversions
+// (mt::BFloat16, mt::Half: constexpr, so kernels call them too), so the GPU rounds to nearest even
+// and writes the CPU's bits, NaN included, where CUDA's own __float2bfloat16_rn would write 0x7FFF.
+#include <type_traits>
 
 #include "tensor/cuda/cuda_device.h"
 #include "tensor/cuda/cuda_loops.cuh"
@@ -9,18 +14,16 @@
 namespace mt::cuda {
 namespace {
 
+// Through the source's compute type (Note [Low-precision compute type], tensor/dtype.h): bfloat16
+// -> float64 is float -> double, exact; float64 -> bfloat16 is double -> float -> bfloat16, two
+// roundings, as on the CPU and in PyTorch. A copy within one dtype moves the element as it is, so a
+// 16-bit NaN keeps its payload (a trip through float32 would not).
 template <typename TO, typename TI>
 struct Cast {
-  __device__ TO operator()(TI x) const { return static_cast<TO>(x); }
-};
-
-// float16 is a storage format, as on the CPU (tensor/half.h): elements are raw uint16_t bits, cast to
-// and from float32 only (DDP's fp16-compressed gradients), rounding to nearest even like the CPU.
-struct FloatToHalf {
-  __device__ uint16_t operator()(float x) const { return __half_as_ushort(__float2half_rn(x)); }
-};
-struct HalfToFloat {
-  __device__ float operator()(uint16_t h) const { return __half2float(__ushort_as_half(h)); }
+  __device__ TO operator()(TI x) const {
+    if constexpr (std::is_same_v<TO, TI>) return x;
+    else return static_cast<TO>(static_cast<compute_t<TI>>(x));
+  }
 };
 
 // out[off] = value, strided (the dense case is one run of stride 1).
@@ -46,16 +49,10 @@ void CudaBackend::copy_on_device(const Tensor& dst, const Tensor& src) {
                                   cudaMemcpyDeviceToDevice, stream_));
     return;
   }
-  if (dst.dtype() == DType::Float16 || src.dtype() == DType::Float16) {
-    MT_CHECK((dst.dtype() == DType::Float16 && src.dtype() == DType::Float32) ||
-                 (dst.dtype() == DType::Float32 && src.dtype() == DType::Float16),
-             "copy: float16 only casts to and from float32, not ", src.dtype(), " to ", dst.dtype());
-    if (dst.dtype() == DType::Float16) map_unary<uint16_t, float>(*this, dst, src, FloatToHalf{});
-    else map_unary<float, uint16_t>(*this, dst, src, HalfToFloat{});
-    return;
-  }
-  MT_DISPATCH_ALL(dst.dtype(), "copy", [&]<typename TO>() {
-    MT_DISPATCH_ALL(src.dtype(), "copy", [&]<typename TI>() { map_unary<TO, TI>(*this, dst, src, Cast<TO, TI>{}); });
+  MT_DISPATCH_ALL_AND_LOWP(dst.dtype(), "copy", [&]<typename TO>() {
+    MT_DISPATCH_ALL_AND_LOWP(src.dtype(), "copy", [&]<typename TI>() {
+      map_unary<TO, TI>(*this, dst, src, Cast<TO, TI>{});
+    });
   });
 }
 
@@ -63,7 +60,7 @@ void CudaBackend::fill(const Tensor& dst, double value) {
   const int64_t n = dst.numel();
   if (n == 0) return;
   DeviceGuard guard(device_);
-  MT_DISPATCH_ALL(dst.dtype(), "fill", [&]<typename T>() {
+  MT_DISPATCH_ALL_AND_LOWP(dst.dtype(), "fill", [&]<typename T>() {
     const auto ix = make_indexer<1>(dst.sizes(), {dst.strides().begin()});
     const auto g = elementwise_geometry(n, multiprocessors_);
     with_index_width(ix, n, [&](const auto& w) {

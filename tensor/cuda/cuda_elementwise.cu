@@ -3,6 +3,11 @@
 // (tensor/cpu/cpu_elementwise.cpp), including NaN handling: relu(NaN) = NaN, maximum/minimum
 // propagate NaN. Math functions are CUDA's (exp, log, tanh, erf, pow), accurate to a few ulps, so
 // results match the CPU's within rounding, not bit for bit.
+// bfloat16 and float16 compute in float32 and round once per element, as on the CPU (Note
+// [Low-precision compute type], tensor/dtype.h): each functor below is written for the compute
+// type C and wrapped in InCompute, which widens the 16-bit elements and rounds the result. The
+// arithmetic, comparisons and the rounding are IEEE float32 on both sides, so those results are the
+// CPU's bits; the math functions' few-ulp differences can move a 16-bit result by one ulp.
 #include <cmath>
 #include <type_traits>
 
@@ -13,9 +18,18 @@
 namespace mt::cuda {
 namespace {
 
+// f computed in compute_t<T>, its result rounded to T once; for float, double and int64 it is f.
+template <typename T, typename F>
+struct InCompute {
+  using C = compute_t<T>;
+  F f;
+  __device__ T operator()(T x) const { return T(f(C(x))); }
+  __device__ T operator()(T x, T y) const { return T(f(C(x), C(y))); }
+};
+
 // ---- unary ----------------------------------------------------------------------------------------
-// With a scalar where the op has one. T is float, double or int64_t (the float-only ops are only
-// instantiated for float and double).
+// With a scalar where the op has one. T is a compute type: float, double or int64_t (the float-only
+// ops are only instantiated for float and double).
 #define MT_UNARY_FUNCTOR(NAME, EXPR)                        \
   template <typename T>                                     \
   struct NAME {                                             \
@@ -101,23 +115,25 @@ __global__ void where_kernel(T* out, const C* cond, const T* a, const T* b, type
 void CudaBackend::unary(UnaryOp op, const Tensor& out, const Tensor& in, double scalar) {
   if (out.numel() == 0) return;
   DeviceGuard guard(device_);
-  MT_DISPATCH_ALL(out.dtype(), op_name(op), [&]<typename T>() {
-    auto map = [&](auto f) { map_unary<T, T>(*this, out, in, f); };
-    const T s = static_cast<T>(scalar);
-    if constexpr (std::is_floating_point_v<T>) {
+  MT_DISPATCH_ALL_AND_LOWP(out.dtype(), op_name(op), [&]<typename T>() {
+    using C = compute_t<T>;
+    auto map = [&](auto f) { map_unary<T, T>(*this, out, in, InCompute<T, decltype(f)>{f}); };
+    // The scalar is rounded to T first, as on the CPU (bfloat16 x * 0.3 multiplies by 0.30078125).
+    const C s = static_cast<C>(static_cast<T>(scalar));
+    if constexpr (std::is_floating_point_v<C>) {
       switch (op) {
-        case UnaryOp::Exp: return map(Exp<T>{s});
-        case UnaryOp::Log: return map(Log<T>{s});
-        case UnaryOp::Sqrt: return map(Sqrt<T>{s});
-        case UnaryOp::Tanh: return map(Tanh<T>{s});
-        case UnaryOp::Sigmoid: return map(Sigmoid<T>{s});
-        case UnaryOp::Erf: return map(Erf<T>{s});
-        case UnaryOp::Expm1: return map(Expm1<T>{s});
-        case UnaryOp::Log1p: return map(Log1p<T>{s});
+        case UnaryOp::Exp: return map(Exp<C>{s});
+        case UnaryOp::Log: return map(Log<C>{s});
+        case UnaryOp::Sqrt: return map(Sqrt<C>{s});
+        case UnaryOp::Tanh: return map(Tanh<C>{s});
+        case UnaryOp::Sigmoid: return map(Sigmoid<C>{s});
+        case UnaryOp::Erf: return map(Erf<C>{s});
+        case UnaryOp::Expm1: return map(Expm1<C>{s});
+        case UnaryOp::Log1p: return map(Log1p<C>{s});
         case UnaryOp::Pow:
-          if (scalar == 2.0) return map(Square<T>{s});
-          if (scalar == 0.5) return map(Sqrt<T>{s});
-          return map(PowFloat<T>{s});
+          if (scalar == 2.0) return map(Square<C>{s});
+          if (scalar == 0.5) return map(Sqrt<C>{s});
+          return map(PowFloat<C>{s});
         default: break;
       }
     } else {
@@ -125,17 +141,17 @@ void CudaBackend::unary(UnaryOp op, const Tensor& out, const Tensor& in, double 
         case UnaryOp::Exp: case UnaryOp::Log: case UnaryOp::Sqrt:
         case UnaryOp::Tanh: case UnaryOp::Sigmoid: case UnaryOp::Erf: case UnaryOp::Expm1: case UnaryOp::Log1p:
           MT_FAIL(op_name(op), ": needs a floating dtype, got ", out.dtype());
-        case UnaryOp::Pow: return map(PowIntExact<T>{scalar});
+        case UnaryOp::Pow: return map(PowIntExact<C>{scalar});
         default: break;
       }
     }
     switch (op) {
-      case UnaryOp::Neg: return map(Neg<T>{s});
-      case UnaryOp::Relu: return map(Relu<T>{s});
-      case UnaryOp::Abs: return map(Abs<T>{s});
-      case UnaryOp::Sign: return map(Sign<T>{s});
-      case UnaryOp::AddScalar: return map(AddScalar<T>{s});
-      case UnaryOp::MulScalar: return map(MulScalar<T>{s});
+      case UnaryOp::Neg: return map(Neg<C>{s});
+      case UnaryOp::Relu: return map(Relu<C>{s});
+      case UnaryOp::Abs: return map(Abs<C>{s});
+      case UnaryOp::Sign: return map(Sign<C>{s});
+      case UnaryOp::AddScalar: return map(AddScalar<C>{s});
+      case UnaryOp::MulScalar: return map(MulScalar<C>{s});
       default: MT_FAIL(op_name(op), ": not implemented on CUDA for ", out.dtype());
     }
   });
@@ -144,23 +160,24 @@ void CudaBackend::unary(UnaryOp op, const Tensor& out, const Tensor& in, double 
 void CudaBackend::binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
   if (out.numel() == 0) return;
   DeviceGuard guard(device_);
-  MT_DISPATCH_ALL(out.dtype(), op_name(op), [&]<typename T>() {
-    auto map = [&](auto f) { map_binary<T>(*this, out, a, b, f); };
+  MT_DISPATCH_ALL_AND_LOWP(out.dtype(), op_name(op), [&]<typename T>() {
+    using C = compute_t<T>;
+    auto map = [&](auto f) { map_binary<T>(*this, out, a, b, InCompute<T, decltype(f)>{f}); };
     switch (op) {
-      case BinaryOp::Add: return map(Add<T>{});
-      case BinaryOp::Sub: return map(Sub<T>{});
-      case BinaryOp::Mul: return map(Mul<T>{});
+      case BinaryOp::Add: return map(Add<C>{});
+      case BinaryOp::Sub: return map(Sub<C>{});
+      case BinaryOp::Mul: return map(Mul<C>{});
       case BinaryOp::Div:
-        if constexpr (std::is_same_v<T, int64_t>) return map(Div<T>{detail::device_error_slot()});
-        else return map(Div<T>{});
-      case BinaryOp::Maximum: return map(Maximum<T>{});
-      case BinaryOp::Minimum: return map(Minimum<T>{});
-      case BinaryOp::Eq: return map(Eq<T>{});
-      case BinaryOp::Ne: return map(Ne<T>{});
-      case BinaryOp::Lt: return map(Lt<T>{});
-      case BinaryOp::Le: return map(Le<T>{});
-      case BinaryOp::Gt: return map(Gt<T>{});
-      case BinaryOp::Ge: return map(Ge<T>{});
+        if constexpr (std::is_same_v<C, int64_t>) return map(Div<C>{detail::device_error_slot()});
+        else return map(Div<C>{});
+      case BinaryOp::Maximum: return map(Maximum<C>{});
+      case BinaryOp::Minimum: return map(Minimum<C>{});
+      case BinaryOp::Eq: return map(Eq<C>{});
+      case BinaryOp::Ne: return map(Ne<C>{});
+      case BinaryOp::Lt: return map(Lt<C>{});
+      case BinaryOp::Le: return map(Le<C>{});
+      case BinaryOp::Gt: return map(Gt<C>{});
+      case BinaryOp::Ge: return map(Ge<C>{});
     }
     MT_FAIL(op_name(op), ": not implemented on CUDA");
   });
@@ -172,8 +189,8 @@ void CudaBackend::where(const Tensor& out, const Tensor& cond, const Tensor& a, 
   const int64_t n = out.numel();
   if (n == 0) return;
   DeviceGuard guard(device_);
-  MT_DISPATCH_ALL(out.dtype(), "where", [&]<typename T>() {
-    MT_DISPATCH_ALL(cond.dtype(), "where", [&]<typename C>() {
+  MT_DISPATCH_ALL_AND_LOWP(out.dtype(), "where", [&]<typename T>() {
+    MT_DISPATCH_ALL_AND_LOWP(cond.dtype(), "where", [&]<typename C>() {
       const auto ix = make_indexer<4>(out.sizes(), {out.strides().begin(), cond.strides().begin(),
                                                     a.strides().begin(), b.strides().begin()});
       const auto g = elementwise_geometry(n, multiprocessors_);

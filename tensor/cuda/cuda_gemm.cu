@@ -1,5 +1,6 @@
-// CudaBackend::gemm: batched out = a·b (+ out) through cuBLAS (float32, float64), and a plain kernel
-// for int64 (cuBLAS has no integer GEMM; int64 matmuls are rare and small).
+// CudaBackend::gemm: batched out = a·b (+ out) through cuBLAS (float32, float64, and bfloat16 and
+// float16 with float32 accumulation: Note [16-bit GEMM]), and a plain kernel for int64 (cuBLAS has
+// no integer GEMM; int64 matmuls are rare and small).
 // Contract (tensor/backend.h): out (B, M, N) contiguous; a (B, M, K) and b (B, K, N) each row- or
 // column-major (unit stride in one of the last two dims); batch strides may be 0 (a shared matrix).
 //
@@ -44,6 +45,29 @@ __global__ void gemm_loops_kernel(T* out, const T* a, const T* b, int64_t batch,
   }
 }
 
+// Note [16-bit GEMM]: bfloat16 and float16 operands go to cuBLAS as they are stored (CUDA_R_16BF,
+// CUDA_R_16F for A, B and C) with CUBLAS_COMPUTE_32F: the tensor cores multiply the 16-bit values
+// exactly and sum the products in float32, and each element of C is rounded to 16 bits once, at
+// the end, as the CPU's tiles do (Note [Low-precision GEMM in tiles], tensor/cpu/cpu_gemm.cpp). No
+// float32 copy of an operand is made. cuBLAS may otherwise split K and add the pieces' partial
+// sums in the output type, rounding them to 16 bits on the way; the handle forbids that
+// (CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION, set in cublas_handle), so the sum stays float32
+// to the end. PyTorch allows it by default (allow_bf16_reduced_precision_reduction).
+struct BlasTypes {
+  cudaDataType data;
+  cublasComputeType_t compute;
+};
+
+BlasTypes blas_types(DType t) {
+  switch (t) {
+    case DType::Float32: return {CUDA_R_32F, allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F};
+    case DType::Float64: return {CUDA_R_64F, CUBLAS_COMPUTE_64F};
+    case DType::BFloat16: return {CUDA_R_16BF, CUBLAS_COMPUTE_32F};
+    case DType::Float16: return {CUDA_R_16F, CUBLAS_COMPUTE_32F};
+    default: MT_FAIL("gemm: dtype ", t, " is not supported on CUDA");
+  }
+}
+
 int as_int(int64_t v, const char* what) {
   MT_CHECK(v >= 0 && v <= INT_MAX, "gemm: ", what, " = ", v, " is too large for cuBLAS (int)");
   return static_cast<int>(v);
@@ -68,6 +92,8 @@ cublasHandle_t cublas_handle(int device) {
     DeviceGuard guard(device);
     MT_CUBLAS_CHECK(cublas().create(&slot.handle));
     MT_CUBLAS_CHECK(cublas().set_stream(slot.handle, current_stream(device)));
+    // 16-bit GEMMs sum in float32 to the end (Note [16-bit GEMM]); float32 and float64 are unaffected.
+    MT_CUBLAS_CHECK(cublas().set_math_mode(slot.handle, CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION));
     void* workspace = device_allocator(device).allocate(kCublasWorkspace);  // held for the process
     MT_CUBLAS_CHECK(cublas().set_workspace(slot.handle, workspace, kCublasWorkspace));
   });
@@ -96,8 +122,7 @@ void CudaBackend::gemm(const Tensor& out, const Tensor& a, const Tensor& b, bool
     MT_CUDA_CHECK_LAUNCH();
     return;
   }
-  MT_CHECK(out.dtype() == kFloat32 || out.dtype() == kFloat64, "gemm: dtype ", out.dtype(),
-           " is not supported on CUDA");
+  const BlasTypes types = blas_types(out.dtype());
 
   // Operands cuBLAS cannot read in place become contiguous temporaries (same stream: ordered).
   auto as_blas = [&](const Tensor& t, int64_t rows, int64_t cols, MatrixLayout& layout) {
@@ -119,20 +144,14 @@ void CudaBackend::gemm(const Tensor& out, const Tensor& a, const Tensor& b, bool
   const cublasOperation_t op_a = la.col_major ? CUBLAS_OP_T : CUBLAS_OP_N;
   const int M = as_int(m, "M"), N = as_int(n, "N"), K = as_int(k, "K"), batches = as_int(batch, "batch");
   const int ld_a = as_int(la.ld, "lda"), ld_b = as_int(lb.ld, "ldb");
-  if (out.dtype() == kFloat32) {
-    const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
-    const cublasComputeType_t compute = allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-    MT_CUBLAS_CHECK(cublas().gemm_strided_batched_ex(handle, op_b, op_a, N, M, K, &alpha, B.raw_data(), CUDA_R_32F, ld_b,
-                                                     stride_b, A.raw_data(), CUDA_R_32F, ld_a, stride_a, &beta,
-                                                     out.raw_data(), CUDA_R_32F, N, m * n, batches, compute,
-                                                     CUBLAS_GEMM_DEFAULT));
-  } else {
-    const double alpha = 1.0, beta = accumulate ? 1.0 : 0.0;
-    MT_CUBLAS_CHECK(cublas().gemm_strided_batched_ex(handle, op_b, op_a, N, M, K, &alpha, B.raw_data(), CUDA_R_64F, ld_b,
-                                                     stride_b, A.raw_data(), CUDA_R_64F, ld_a, stride_a, &beta,
-                                                     out.raw_data(), CUDA_R_64F, N, m * n, batches, CUBLAS_COMPUTE_64F,
-                                                     CUBLAS_GEMM_DEFAULT));
-  }
+  // alpha and beta have the compute type's precision: double for float64, float otherwise.
+  const float alpha32 = 1.0f, beta32 = accumulate ? 1.0f : 0.0f;
+  const double alpha64 = 1.0, beta64 = accumulate ? 1.0 : 0.0;
+  const bool f64 = types.compute == CUBLAS_COMPUTE_64F;
+  MT_CUBLAS_CHECK(cublas().gemm_strided_batched_ex(
+      handle, op_b, op_a, N, M, K, f64 ? static_cast<const void*>(&alpha64) : &alpha32, B.raw_data(), types.data, ld_b,
+      stride_b, A.raw_data(), types.data, ld_a, stride_a, f64 ? static_cast<const void*>(&beta64) : &beta32,
+      out.raw_data(), types.data, N, m * n, batches, types.compute, CUBLAS_GEMM_DEFAULT));
 }
 
 }  // namespace mt::cuda

@@ -10,6 +10,8 @@
 // index_add and scatter_add accumulate with atomicAdd, so repeated indices add up; the order of the
 // additions is not fixed, so float results may differ from the CPU's in the last bits.
 // Offsets are 32-bit (I = uint32_t) when every operand fits (Note [32-bit index math] in indexer.h).
+// index_select and gather only move elements, so they take bfloat16 and float16 too; index_add and
+// scatter_add (no 16-bit atomics here) refuse them with one line, naming the op.
 #include "tensor/cuda/cuda_device.h"
 #include "tensor/cuda/cuda_error.h"
 #include "tensor/cuda/cuda_loops.cuh"
@@ -118,7 +120,7 @@ void CudaBackend::index_select(const Tensor& out, const Tensor& in, const Tensor
   const int64_t count = out.numel();
   if (count == 0) return;
   DeviceGuard guard(device_);
-  MT_DISPATCH_ALL(in.dtype(), "index_select", [&]<typename T>() {
+  MT_DISPATCH_ALL_AND_LOWP(in.dtype(), "index_select", [&]<typename T>() {
     const auto g = elementwise_geometry(count, multiprocessors_);
     with_index_type(fits_index32({count, in.numel(), k}), [&]<typename I>() {
       index_select_kernel<T, I><<<g.blocks, g.threads, 0, stream_>>>(
@@ -161,7 +163,7 @@ void CudaBackend::gather(const Tensor& out, const Tensor& in, const Tensor& inde
   const int64_t count = out.numel();
   if (count == 0) return;
   DeviceGuard guard(device_);
-  MT_DISPATCH_ALL(in.dtype(), "gather", [&]<typename T>() {
+  MT_DISPATCH_ALL_AND_LOWP(in.dtype(), "gather", [&]<typename T>() {
     const auto g = elementwise_geometry(count, multiprocessors_);
     with_index_type(fits_index32({count, in.numel()}), [&]<typename I>() {
       gather_kernel<T, I><<<g.blocks, g.threads, 0, stream_>>>(

@@ -15,8 +15,10 @@
 //            addresses, so the loads are coalesced (the bias gradient: sum over dim 0 of (N, D)).
 // With few outputs and long rows, either kernel works on chunks of each row spread over more
 // blocks, and reduce_finish_kernel combines the chunks' partials (Note [Split reductions]).
-// Sums accumulate in the tensor's dtype (float32 in float32, as PyTorch does); the tree order
-// differs from the CPU's, so float sums agree to rounding, not bit for bit.
+// Sums accumulate in the tensor's compute type (float32 in float32, as PyTorch does; float32 for
+// bfloat16 and float16, whose elements are widened as they are read and whose result is rounded
+// once, on the store: Note [Low-precision compute type], tensor/dtype.h); the tree order differs
+// from the CPU's, so float sums agree to rounding, not bit for bit.
 #include <bit>
 #include <cmath>
 #include <limits>
@@ -30,15 +32,16 @@ namespace mt::cuda {
 namespace {
 
 // Each op: Acc (what is combined), identity, make(value, j), combine (commutative and associative,
-// so any tree order gives the same value), and result (what out stores).
-template <typename T>
+// so any tree order gives the same value), and result (what out stores). T is the element type
+// read; values are combined in C = compute_t<T>.
+template <typename T, typename C = compute_t<T>>
 struct SumOp {
-  using Acc = T;
+  using Acc = C;
   using Out = T;
-  __device__ static Acc identity() { return T(0); }
-  __device__ static Acc make(T x, int64_t) { return x; }
+  __device__ static Acc identity() { return C(0); }
+  __device__ static Acc make(T x, int64_t) { return C(x); }
   __device__ static Acc combine(Acc a, Acc b) { return a + b; }
-  __device__ static Out result(Acc a) { return a; }
+  __device__ static Out result(Acc a) { return T(a); }
 };
 
 template <typename T>
@@ -46,30 +49,30 @@ __device__ inline bool is_nan(T x) {
   return x != x;  // false for integers
 }
 
-template <typename T>
+template <typename T, typename C = compute_t<T>>
 struct MaxOp {
-  using Acc = T;
+  using Acc = C;
   using Out = T;
   __device__ static Acc identity() {
-    if constexpr (std::numeric_limits<T>::has_infinity) return -std::numeric_limits<T>::infinity();
-    else return std::numeric_limits<T>::lowest();
+    if constexpr (std::numeric_limits<C>::has_infinity) return -std::numeric_limits<C>::infinity();
+    else return std::numeric_limits<C>::lowest();
   }
-  __device__ static Acc make(T x, int64_t) { return x; }
+  __device__ static Acc make(T x, int64_t) { return C(x); }
   __device__ static Acc combine(Acc a, Acc b) { return is_nan(a) ? a : (b > a || is_nan(b)) ? b : a; }
-  __device__ static Out result(Acc a) { return a; }
+  __device__ static Out result(Acc a) { return T(a); }
 };
 
-template <typename T>
+template <typename T, typename C = compute_t<T>>
 struct MinOp {
-  using Acc = T;
+  using Acc = C;
   using Out = T;
   __device__ static Acc identity() {
-    if constexpr (std::numeric_limits<T>::has_infinity) return std::numeric_limits<T>::infinity();
-    else return std::numeric_limits<T>::max();
+    if constexpr (std::numeric_limits<C>::has_infinity) return std::numeric_limits<C>::infinity();
+    else return std::numeric_limits<C>::max();
   }
-  __device__ static Acc make(T x, int64_t) { return x; }
+  __device__ static Acc make(T x, int64_t) { return C(x); }
   __device__ static Acc combine(Acc a, Acc b) { return is_nan(a) ? a : (b < a || is_nan(b)) ? b : a; }
-  __device__ static Out result(Acc a) { return a; }
+  __device__ static Out result(Acc a) { return T(a); }
 };
 
 // (value, index): NaN beats everything, then the larger value, then the smaller index. The index of
@@ -79,12 +82,12 @@ struct ArgMaxAcc {
   T value;
   int64_t index;
 };
-template <typename T>
+template <typename T, typename C = compute_t<T>>
 struct ArgMaxOp {
-  using Acc = ArgMaxAcc<T>;
+  using Acc = ArgMaxAcc<C>;
   using Out = int64_t;
   __device__ static Acc identity() { return {MaxOp<T>::identity(), std::numeric_limits<int64_t>::max()}; }
-  __device__ static Acc make(T x, int64_t j) { return {x, j}; }
+  __device__ static Acc make(T x, int64_t j) { return {C(x), j}; }
   __device__ static Acc combine(Acc a, Acc b) {
     const bool a_nan = is_nan(a.value), b_nan = is_nan(b.value);
     if (a_nan || b_nan) {
@@ -279,7 +282,7 @@ void CudaBackend::reduce(ReductionOp op, const Tensor& out, const Tensor& in, ui
   MT_CHECK(op == ReductionOp::Sum || in.numel() > 0, name, ": cannot reduce over an empty dim (input shape ",
            in.sizes(), ")");
   DeviceGuard guard(device_);
-  MT_DISPATCH_ALL(in.dtype(), name, [&]<typename T>() {
+  MT_DISPATCH_ALL_AND_LOWP(in.dtype(), name, [&]<typename T>() {
     switch (op) {
       case ReductionOp::Sum: return launch_reduce<SumOp<T>, T>(*this, out, in, dim_mask);
       case ReductionOp::Max: return launch_reduce<MaxOp<T>, T>(*this, out, in, dim_mask);
