@@ -58,7 +58,7 @@ LayerNormResult layer_norm(const Tensor& x, const Tensor& weight, const Tensor& 
   MT_CHECK(eps >= 0, "layer_norm: eps must be non-negative, got ", eps);
   const Tensor x2 = reshape(contiguous(x), Shape{-1, n});
   const TensorOptions opts{.dtype = x.dtype(), .device = x.device()};
-  // mean and rstd in the compute type: float32 for 16-bit x (tensor/cpu/cpu_layer_norm.cpp).
+  // mean and rstd in the compute type: float32 for 16-bit x, as their sums are (both devices).
   const TensorOptions stats{.dtype = is_low_precision(x.dtype()) ? kFloat32 : x.dtype(), .device = x.device()};
   const Shape per_row = without_last(x.sizes());
   LayerNormResult r{empty(x.sizes(), opts), empty(per_row, stats), empty(per_row, stats)};
@@ -120,7 +120,9 @@ AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
   MT_CHECK(q.size(2) > 0 && k.size(2) > 0, op, ": needs at least one query and one key, got q ", q.sizes(),
            " and k ", k.sizes());
   const TensorOptions opts{.dtype = q.dtype(), .device = q.device()};
-  // lse in the compute type: float32 for 16-bit q (Note [Low-precision attention], tensor/cpu/cpu_attention.cpp).
+  // lse in the compute type: float32 for 16-bit q, which the backward rebuilds every weight from (Note
+  // [Low-precision attention], tensor/cpu/cpu_attention.cpp; Note [16-bit attention through float32
+  // copies], tensor/cuda/cuda_attention.cu).
   const TensorOptions lse_opts{.dtype = is_low_precision(q.dtype()) ? kFloat32 : q.dtype(), .device = q.device()};
   AttentionResult r{empty(q.sizes(), opts), empty(without_last(q.sizes()), lse_opts)};
   backend(q.device()).attention(r.out, r.lse, unit_last_stride(q), unit_last_stride(k), unit_last_stride(v),

@@ -12,6 +12,7 @@
 // of atomics: one per tile of query rows (D_i = dout_i·out_i, dq_i), one per tile of key rows
 // (dk_j, dv_j, looping over the query tiles that see key j), so each output row is written by one
 // warp, in a fixed order: the same bits on every run.
+// bfloat16 and float16: Note [16-bit attention through float32 copies].
 #include "tensor/cuda/cuda_device.h"
 #include "tensor/cuda/cuda_loops.cuh"
 
@@ -376,10 +377,30 @@ Dims check_attention(const char* op, const Tensor& q, const Tensor& k, const Ten
   return n;
 }
 
+// Note [16-bit attention through float32 copies]: for bfloat16 and float16 operands the backend
+// widens q, k, v (and dout, out in the backward) into float32 tensors, runs the float32 kernels and
+// rounds out, dq, dk, dv into their 16-bit tensors once; lse is float32 already (the raw op makes
+// it so: a logsumexp rounded to 16 bits would move every weight p = e^{s - lse} the backward
+// rebuilds by up to 2^-8). Every sum is float32, as Note [Low-precision compute type] asks, at the
+// cost of the copies (twice the operands' bytes, for as long as the call) where a kernel reading
+// 16-bit tiles would need none: the next step for this file, measured with attention_ms.
+Tensor widened(CudaBackend& be, const Tensor& t) {
+  Tensor wide = empty(t.sizes(), {.dtype = kFloat32, .device = t.device()});
+  be.copy_on_device(wide, t);
+  return wide;
+}
+
 }  // namespace
 
 void CudaBackend::attention(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
                             const AttentionParams& params) {
+  if (is_low_precision(q.dtype())) {  // Note [16-bit attention through float32 copies]
+    MT_CHECK(lse.dtype() == kFloat32, "attention: ", q.dtype(), " operands need a float32 lse, got ", lse.dtype());
+    const Tensor wide_out = empty(out.sizes(), {.dtype = kFloat32, .device = out.device()});
+    attention(wide_out, lse, widened(*this, q), widened(*this, k), widened(*this, v), params);
+    copy_on_device(out, wide_out);
+    return;
+  }
   const Dims n = check_attention("attention", q, k, v);
   MT_CHECK(is_dense(out) && is_dense(lse), "attention: out and lse must be contiguous");
   if (n.BH * n.Tq == 0) return;
@@ -399,6 +420,18 @@ void CudaBackend::attention(const Tensor& out, const Tensor& lse, const Tensor& 
 void CudaBackend::attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dout,
                                      const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                                      const Tensor& lse, const AttentionParams& params) {
+  if (is_low_precision(q.dtype())) {  // Note [16-bit attention through float32 copies]
+    MT_CHECK(lse.dtype() == kFloat32, "attention_backward: ", q.dtype(), " operands need a float32 lse, got ",
+             lse.dtype());
+    const TensorOptions wide{.dtype = kFloat32, .device = q.device()};
+    const Tensor wdq = empty(dq.sizes(), wide), wdk = empty(dk.sizes(), wide), wdv = empty(dv.sizes(), wide);
+    attention_backward(wdq, wdk, wdv, widened(*this, dout), widened(*this, q), widened(*this, k), widened(*this, v),
+                       widened(*this, out), lse, params);
+    copy_on_device(dq, wdq);
+    copy_on_device(dk, wdk);
+    copy_on_device(dv, wdv);
+    return;
+  }
   const Dims n = check_attention("attention_backward", q, k, v);
   MT_CHECK(is_dense(dq) && is_dense(dk) && is_dense(dv) && is_dense(lse) && dout.strides()[3] == 1 &&
                out.strides()[3] == 1,

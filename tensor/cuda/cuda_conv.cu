@@ -9,6 +9,8 @@
 //               Gathering instead of scattering with atomicAdd makes the sum's order fixed, so the
 //               result is deterministic (it may differ from the CPU's order in the last bits).
 //   max_pool2d  per output element: scan its window; a NaN wins, as on the CPU.
+// bfloat16 and float16 take the same kernels: im2col and max_pool2d move elements as they are;
+// col2im sums in float32 and rounds once (Note [Low-precision compute type], tensor/dtype.h).
 #include "tensor/cuda/cuda_device.h"
 #include "tensor/cuda/cuda_loops.cuh"
 
@@ -48,17 +50,17 @@ __global__ void col2im_kernel(T* x, const T* cols, I count, Window<I> w, I oh_n,
   const I kk = w.kernel_h * w.kernel_w, l = oh_n * ow_n;
   for (I e = static_cast<I>(global_thread()); e < count; e += static_cast<I>(grid_threads())) {
     const I iw = e % w.in_w, ih = (e / w.in_w) % w.in_h, p = e / (w.in_w * w.in_h);
-    T acc = T(0);
+    compute_t<T> acc = 0;
     for (I i = 0; i < w.kernel_h; ++i) {
       const I hh = ih + w.pad_h - i * w.dilation_h;
       if (hh < 0 || hh % w.stride_h != 0 || hh / w.stride_h >= oh_n) continue;
       for (I j = 0; j < w.kernel_w; ++j) {
         const I ww = iw + w.pad_w - j * w.dilation_w;
         if (ww < 0 || ww % w.stride_w != 0 || ww / w.stride_w >= ow_n) continue;
-        acc += cols[(p * kk + i * w.kernel_w + j) * l + (hh / w.stride_h) * ow_n + ww / w.stride_w];
+        acc += compute_t<T>(cols[(p * kk + i * w.kernel_w + j) * l + (hh / w.stride_h) * ow_n + ww / w.stride_w]);
       }
     }
-    x[e] = acc;
+    x[e] = T(acc);
   }
 }
 
@@ -69,7 +71,7 @@ __global__ void max_pool2d_kernel(T* out, int64_t* indices, const T* x, I count,
   for (I e = static_cast<I>(global_thread()); e < count; e += static_cast<I>(grid_threads())) {
     const I ow = e % ow_n, oh = (e / ow_n) % oh_n, p = e / (ow_n * oh_n);
     const T* in = x + p * w.in_h * w.in_w;
-    T best = T(0);
+    compute_t<T> best = 0;
     int64_t best_at = -1;
     for (I i = 0; i < w.kernel_h; ++i) {
       const I ih = oh * w.stride_h - w.pad_h + i * w.dilation_h;
@@ -77,11 +79,11 @@ __global__ void max_pool2d_kernel(T* out, int64_t* indices, const T* x, I count,
       for (I j = 0; j < w.kernel_w; ++j) {
         const I iw = ow * w.stride_w - w.pad_w + j * w.dilation_w;
         if (iw < 0 || iw >= w.in_w) continue;
-        const T v = in[ih * w.in_w + iw];
+        const compute_t<T> v = in[ih * w.in_w + iw];
         if (best_at < 0 || v > best || v != v) best = v, best_at = ih * w.in_w + iw;
       }
     }
-    out[e] = best;
+    out[e] = T(best);
     indices[e] = best_at;
   }
 }
@@ -99,7 +101,7 @@ void CudaBackend::im2col(const Tensor& cols, const Tensor& x, const Window2d& w)
   const int64_t count = cols.numel();
   if (count == 0) return;
   DeviceGuard guard(device_);
-  MT_DISPATCH_FLOAT(x.dtype(), "im2col", [&]<typename T>() {
+  MT_DISPATCH_FLOAT_AND_LOWP(x.dtype(), "im2col", [&]<typename T>() {
     const auto g = elementwise_geometry(count, multiprocessors_);
     with_index_type<int32_t>(fits_index32({cols.numel(), x.numel()}), [&]<typename I>() {
       im2col_kernel<T, I><<<g.blocks, g.threads, 0, stream_>>>(static_cast<T*>(cols.raw_data()),
@@ -116,7 +118,7 @@ void CudaBackend::col2im(const Tensor& x, const Tensor& cols, const Window2d& w)
   const int64_t count = x.numel();
   if (count == 0) return;
   DeviceGuard guard(device_);
-  MT_DISPATCH_FLOAT(x.dtype(), "col2im", [&]<typename T>() {
+  MT_DISPATCH_FLOAT_AND_LOWP(x.dtype(), "col2im", [&]<typename T>() {
     const auto g = elementwise_geometry(count, multiprocessors_);
     with_index_type<int32_t>(fits_index32({cols.numel(), x.numel()}), [&]<typename I>() {
       col2im_kernel<T, I><<<g.blocks, g.threads, 0, stream_>>>(static_cast<T*>(x.raw_data()),
@@ -134,7 +136,7 @@ void CudaBackend::max_pool2d(const Tensor& out, const Tensor& indices, const Ten
   const int64_t count = out.numel();
   if (count == 0) return;
   DeviceGuard guard(device_);
-  MT_DISPATCH_FLOAT(x.dtype(), "max_pool2d", [&]<typename T>() {
+  MT_DISPATCH_FLOAT_AND_LOWP(x.dtype(), "max_pool2d", [&]<typename T>() {
     const auto g = elementwise_geometry(count, multiprocessors_);
     with_index_type<int32_t>(fits_index32({out.numel(), x.numel()}), [&]<typename I>() {
       max_pool2d_kernel<T, I><<<g.blocks, g.threads, 0, stream_>>>(

@@ -7,8 +7,10 @@
 // dweight, dbias: sums over the rows, made by many blocks in two passes (Note [Layer norm weight
 // gradients in two passes]); each sum is made in a fixed order, so the result is the same on every
 // run (atomics across rows would not be), which DDP's bitwise replica checks rely on.
-// Accumulations are in T (the CPU's are in double), so float32 results differ from the CPU's in
-// the last bits.
+// Accumulations are in C = compute_t<T> (the CPU's are in double), so float32 results differ from
+// the CPU's in the last bits. bfloat16 and float16 rows are read as float32, every sum and the
+// statistics mean and rstd are float32 (the raw op makes them so for 16-bit x), and each output
+// element is rounded to 16 bits once (Note [Low-precision compute type], tensor/dtype.h).
 #include "tensor/cuda/cuda_device.h"
 #include "tensor/cuda/cuda_loops.cuh"
 
@@ -23,57 +25,57 @@ __device__ inline T warp_sum(T v) {
 
 // mean(x - m) over a row of n, by the whole warp: what the rounding of m left in the row
 // (Note [Layer norm rows that do not sum to 0], tensor/cpu/cpu_layer_norm.cpp).
-template <typename T>
-__device__ inline T row_residue(const T* xr, T m, int64_t n, int lane) {
-  T s = 0;
-  for (int64_t i = lane; i < n; i += kWarpSize) s += xr[i] - m;
-  return warp_sum(s) / T(n);
+template <typename T, typename C = compute_t<T>>
+__device__ inline C row_residue(const T* xr, C m, int64_t n, int lane) {
+  C s = 0;
+  for (int64_t i = lane; i < n; i += kWarpSize) s += C(xr[i]) - m;
+  return warp_sum(s) / C(n);
 }
 
-// x, y: (rows, n)  w, b: (n)  mean, rstd: (rows)
-template <typename T>
-__global__ void layer_norm_kernel(T* y, T* mean, T* rstd, const T* x, const T* w, const T* b, int64_t rows, int64_t n,
-                                  T eps) {
+// x, y: (rows, n)  w, b: (n)  mean, rstd: (rows), in C
+template <typename T, typename C = compute_t<T>>
+__global__ void layer_norm_kernel(T* y, C* mean, C* rstd, const T* x, const T* w, const T* b, int64_t rows, int64_t n,
+                                  C eps) {
   const int lane = threadIdx.x % kWarpSize;
   const int64_t warps = grid_threads() / kWarpSize;
   for (int64_t r = global_thread() / kWarpSize; r < rows; r += warps) {  // whole warps take each row
     const T* xr = x + r * n;
-    T s = 0;
-    for (int64_t i = lane; i < n; i += kWarpSize) s += xr[i];
-    const T m = warp_sum(s) / T(n);
-    const T residue = row_residue(xr, m, n, lane);
-    T sq = 0;
+    C s = 0;
+    for (int64_t i = lane; i < n; i += kWarpSize) s += C(xr[i]);
+    const C m = warp_sum(s) / C(n);
+    const C residue = row_residue(xr, m, n, lane);
+    C sq = 0;
     for (int64_t i = lane; i < n; i += kWarpSize) {
-      const T c = xr[i] - m - residue;
+      const C c = C(xr[i]) - m - residue;
       sq += c * c;
     }
-    const T inv = T(1) / sqrt(warp_sum(sq) / T(n) + eps);
+    const C inv = C(1) / sqrt(warp_sum(sq) / C(n) + eps);
     T* yr = y + r * n;
-    for (int64_t i = lane; i < n; i += kWarpSize) yr[i] = (xr[i] - m - residue) * inv * w[i] + b[i];
+    for (int64_t i = lane; i < n; i += kWarpSize) yr[i] = T((C(xr[i]) - m - residue) * inv * C(w[i]) + C(b[i]));
     if (lane == 0) mean[r] = m + residue, rstd[r] = inv;
   }
 }
 
 // dx = rstd·(g - mean(g) - x̂·mean(g·x̂)), g = dy·w      dx, dy, x: (rows, n)
-template <typename T>
-__global__ void layer_norm_dx_kernel(T* dx, const T* dy, const T* x, const T* w, const T* mean, const T* rstd,
+template <typename T, typename C = compute_t<T>>
+__global__ void layer_norm_dx_kernel(T* dx, const T* dy, const T* x, const T* w, const C* mean, const C* rstd,
                                      int64_t rows, int64_t n) {
   const int lane = threadIdx.x % kWarpSize;
   const int64_t warps = grid_threads() / kWarpSize;
   for (int64_t r = global_thread() / kWarpSize; r < rows; r += warps) {
     const T* xr = x + r * n;
     const T* gr = dy + r * n;
-    const T m = mean[r], s = rstd[r];
-    const T residue = row_residue(xr, m, n, lane);  // x - m - residue sums to 0
-    T sum_g = 0, sum_gx = 0;
+    const C m = mean[r], s = rstd[r];
+    const C residue = row_residue(xr, m, n, lane);  // x - m - residue sums to 0
+    C sum_g = 0, sum_gx = 0;
     for (int64_t i = lane; i < n; i += kWarpSize) {
-      const T gw = gr[i] * w[i];
-      sum_g += gw, sum_gx += gw * (xr[i] - m - residue) * s;
+      const C gw = C(gr[i]) * C(w[i]);
+      sum_g += gw, sum_gx += gw * (C(xr[i]) - m - residue) * s;
     }
-    const T mean_g = warp_sum(sum_g) / T(n), mean_gx = warp_sum(sum_gx) / T(n);
+    const C mean_g = warp_sum(sum_g) / C(n), mean_gx = warp_sum(sum_gx) / C(n);
     T* dxr = dx + r * n;
     for (int64_t i = lane; i < n; i += kWarpSize)
-      dxr[i] = s * (gr[i] * w[i] - mean_g - (xr[i] - m - residue) * s * mean_gx);
+      dxr[i] = T(s * (C(gr[i]) * C(w[i]) - mean_g - (C(xr[i]) - m - residue) * s * mean_gx));
   }
 }
 
@@ -111,39 +113,40 @@ DwGeometry dw_geometry(int64_t rows, int64_t n, int multiprocessors) {
   return g;
 }
 
-// Pass 1. Block b: tile b % tiles (columns), chunk b / tiles (rows). pw, pb: (chunks, n).
-template <typename T>
-__global__ void layer_norm_dw_partial_kernel(T* pw, T* pb, const T* dy, const T* x, const T* mean, const T* rstd,
+// Pass 1. Block b: tile b % tiles (columns), chunk b / tiles (rows). pw, pb: (chunks, n) partials
+// in C, or dw and db themselves (Out = T) when there is one chunk.
+template <typename T, typename Out, typename C = compute_t<T>>
+__global__ void layer_norm_dw_partial_kernel(Out* pw, Out* pb, const T* dy, const T* x, const C* mean, const C* rstd,
                                              int64_t rows, int64_t n, int64_t tiles, int64_t chunks, int64_t chunk) {
-  __shared__ T sw[kDwRowLanes][kDwColumns], sb[kDwRowLanes][kDwColumns];
+  __shared__ C sw[kDwRowLanes][kDwColumns], sb[kDwRowLanes][kDwColumns];
   const int tx = threadIdx.x % kDwColumns, ty = threadIdx.x / kDwColumns;
   for (int64_t b = blockIdx.x; b < tiles * chunks; b += gridDim.x) {
     const int64_t c = (b % tiles) * kDwColumns + tx, part = b / tiles;
     const int64_t r_end = min(rows, (part + 1) * chunk);
-    T w = 0, g = 0;
+    C w = 0, g = 0;
     if (c < n)
       for (int64_t r = part * chunk + ty; r < r_end; r += kDwRowLanes) {
-        const T d = dy[r * n + c];
-        w += d * (x[r * n + c] - mean[r]) * rstd[r];
+        const C d = dy[r * n + c];
+        w += d * (C(x[r * n + c]) - mean[r]) * rstd[r];
         g += d;
       }
     sw[ty][tx] = w, sb[ty][tx] = g;
     __syncthreads();
     if (ty == 0 && c < n) {
       for (int y = 1; y < kDwRowLanes; ++y) w += sw[y][tx], g += sb[y][tx];
-      pw[part * n + c] = w, pb[part * n + c] = g;
+      pw[part * n + c] = Out(w), pb[part * n + c] = Out(g);
     }
     __syncthreads();  // sw, sb are rewritten by the next tile
   }
 }
 
 // Pass 2: dw[c] = Σ_k pw[k, c], db[c] = Σ_k pb[k, c], k in order.
-template <typename T>
-__global__ void layer_norm_dw_finish_kernel(T* dw, T* db, const T* pw, const T* pb, int64_t chunks, int64_t n) {
+template <typename T, typename C = compute_t<T>>
+__global__ void layer_norm_dw_finish_kernel(T* dw, T* db, const C* pw, const C* pb, int64_t chunks, int64_t n) {
   for (int64_t c = global_thread(); c < n; c += grid_threads()) {
-    T w = 0, g = 0;
+    C w = 0, g = 0;
     for (int64_t k = 0; k < chunks; ++k) w += pw[k * n + c], g += pb[k * n + c];
-    dw[c] = w, db[c] = g;
+    dw[c] = T(w), db[c] = T(g);
   }
 }
 
@@ -154,6 +157,9 @@ unsigned warp_per_row_blocks(int64_t rows, int multiprocessors) {
 void check_layer_norm(const char* op, const Tensor& x, const Tensor& mean, const Tensor& rstd) {
   MT_CHECK(x.dim() == 2 && is_dense(x) && is_dense(mean) && is_dense(rstd) && mean.numel() == x.sizes()[0], op,
            ": CUDA kernel needs contiguous x (rows, n), mean and rstd (rows), got ", x.sizes(), " and ", mean.sizes());
+  const DType stats = is_low_precision(x.dtype()) ? kFloat32 : x.dtype();
+  MT_CHECK(mean.dtype() == stats && rstd.dtype() == stats, op, ": mean and rstd of ", x.dtype(), " rows must be ",
+           stats, ", got ", mean.dtype());
 }
 
 }  // namespace
@@ -164,11 +170,12 @@ void CudaBackend::layer_norm(const Tensor& out, const Tensor& mean, const Tensor
   const int64_t rows = x.sizes()[0], n = x.sizes()[1];
   if (rows == 0) return;
   DeviceGuard guard(device_);
-  MT_DISPATCH_FLOAT(x.dtype(), "layer_norm", [&]<typename T>() {
+  MT_DISPATCH_FLOAT_AND_LOWP(x.dtype(), "layer_norm", [&]<typename T>() {
+    using C = compute_t<T>;
     layer_norm_kernel<T><<<warp_per_row_blocks(rows, multiprocessors_), kThreadsPerBlock, 0, stream_>>>(
-        static_cast<T*>(out.raw_data()), static_cast<T*>(mean.raw_data()), static_cast<T*>(rstd.raw_data()),
+        static_cast<T*>(out.raw_data()), static_cast<C*>(mean.raw_data()), static_cast<C*>(rstd.raw_data()),
         static_cast<const T*>(x.raw_data()), static_cast<const T*>(weight.raw_data()),
-        static_cast<const T*>(bias.raw_data()), rows, n, T(eps));
+        static_cast<const T*>(bias.raw_data()), rows, n, C(eps));
     MT_CUDA_CHECK_LAUNCH();
   });
 }
@@ -180,11 +187,12 @@ void CudaBackend::layer_norm_backward(const Tensor& dx, const Tensor& dweight, c
            "layer_norm_backward: dy ", dy.sizes(), " and dx ", dx.sizes(), " must be contiguous like x ", x.sizes());
   const int64_t rows = x.sizes()[0], n = x.sizes()[1];
   DeviceGuard guard(device_);
-  MT_DISPATCH_FLOAT(x.dtype(), "layer_norm_backward", [&]<typename T>() {
+  MT_DISPATCH_FLOAT_AND_LOWP(x.dtype(), "layer_norm_backward", [&]<typename T>() {
+    using C = compute_t<T>;
     const T* g = static_cast<const T*>(dy.raw_data());
     const T* xs = static_cast<const T*>(x.raw_data());
-    const T* mu = static_cast<const T*>(mean.raw_data());
-    const T* rs = static_cast<const T*>(rstd.raw_data());
+    const C* mu = static_cast<const C*>(mean.raw_data());
+    const C* rs = static_cast<const C*>(rstd.raw_data());
     if (rows > 0) {
       layer_norm_dx_kernel<T><<<warp_per_row_blocks(rows, multiprocessors_), kThreadsPerBlock, 0, stream_>>>(
           static_cast<T*>(dx.raw_data()), g, xs, static_cast<const T*>(weight.raw_data()), mu, rs, rows, n);
@@ -194,19 +202,23 @@ void CudaBackend::layer_norm_backward(const Tensor& dx, const Tensor& dweight, c
     T* dw = static_cast<T*>(dweight.raw_data());
     T* db = static_cast<T*>(dbias.raw_data());
     const DwGeometry geo = dw_geometry(rows, n, multiprocessors_);
-    Tensor partials;  // (2, chunks, n): pass 1's sums, when there is more than one chunk
-    if (geo.chunks > 1) partials = empty({2, geo.chunks, n}, {.dtype = x.dtype(), .device = x.device()});
-    T* pw = geo.chunks > 1 ? static_cast<T*>(partials.raw_data()) : dw;
-    T* pb = geo.chunks > 1 ? pw + geo.chunks * n : db;
     const int64_t blocks = std::min<int64_t>(geo.tiles * geo.chunks, std::int64_t{1} << 30);
-    layer_norm_dw_partial_kernel<T><<<static_cast<unsigned>(blocks), kThreadsPerBlock, 0, stream_>>>(
+    if (geo.chunks == 1) {  // one chunk: pass 1 writes dw and db
+      layer_norm_dw_partial_kernel<T, T><<<static_cast<unsigned>(blocks), kThreadsPerBlock, 0, stream_>>>(
+          dw, db, g, xs, mu, rs, rows, n, geo.tiles, geo.chunks, geo.chunk);
+      MT_CUDA_CHECK_LAUNCH();
+      return;
+    }
+    // (2, chunks, n): pass 1's sums, in C
+    const Tensor partials = empty({2, geo.chunks, n}, {.dtype = dtype_of<C>::value, .device = x.device()});
+    C* pw = static_cast<C*>(partials.raw_data());
+    C* pb = pw + geo.chunks * n;
+    layer_norm_dw_partial_kernel<T, C><<<static_cast<unsigned>(blocks), kThreadsPerBlock, 0, stream_>>>(
         pw, pb, g, xs, mu, rs, rows, n, geo.tiles, geo.chunks, geo.chunk);
     MT_CUDA_CHECK_LAUNCH();
-    if (geo.chunks > 1) {
-      const auto fin = elementwise_geometry(n, multiprocessors_);
-      layer_norm_dw_finish_kernel<T><<<fin.blocks, fin.threads, 0, stream_>>>(dw, db, pw, pb, geo.chunks, n);
-      MT_CUDA_CHECK_LAUNCH();
-    }
+    const auto fin = elementwise_geometry(n, multiprocessors_);
+    layer_norm_dw_finish_kernel<T><<<fin.blocks, fin.threads, 0, stream_>>>(dw, db, pw, pb, geo.chunks, n);
+    MT_CUDA_CHECK_LAUNCH();
   });
 }
 

@@ -5,7 +5,9 @@
 // One warp per row (rows up to 1024 long, 8 rows per block) or one block per row, grid-striding over
 // rows. Three passes over the row: max, sum of exponentials (both combined with warp shuffles, then
 // shared memory across warps), then the writes. A NaN anywhere in a row makes m NaN and so the
-// whole row NaN, as on the CPU.
+// whole row NaN, as on the CPU. bfloat16 and float16 rows are read as float32, m, the sum and every
+// result are float32, and each result is rounded to 16 bits once, on the store (Note
+// [Low-precision compute type], tensor/dtype.h).
 #include "tensor/cuda/cuda_device.h"
 #include "tensor/cuda/cuda_loops.cuh"
 
@@ -37,8 +39,9 @@ __device__ inline T row_combine(T v, F combine, T* scratch) {
 // write pass only reads the element it writes).
 template <typename T, int kThreads>
 __global__ void softmax_kernel(T* y, const T* x, int64_t rows, int64_t n, bool log) {
+  using C = compute_t<T>;
   constexpr int kRowsPerBlock = kThreadsPerBlock / kThreads;
-  __shared__ T scratch[kThreadsPerBlock / kWarpSize];
+  __shared__ C scratch[kThreadsPerBlock / kWarpSize];
   const int lane = threadIdx.x % kThreads;
   const int64_t first = int64_t(blockIdx.x) * kRowsPerBlock + threadIdx.x / kThreads;
   const int64_t step = int64_t(gridDim.x) * kRowsPerBlock;
@@ -47,20 +50,20 @@ __global__ void softmax_kernel(T* y, const T* x, int64_t rows, int64_t n, bool l
     const int64_t row = first + round * step;
     const bool active = row < rows;
     const T* xr = x + (active ? row : 0) * n;
-    T m = active ? xr[0] : T(0);
-    for (int64_t i = lane; active && i < n; i += kThreads) m = max_nan(m, xr[i]);
-    m = row_combine<kThreads>(m, [](T a, T b) { return max_nan(a, b); }, scratch);
-    T sum = 0;
-    for (int64_t i = lane; active && i < n; i += kThreads) sum += exp(xr[i] - m);
-    sum = row_combine<kThreads>(sum, [](T a, T b) { return a + b; }, scratch);
+    C m = active ? C(xr[0]) : C(0);
+    for (int64_t i = lane; active && i < n; i += kThreads) m = max_nan(m, C(xr[i]));
+    m = row_combine<kThreads>(m, [](C a, C b) { return max_nan(a, b); }, scratch);
+    C sum = 0;
+    for (int64_t i = lane; active && i < n; i += kThreads) sum += exp(C(xr[i]) - m);
+    sum = row_combine<kThreads>(sum, [](C a, C b) { return a + b; }, scratch);
     if (active) {
       T* yr = y + row * n;
       if (log) {
-        const T log_sum = ::log(sum);
-        for (int64_t i = lane; i < n; i += kThreads) yr[i] = (xr[i] - m) - log_sum;
+        const C log_sum = ::log(sum);
+        for (int64_t i = lane; i < n; i += kThreads) yr[i] = T((C(xr[i]) - m) - log_sum);
       } else {
-        const T inv = T(1) / sum;
-        for (int64_t i = lane; i < n; i += kThreads) yr[i] = exp(xr[i] - m) * inv;
+        const C inv = C(1) / sum;
+        for (int64_t i = lane; i < n; i += kThreads) yr[i] = T(exp(C(xr[i]) - m) * inv);
       }
     }
   }
@@ -76,7 +79,7 @@ void CudaBackend::softmax(const Tensor& out, const Tensor& in, bool log) {
   const int64_t n = in.dim() == 0 ? 1 : in.sizes().back();
   const int64_t rows = in.numel() / n;
   DeviceGuard guard(device_);
-  MT_DISPATCH_FLOAT(in.dtype(), name, [&]<typename T>() {
+  MT_DISPATCH_FLOAT_AND_LOWP(in.dtype(), name, [&]<typename T>() {
     const T* x = static_cast<const T*>(in.raw_data());
     T* y = static_cast<T*>(out.raw_data());
     const auto g = row_geometry(rows, n, multiprocessors_);

@@ -335,6 +335,153 @@ TEST_CASE("a bfloat16 GEMM on the GPU makes no float32 copy of its operands") {
                    full({512, 512}, 1e-2, {.dtype = kFloat64}), "512^3 bfloat16");
 }
 
+TEST_CASE("bfloat16 and float16 softmax and log_softmax on the GPU: float32 inside, one rounding") {
+  // The CPU's 16-bit softmax may not exist; the definition does: the float32 op on the widened
+  // input, rounded. exp and log differ by a few float32 units between the two sides, and
+  // log_softmax's subtractions can cancel down to them: 1e-6 of slack covers both.
+  for (DType dt : kLowp) {
+    for (const Shape& s : {Shape{64, 10}, Shape{3, 5000}, Shape{1, 1}, Shape{0, 4}, Shape{7}}) {
+      const Tensor x = sample(s, dt, 41, -8.0, 8.0);
+      const Tensor wide = raw::cast(x, kFloat32), slack = full(s, 1e-6, {.dtype = kFloat64});
+      const std::string what = std::string(dtype_name(dt)) + " " + s.str();
+      check_within_ulp(raw::cast(raw::softmax(wide, -1), dt), raw::softmax(gpu(x), -1), slack, "softmax " + what);
+      check_within_ulp(raw::cast(raw::log_softmax(wide, -1), dt), raw::log_softmax(gpu(x), -1), slack,
+                       "log_softmax " + what);
+    }
+    // Along a dim that is not the last (moved last and back), and a NaN makes its row NaN.
+    const Tensor x = sample({6, 9, 5}, dt, 42);
+    check_within_ulp(raw::cast(raw::softmax(raw::cast(x, kFloat32), 1), dt), raw::softmax(gpu(x), 1),
+                     full({6, 9, 5}, 1e-6, {.dtype = kFloat64}), "softmax over dim 1");
+    const Tensor nan = raw::cast(from_vector(std::vector<double>{1, std::nan(""), 2, 1, 2, 3}, {2, 3}), dt);
+    const std::vector<double> y = raw::softmax(gpu(nan), 1).to_vector<double>();
+    CHECK((std::isnan(y[0]) && std::isnan(y[2]) && std::abs(y[3] + y[4] + y[5] - 1) < 0.02));
+  }
+}
+
+TEST_CASE("bfloat16 and float16 layer norm on the GPU: float32 sums and statistics, one rounding") {
+  // Rows of 1, 7 and 1000 (a warp walks each), 300 rows (dweight, dbias in two passes on any GPU).
+  for (DType dt : kLowp) {
+    for (auto [rows, n] : {std::pair{3, 1}, {5, 7}, {2, 1000}, {300, 64}}) {
+      const std::string what = std::string(dtype_name(dt)) + " " + std::to_string(rows) + "x" + std::to_string(n);
+      const Tensor x = sample({rows, n}, dt, 71, -3.0, 5.0), w = sample({n}, dt, 72), b = sample({n}, dt, 73);
+      const Tensor dy = sample({rows, n}, dt, 74);
+      const Tensor x32 = raw::cast(x, kFloat32), w32 = raw::cast(w, kFloat32), b32 = raw::cast(b, kFloat32);
+      const raw::LayerNormResult want = raw::layer_norm(x32, w32, b32, 1e-5);
+      const raw::LayerNormResult got = raw::layer_norm(gpu(x), gpu(w), gpu(b), 1e-5);
+      CHECK((got.mean.dtype() == kFloat32 && got.rstd.dtype() == kFloat32));
+      const Tensor small = full({rows, n}, 1e-5, {.dtype = kFloat64});
+      check_within_ulp(raw::cast(want.out, dt), got.out, small, "layer_norm " + what);
+      // The backward from the same statistics: float32 sums over n (dx) and over the rows (dw, db).
+      const raw::LayerNormGrads want_g = raw::layer_norm_backward(raw::cast(dy, kFloat32), x32, w32, want.mean, want.rstd);
+      const raw::LayerNormGrads got_g = raw::layer_norm_backward(gpu(dy), gpu(x), gpu(w), got.mean, got.rstd);
+      check_within_ulp(raw::cast(want_g.dx, dt), got_g.dx, raw::unary(UnaryOp::MulScalar, small, 10.0), "dx " + what);
+      const Tensor column = full({n}, 1e-4, {.dtype = kFloat64});
+      check_within_ulp(raw::cast(want_g.dweight, dt), got_g.dweight, column, "dweight " + what);
+      check_within_ulp(raw::cast(want_g.dbias, dt), got_g.dbias, column, "dbias " + what);
+    }
+  }
+}
+
+TEST_CASE("bfloat16 and float16 GELU and its gradient on the GPU: float32 inside, one rounding") {
+  for (DType dt : kLowp) {
+    const Tensor x = sample({37, 67}, dt, 43, -6.0, 6.0), dy = sample({37, 67}, dt, 44);
+    const Tensor wide = raw::cast(x, kFloat32), wide_dy = raw::cast(dy, kFloat32);
+    for (GeluApproximate form : {GeluApproximate::None, GeluApproximate::Tanh}) {
+      const std::string what = std::string(dtype_name(dt)) + (form == GeluApproximate::Tanh ? " tanh" : " erf");
+      // The CPU's float32 kernel and CUDA's differ by a few float32 units (erf, tanh, exp); in the
+      // gradient's tails they are units of terms near 1 that cancel to 1e-4 or less.
+      check_within_ulp(raw::cast(raw::gelu(wide, form), dt), raw::gelu(gpu(x), form),
+                       full({37, 67}, 1e-6, {.dtype = kFloat64}), "gelu " + what);
+      check_within_ulp(raw::cast(raw::gelu_backward(wide_dy, wide, form), dt), raw::gelu_backward(gpu(dy), gpu(x), form),
+                       full({37, 67}, 2e-5, {.dtype = kFloat64}), "gelu_backward " + what);
+    }
+  }
+}
+
+TEST_CASE("bfloat16 and float16 convolution and max pooling on the GPU: im2col, cuBLAS, col2im") {
+  struct Case {
+    Shape x, w;
+    Conv2dOptions o;
+  };
+  const Case cases[] = {
+      {{2, 3, 9, 8}, {4, 3, 3, 3}, {}},
+      {{2, 3, 9, 8}, {4, 3, 3, 2}, {.stride = 2, .padding = 1}},
+      {{1, 4, 11, 10}, {6, 2, 3, 3}, {.stride = {1, 2}, .padding = {2, 1}, .dilation = 2, .groups = 2}},
+      {{3, 8, 5, 6}, {4, 4, 1, 1}, {.groups = 2}},  // pointwise: no im2col
+  };
+  auto abs64 = [](const Tensor& t) { return raw::cast(raw::unary(UnaryOp::Abs, t), kFloat64); };
+  auto scaled = [](const Tensor& t, double s) { return raw::unary(UnaryOp::MulScalar, t, s); };
+  for (DType dt : kLowp) {
+    const double unit = dt == kBFloat16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11);  // a 16-bit rounding, relative
+    for (const Case& c : cases) {
+      const std::string what = std::string(dtype_name(dt)) + " " + c.x.str() + " * " + c.w.str();
+      const Tensor x = sample(c.x, dt, 51, -2.0, 2.0), w = sample(c.w, dt, 52, -2.0, 2.0), b = sample({c.w[0]}, dt, 53);
+      const Tensor x32 = raw::cast(x, kFloat32), w32 = raw::cast(w, kFloat32), b32 = raw::cast(b, kFloat32);
+      // im2col moves elements; col2im sums a few of them in float32.
+      const UnfoldOptions uo{.kernel_size = {c.w[2], c.w[3]}, .dilation = c.o.dilation, .padding = c.o.padding,
+                             .stride = c.o.stride};
+      const Tensor cols = raw::unfold(x32, uo);
+      check_same_bits(raw::cast(cols, dt), raw::unfold(gpu(x), uo), "unfold " + what);
+      check_within_ulp(raw::cast(raw::fold(cols, {c.x[2], c.x[3]}, uo), dt),
+                       raw::fold(gpu(raw::cast(cols, dt)), {c.x[2], c.x[3]}, uo), Tensor(), "fold " + what);
+      // The forward is one GEMM onto the bias: float32 sums, one rounding, as the float32 op rounded.
+      const double k = static_cast<double>(c.w[1] * c.w[2] * c.w[3]);
+      const Tensor bound = raw::conv2d(abs64(x), abs64(w), abs64(b), c.o);
+      check_within_ulp(raw::cast(raw::conv2d(x32, w32, b32, c.o), dt), raw::conv2d(gpu(x), gpu(w), gpu(b), c.o),
+                       scaled(bound, 2 * k * std::ldexp(1.0, -24)), "conv2d " + what);
+      // db is one sum. dw sums the batch's per-sample products, each a GEMM rounded to 16 bits, and
+      // dx is a GEMM into 16-bit columns that col2im then sums: their slack is a 16-bit rounding of
+      // each term.
+      const Tensor dy = sample(bound.sizes(), dt, 54);
+      const raw::Conv2dGrads want = raw::conv2d_backward(raw::cast(dy, kFloat32), x32, w32, c.o, {});
+      const raw::Conv2dGrads got = raw::conv2d_backward(gpu(dy), gpu(x), gpu(w), c.o, {});
+      const raw::Conv2dGrads bounds = raw::conv2d_backward(abs64(dy), abs64(x), abs64(w), c.o, {});
+      const double rows = static_cast<double>(dy.numel() / dy.size(1));
+      check_within_ulp(raw::cast(want.dw, dt), got.dw, scaled(bounds.dw, unit), "dw " + what);
+      check_within_ulp(raw::cast(want.db, dt), got.db, scaled(bounds.db, 2 * rows * std::ldexp(1.0, -24)), "db " + what);
+      check_within_ulp(raw::cast(want.dx, dt), got.dx, scaled(bounds.dx, unit), "dx " + what);
+    }
+    // Max pooling selects: the CPU's float32 values (exact in 16 bits) and indices, NaN winning.
+    Tensor x = sample({3, 5, 13, 12}, dt, 55);
+    raw::fill_(raw::narrow(raw::view(x, {-1}), 0, 100, 1), std::numeric_limits<double>::quiet_NaN());
+    for (const Pool2dOptions& o : {Pool2dOptions{.kernel_size = 2}, Pool2dOptions{.kernel_size = 3, .stride = 2, .padding = 1}}) {
+      const raw::MaxPool2dResult want = raw::max_pool2d(raw::cast(x, kFloat32), o), got = raw::max_pool2d(gpu(x), o);
+      check_same_values(raw::cast(want.out, dt), got.out, std::string("max_pool2d ") + dtype_name(dt));
+      CHECK(want.indices.to_vector<int64_t>() == got.indices.to_vector<int64_t>());
+    }
+  }
+}
+
+TEST_CASE("bfloat16 and float16 attention on the GPU: float32 inside, a float32 lse, one rounding") {
+  for (DType dt : kLowp) {
+    for (bool causal : {false, true}) {
+      for (auto [tq, tk, d] : {std::tuple{17, 17, 8}, {5, 9, 64}}) {
+        if (causal && tq != tk) continue;
+        const std::string what = std::string(dtype_name(dt)) + (causal ? " causal " : " full ") + std::to_string(tq) +
+                                 "x" + std::to_string(tk) + " d" + std::to_string(d);
+        const Tensor q = sample({1, 2, tq, d}, dt, 61), k = sample({1, 2, tk, d}, dt, 62), v = sample({1, 2, tk, d}, dt, 63);
+        const Tensor q32 = raw::cast(q, kFloat32), k32 = raw::cast(k, kFloat32), v32 = raw::cast(v, kFloat32);
+        const AttentionOptions o{.causal = causal};
+        const raw::AttentionResult want = raw::scaled_dot_product_attention(q32, k32, v32, o);
+        const raw::AttentionResult got = raw::scaled_dot_product_attention(gpu(q), gpu(k), gpu(v), o);
+        CHECK(got.lse.dtype() == kFloat32);
+        const Tensor slack = full(want.out.sizes(), 1e-5, {.dtype = kFloat64});
+        check_within_ulp(raw::cast(want.out, dt), got.out, slack, "attention " + what);
+        // The backward sees the 16-bit out; the CPU's float32 backward is given the same one.
+        const Tensor dout = sample(want.out.sizes(), dt, 64);
+        const AttentionParams p = raw::attention_params(q, o);
+        const raw::AttentionGrads want_g = raw::scaled_dot_product_attention_backward(
+            raw::cast(dout, kFloat32), q32, k32, v32, raw::cast(raw::to_device(got.out, kCPU), kFloat32), want.lse, p);
+        const raw::AttentionGrads got_g =
+            raw::scaled_dot_product_attention_backward(gpu(dout), gpu(q), gpu(k), gpu(v), got.out, got.lse, p);
+        check_within_ulp(raw::cast(want_g.dq, dt), got_g.dq, full(q.sizes(), 1e-4, {.dtype = kFloat64}), "dq " + what);
+        check_within_ulp(raw::cast(want_g.dk, dt), got_g.dk, full(k.sizes(), 1e-4, {.dtype = kFloat64}), "dk " + what);
+        check_within_ulp(raw::cast(want_g.dv, dt), got_g.dv, full(v.sizes(), 1e-4, {.dtype = kFloat64}), "dv " + what);
+      }
+    }
+  }
+}
+
 TEST_CASE("a bfloat16 MLP trains on the GPU like on the CPU: losses, gradients, SGD steps") {
   // Linear, ReLU, Linear, MSE in bfloat16 end to end (forward GEMMs onto the bias, backward GEMMs
   // and bias sums, SGD's elementwise update). Both sides round every activation to 16 bits, and a
@@ -384,18 +531,10 @@ TEST_CASE("a bfloat16 MLP trains on the GPU like on the CPU: losses, gradients, 
 
 TEST_CASE("ops without a 16-bit CUDA kernel refuse bfloat16 and float16 in one line") {
   for (DType dt : kLowp) {
-    const Tensor x = ones({2, 4, 4, 4}, {.dtype = dt, .device = kGpu});
     const Tensor m = ones({3, 8}, {.dtype = dt, .device = kGpu});
     const Tensor index = zeros({3}, {.dtype = kInt64, .device = kGpu});
     Generator gen(1);
     const std::vector<std::pair<std::string, std::function<void()>>> refused = {
-        {"softmax", [&] { raw::softmax(m, 1); }},
-        {"log_softmax", [&] { raw::log_softmax(m, 1); }},
-        {"layer_norm", [&] { raw::layer_norm(m, Tensor(), Tensor(), 1e-5); }},
-        {"gelu", [&] { raw::gelu(m, GeluApproximate::None); }},
-        {"attention", [&] { raw::scaled_dot_product_attention(x, x, x, {}); }},
-        {"im2col", [&] { raw::conv2d(x, ones({2, 4, 3, 3}, {.dtype = dt, .device = kGpu}), Tensor(), {}); }},
-        {"max_pool2d", [&] { raw::max_pool2d(x, {.kernel_size = 2}); }},
         {"index_add", [&] { raw::index_add_zeros({3, 8}, 0, index, m); }},
         {"argsort", [&] { raw::argsort(m, 1, false); }},
         {"uniform", [&] { raw::uniform_(m, gen); }},
