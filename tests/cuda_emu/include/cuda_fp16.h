@@ -1,6 +1,7 @@
-// The CUDA emulator's stand-in for cuda_fp16.h: the float16 conversions cuda_copy.cu uses, written
-// from IEEE 754 binary16 (round to nearest even; NaN stays NaN, overflow goes to infinity). Plain
-// integer code, independent of tensor/half.h, which the CPU backend uses: the backend test compares
+// The CUDA emulator's stand-in for cuda_fp16.h: the float16 conversions the emulated NCCL (float16
+// sums) and cuBLAS (float16 GEMMs) use, written from IEEE 754 binary16 (round to nearest even; NaN
+// stays NaN, overflow goes to infinity). Plain integer code, independent of tensor/half.h, which the
+// kernels and the CPU backend use: the float16 GEMM tests (tests/cuda/test_cuda_lowp.cpp) compare
 // the two.
 #pragma once
 
