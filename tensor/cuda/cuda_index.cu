@@ -10,8 +10,10 @@
 // index_add and scatter_add accumulate with atomicAdd, so repeated indices add up; the order of the
 // additions is not fixed, so float results may differ from the CPU's in the last bits.
 // Offsets are 32-bit (I = uint32_t) when every operand fits (Note [32-bit index math] in indexer.h).
-// index_select and gather only move elements, so they take bfloat16 and float16 too; index_add and
-// scatter_add (no 16-bit atomics here) refuse them with one line, naming the op.
+// bfloat16 and float16 take every kernel here: index_select and gather move elements, and
+// index_add and scatter_add add through a compare-and-swap loop (Note [16-bit atomic add]).
+#include <cstdint>
+
 #include "tensor/cuda/cuda_device.h"
 #include "tensor/cuda/cuda_error.h"
 #include "tensor/cuda/cuda_loops.cuh"
@@ -23,13 +25,35 @@ using detail::DeviceErrorSlot;
 using detail::IndexOp;
 using detail::report_index_error;
 
-// atomicAdd for the three dtypes: float and double natively (double since sm_60), int64 through the
-// unsigned 64-bit overload (two's complement addition is the same operation).
+// atomicAdd for each dtype: float and double natively (double since sm_60), int64 through the
+// unsigned 64-bit overload (two's complement addition is the same operation), the 16-bit ones below.
 __device__ inline void atomic_add(float* p, float v) { atomicAdd(p, v); }
 __device__ inline void atomic_add(double* p, double v) { atomicAdd(p, v); }
 __device__ inline void atomic_add(int64_t* p, int64_t v) {
   atomicAdd(reinterpret_cast<unsigned long long*>(p), static_cast<unsigned long long>(v));
 }
+
+// Note [16-bit atomic add]: a bfloat16 or float16 element is added to by a compare-and-swap loop
+// on the aligned 32-bit word that holds it (the other half of the word is put back unchanged):
+// read the element, add in float32, round to 16 bits once, and swap the word in if nobody changed
+// it meanwhile. So each addition rounds, as the CPU's index_add and scatter_add do (one rounding
+// per added row), and only the order of the additions differs. atomicCAS on 32 bits exists on
+// every GPU and in the emulator; CUDA's own 16-bit atomicAdd would need sm_80 for bfloat16.
+template <typename T>  // mt::BFloat16 or mt::Half
+__device__ inline void atomic_add_16(T* p, float v) {
+  const uintptr_t address = reinterpret_cast<uintptr_t>(p);
+  auto* word = reinterpret_cast<unsigned int*>(address & ~uintptr_t{3});
+  const unsigned shift = (address & 2u) ? 16u : 0u;  // little-endian: the upper half holds the element at +2
+  unsigned int old = *word, assumed;
+  do {
+    assumed = old;
+    const float sum = float(T::from_bits(static_cast<uint16_t>(assumed >> shift))) + v;
+    const unsigned int updated = (assumed & ~(0xFFFFu << shift)) | (unsigned(T(sum).bits) << shift);
+    old = atomicCAS(word, assumed, updated);
+  } while (old != assumed);
+}
+__device__ inline void atomic_add(BFloat16* p, BFloat16 v) { atomic_add_16(p, float(v)); }
+__device__ inline void atomic_add(Half* p, Half v) { atomic_add_16(p, float(v)); }
 
 // out(outer, k, inner)[a, j, i] = in(outer, n, inner)[a, index[j], i]
 template <typename T, typename I>
@@ -142,7 +166,7 @@ void CudaBackend::index_add(const Tensor& out, const Tensor& index, const Tensor
   const int64_t count = src.numel();
   if (count == 0) return;
   DeviceGuard guard(device_);
-  MT_DISPATCH_ALL(out.dtype(), "index_add", [&]<typename T>() {
+  MT_DISPATCH_ALL_AND_LOWP(out.dtype(), "index_add", [&]<typename T>() {
     const auto g = elementwise_geometry(count, multiprocessors_);
     with_index_type(fits_index32({count, out.numel(), k}), [&]<typename I>() {
       index_add_kernel<T, I><<<g.blocks, g.threads, 0, stream_>>>(
@@ -184,7 +208,7 @@ void CudaBackend::scatter_add(const Tensor& out, const Tensor& index, const Tens
   const int64_t count = src.numel();
   if (count == 0) return;
   DeviceGuard guard(device_);
-  MT_DISPATCH_ALL(out.dtype(), "scatter_add", [&]<typename T>() {
+  MT_DISPATCH_ALL_AND_LOWP(out.dtype(), "scatter_add", [&]<typename T>() {
     const auto g = elementwise_geometry(count, multiprocessors_);
     with_index_type(fits_index32({count, out.numel()}), [&]<typename I>() {
       scatter_add_kernel<T, I><<<g.blocks, g.threads, 0, stream_>>>(
