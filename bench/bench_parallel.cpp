@@ -184,7 +184,7 @@ void grains() {
 // The pool's hand-off: how long after parallel_for is called the worker starts its chunk, at 2
 // threads, when it is still spinning from the call before (back to back: the steady state of a
 // training step's regions), 20 µs later, and 2 ms later, when it has gone to sleep (past the spin of
-// Note [Spin, then sleep]: a futex wake, and on a VM a halted vCPU). Two chunks: the caller takes
+// Note [Spin, then sleep], so a futex wake, and on a VM a halted vCPU). Two chunks: the caller takes
 // the first and waits in it until the worker has taken the second (at most 10 ms), so the time is
 // the hand-off itself. The caller busy-waits through the gap, so its own wake-up is not in it; for
 // reference, two empty chunks at 1 thread. Medians of 301 calls, µs.
