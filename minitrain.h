@@ -53,6 +53,7 @@
 #include "tensor/half.h"
 #include "tensor/output_file.h"
 #include "tensor/parallel.h"
+#include "tensor/raw_batch_norm.h"
 #include "tensor/raw_ops.h"
 #include "tensor/tensor.h"
 #include "trace/tracer.h"

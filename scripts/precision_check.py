@@ -2,12 +2,13 @@
 """Issue 39's end-to-end check of mixed precision: the same run in float32 and in low precision,
 from the same seed, and the final scores side by side.
 
-    scripts/precision_check.py [--mini-train build/mini_train] [--runs gpt,cnn] [--threads 1]
+    scripts/precision_check.py [--mini-train build/mini_train] [--runs gpt,cnn] [--threads 1] [--cnn-epochs E]
 
   gpt   mini_train --model gpt --eval --precision fp32|bf16   (1,000 steps on Debian's fortunes;
         target: bf16's test loss within 1 % of fp32's)
   cnn   mini_train --model cnn --eval --precision fp32|fp16   (the CNN preset on Fashion-MNIST;
-        target: fp16's test accuracy within 0.005 of fp32's; fp16 trains with a GradScaler)
+        target: fp16's test accuracy within 0.005 of fp32's; fp16 trains with a GradScaler;
+        --cnn-epochs E trains E epochs instead of the preset's 5)
 
 Each pair runs one after the other at --threads (the scores do not depend on the thread count:
 Note [Fixed chunks]). Prints a markdown table and exits 1 where a target is missed. Python 3
@@ -46,7 +47,10 @@ def main():
     parser.add_argument("--mini-train", default="build/mini_train")
     parser.add_argument("--runs", default="gpt,cnn")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--cnn-epochs", type=int, default=0, help="0: the preset's")
     args = parser.parse_args()
+    if args.cnn_epochs > 0:
+        RUNS["cnn"][0].extend(["--epochs", str(args.cnn_epochs)])
     print("| run | score | reference | low precision | difference | target | met | seconds (ref, low) | fp16 skipped steps |")
     print("|---|---|---:|---:|---:|---|---|---|---:|")
     missed = False

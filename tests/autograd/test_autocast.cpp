@@ -146,7 +146,7 @@ TEST_CASE("a weight used twice in one autocast region is cast once, and its grad
   CHECK(values(w.grad()) == values(w2.grad()));
 }
 
-TEST_CASE("the cast cache lives as long as the outermost guard; an inner or disabled guard keeps it") {
+TEST_CASE("the cast cache lives as long as the outermost guard, and an inner or disabled guard keeps it") {
   const Tensor x = ones({1, 3});
   Tensor w = param({2, 3}, 8);
   AutocastGuard outer(kBFloat16);
