@@ -181,6 +181,27 @@ TEST_CASE("scaled_dot_product_attention: fused equals the composition, values an
              {input({2, 1, 3, 2}), input({2, 1, 4, 2}), input({2, 1, 4, 2})});
 }
 
+TEST_CASE("split of a fused qkv: one node, one gradient buffer, equal to separate narrow views' (Note [One gradient for split pieces])") {
+  const Tensor qkv = input({2, 3, 12});
+  const auto pieces = split(qkv, 4, 2);
+  REQUIRE(pieces.size() == 3);
+  CHECK(pieces[0].grad_fn()->name() == "SplitBackward");
+  CHECK(pieces[0].grad_fn() == pieces[2].grad_fn());
+  // The previous path (a slice backward per piece, the engine summing) is the reference: every
+  // element is one piece's gradient plus zeros, so the two agree exactly. q used twice, v unused.
+  const auto combine = [](const Tensor& q, const Tensor& k, const Tensor& v, bool use_v) {
+    const Tensor y = q * k + q.exp();
+    return use_v ? y + v * v : y;
+  };
+  for (const bool use_v : {true, false}) {
+    INFO("v used: ", use_v);
+    check_same([&](V x) { const auto p = split(x[0], 4, 2); return combine(p[0], p[1], p[2], use_v); },
+               [&](V x) { return combine(x[0].narrow(2, 0, 4), x[0].narrow(2, 4, 4), x[0].narrow(2, 8, 4), use_v); },
+               {qkv}, 0.0);
+    check_grad([&](V x) { const auto p = split(x[0], 4, 2); return combine(p[0], p[1], p[2], use_v); }, {qkv});
+  }
+}
+
 TEST_CASE("scaled_dot_product_attention: reads the head views of a fused qkv projection in place") {
   const int64_t B = 2, T = 6, H = 2, d = 3;
   const auto heads = [&](const Tensor& qkv, int64_t part) {  // qkv: (B, T, 3·H·d) -> (B, H, T, d)
