@@ -67,6 +67,10 @@ void set_up_data_parallel(Run& r) {
 }
 
 // The optimizer clips: over its shards, a collective, when it is ZeRO's (Optimizer::clip_grad_norm).
-void clip_gradients(Run& r) { r.opt->clip_grad_norm(r.o.clip_grad); }
+void clip_gradients(Run& r) {
+  // fp16: clip the true gradients, not the scaled ones (unscale_ also finds inf/NaN, once per step).
+  if (r.scaler) r.scaler->unscale_(*r.opt);
+  r.opt->clip_grad_norm(r.o.clip_grad);
+}
 
 }  // namespace mt::app

@@ -15,7 +15,8 @@ namespace mt::app {
 void set_up_data_parallel(Run& r);
 
 // --clip-grad: over the whole model's reduced gradients; under --zero 1|2 only the shards are reduced,
-// so the norm is summed over them (a collective, ZeroRedundancyOptimizer::clip_grad_norm).
+// so the norm is summed over them (a collective, ZeroRedundancyOptimizer::clip_grad_norm). Under
+// --precision fp16 the GradScaler unscales the gradients first.
 void clip_gradients(Run& r);
 
 }  // namespace mt::app

@@ -70,8 +70,6 @@ double train_step(Run& r, nn::Module& net, const data::Batch& batch, int64_t epo
     return forward_backward(r, net, batch, epoch, j);
   }
   const double l = forward_backward(r, net, batch, epoch, j);
-  // fp16: clip the true gradients, not the scaled ones (unscale_ also finds inf/NaN, once per step).
-  if (r.scaler && r.o.clip_grad > 0) r.scaler->unscale_(*r.opt);
   if (r.o.clip_grad > 0) clip_gradients(r);  // DDP: reduced grads
   dist::set_phase(dist::Phase::Optimizer);
   trace::Span optimizer_span("optimizer");
