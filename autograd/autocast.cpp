@@ -23,6 +23,9 @@ namespace mt {
 //     norm built on it), batch_norm_train, sum, mean, var, std, logsumexp, cumsum, exp, expm1, log,
 //     log1p, pow, and every loss in nn/loss.cpp. This is PyTorch's CUDA list ("CUDA Ops that can
 //     autocast to float32") plus mean, var, std and batch norm, whose statistics need the range.
+//     cross_entropy's common case takes its 16-bit logits as they are and computes in float32 block
+//     by block inside its node: float32's arithmetic and a float32 loss, without a float32 copy of
+//     the logits (Note [Cross-entropy in row blocks]).
 //     PyTorch 1.13's CPU list is shorter (losses, not softmax or the norms): its CPU kernels for
 //     bfloat16 softmax and layer norm compute in float32 inside and round their result to bfloat16.
 //     Ours have no 16-bit path (softmax's and layer norm's kernels take float32 and float64), so

@@ -94,6 +94,10 @@ struct DropoutFuncOptions {
 namespace mt::nn::detail {
 // mse_loss with mean or sum reduction as one autograd node (nn/functional.cpp).
 Tensor fused_mse(const Tensor& input, const Tensor& target, bool mean);
+// The per-sample cross-entropy ℓᵢ = log Σ_c e^{x_ic} − x_i,tᵢ of (N, C) logits and (N) int64 classes
+// in [0, C), as one node (nn/cross_entropy.cpp, Note [Cross-entropy in row blocks]). (N), in float32
+// for 16-bit logits, else in theirs. Arguments already checked.
+Tensor cross_entropy_rows(const Tensor& logits, const Tensor& target);
 }  // namespace mt::nn::detail
 
 namespace mt::nn::functional {

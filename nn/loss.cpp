@@ -149,6 +149,19 @@ Tensor plain_nll(const Tensor& log_probs, const Tensor& target, Reduction reduct
   return reduce(-picked, reduction, op);
 }
 
+// ℓᵢ = log Σ_c e^{x_ic} − x_i,tᵢ, reduced: the common case as one node on the logits as they come,
+// 16-bit ones computed in float32 inside it (Note [Cross-entropy in row blocks]), so under autocast
+// the loss is float32 as a float32 op's, without a float32 copy of the logits. Without autocast a
+// 16-bit loss is rounded back to its logits' dtype, as the composition and PyTorch return it.
+Tensor plain_cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduction) {
+  const int64_t n = logits.size(0);
+  Tensor loss = detail::cross_entropy_rows(logits, target);  // (N)
+  if (reduction == Reduction::Mean) loss = mt::sum(loss) * (1.0 / static_cast<double>(n));
+  else loss = reduce(loss, reduction, "cross_entropy");
+  if (is_low_precision(logits.dtype()) && !autocast::is_enabled()) loss = mt::cast(loss, logits.dtype());
+  return loss;
+}
+
 // ℓᵢ = -wᵢ·log_probs[i, tᵢ], reduced; 'mean' divides by Σ wᵢ. Arguments already checked.
 Tensor nll(const Tensor& log_probs, const SampleWeights& s, Reduction reduction, const char* op) {
   const int64_t n = log_probs.size(0);
@@ -181,15 +194,14 @@ Tensor nll_loss(const Tensor& log_probs_in, const Tensor& target, NLLLossOptions
 }
 
 Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, CrossEntropyOptions o) {
-  // Under autocast every loss runs in float32 (Note [Autocast op lists]).
-  const Tensor logits = autocast::to_float32(logits_in);
-  const bool may_ignore = check_class_targets("cross_entropy", logits, target, o.weight, o.ignore_index);
+  const bool may_ignore = check_class_targets("cross_entropy", logits_in, target, o.weight, o.ignore_index);
   MT_CHECK(o.label_smoothing >= 0.0 && o.label_smoothing <= 1.0, "cross_entropy: label_smoothing must be in [0, 1], got ",
            o.label_smoothing);
   check_reduction("cross_entropy", o.reduction);
+  if (!o.weight.defined() && !may_ignore && o.label_smoothing == 0.0) return plain_cross_entropy(logits_in, target, o.reduction);
+  // Under autocast every loss runs in float32 (Note [Autocast op lists]).
+  const Tensor logits = autocast::to_float32(logits_in);
   const Tensor log_probs = mt::log_softmax(logits, 1);
-  if (!o.weight.defined() && !may_ignore && o.label_smoothing == 0.0)
-    return plain_nll(log_probs, target, o.reduction, "cross_entropy");
   const SampleWeights s = sample_weights(logits, target, o.weight, o.ignore_index);
   const Tensor hard = nll(log_probs, s, o.reduction, "cross_entropy");
   if (o.label_smoothing == 0.0) return hard;
