@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "autograd/autocast.h"
 #include "autograd/ops.h"
 #include "nn/init.h"
 
@@ -59,6 +60,12 @@ Tensor GPT::forward(const Tensor& idx) {
   const Tensor positions = arange(T, {.dtype = kInt64, .device = idx.device()});  // (T)
   Tensor h = (*tok_emb)(idx) + (*pos_emb)(positions);  // (B, T, dim) + (T, dim)
   h = (*ln_f)((*blocks)(h));
+  // Note [Cast before the head]: under autocast the head reads ln_f's float32 output only through
+  // its 16-bit cast, and the head's GEMM runs when every activation of the step is saved: the
+  // step's peak. Cast here, in a statement of its own, and the float32 output (a residual stream's
+  // worth) is freed before that GEMM, instead of living as h to the end of forward. Outside
+  // autocast the cast is the identity; the values are the same either way (linear would cast them).
+  h = autocast::to_lower(h);
   return mt::linear(h, tok_emb->weight);  // Note [Tied embedding]
 }
 

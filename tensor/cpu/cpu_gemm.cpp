@@ -318,8 +318,9 @@ void gemm_blas(const Tensor& out, const Tensor& a, const Tensor& b, bool accumul
 // and each tile is one task: for each panel of kLowTile along K, the A (tile rows, panel) and
 // B (panel, tile columns) pieces are widened into small float32 buffers and multiplied by the
 // float32 GEMM (beta 1, onto the tile's float32 sums); after the last panel the tile is rounded
-// into out once. The scratch is three kLowTile² float32 buffers per task (768 KiB), whatever the
-// operands' sizes; it comes from the CPU allocator, so cpu_memory_stats sees it (the test of the
+// into out once. The scratch is three float32 buffers per task, each at most kLowTile² (768 KiB in
+// all), whatever the operands' sizes, and cut to the tile's and the panel's size where a dim is
+// shorter (a K of 128: 512 KiB); it comes from the CPU allocator, so cpu_memory_stats sees it (the test of the
 // bound does). Each piece of A is widened once per tile column and each of B once per tile row:
 // 2/kLowTile conversions per multiply-add. The tiles are fixed by the shapes, and each tile's
 // sums run in the same order on any thread, so the bits do not depend on the thread count.
@@ -353,10 +354,11 @@ void gemm_low_precision(const Tensor& out, const Tensor& a, const Tensor& b, boo
   const bool openblas = gemm_uses_openblas();  // on the calling thread: a bad MT_GEMM throws here
   parallel_for(d.batch * row_tiles * col_tiles, 1, [&](int64_t lo, int64_t hi) {
     // wa (rows, panel), wb (panel, cols), acc (rows, cols): row-major float32, at most kLowTile².
-    const Tensor scratch = empty({3, kLowTile * kLowTile}, {.dtype = kFloat32});
+    const int64_t tm = std::min(kLowTile, d.m), tk = std::min(kLowTile, d.k), tn = std::min(kLowTile, d.n);
+    const Tensor scratch = empty({tm * tk + tk * tn + tm * tn}, {.dtype = kFloat32});
     float* wa = scratch.data_ptr<float>();
-    float* wb = wa + kLowTile * kLowTile;
-    float* acc = wb + kLowTile * kLowTile;
+    float* wb = wa + tm * tk;
+    float* acc = wb + tk * tn;
     for (int64_t t = lo; t < hi; ++t) {
       const int64_t bi = t / (row_tiles * col_tiles), tile = t % (row_tiles * col_tiles);
       const int64_t i0 = tile / col_tiles * kLowTile, j0 = tile % col_tiles * kLowTile;
