@@ -25,7 +25,9 @@ namespace {
 // dx in the logits' dtype, rounded once. The only (N, C) tensor it makes is dx, and its other
 // temporaries are one block each (kBlockElements, at least a row). This is also autocast's float32
 // policy for losses (Note [Autocast op lists]): the arithmetic is float32's, without a float32 copy.
-// The blocks are raw ops every backend has, so the node needs no kernel of its own on any device.
+// The blocks are raw ops every backend has, so the node needs no kernel of its own on any device;
+// nn/loss.cpp takes it only when it knows no target is ignore_index, which it checks for targets on
+// the CPU (on a GPU that would wait for the device, and the composition runs).
 constexpr int64_t kBlockElements = int64_t{1} << 16;  // 256 KiB of float32
 
 // Rows per block for C classes, and the dtype a block is computed in.
