@@ -198,7 +198,8 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, CrossEntropy
   MT_CHECK(o.label_smoothing >= 0.0 && o.label_smoothing <= 1.0, "cross_entropy: label_smoothing must be in [0, 1], got ",
            o.label_smoothing);
   check_reduction("cross_entropy", o.reduction);
-  if (!o.weight.defined() && !may_ignore && o.label_smoothing == 0.0) return plain_cross_entropy(logits_in, target, o.reduction);
+  if (!o.weight.defined() && !may_ignore && o.label_smoothing == 0.0)
+    return plain_cross_entropy(logits_in, target, o.reduction);
   // Under autocast every loss runs in float32 (Note [Autocast op lists]).
   const Tensor logits = autocast::to_float32(logits_in);
   const Tensor log_probs = mt::log_softmax(logits, 1);
