@@ -7,11 +7,13 @@
 //                        conv(1->32, 3x3, pad 1) -> BN -> ReLU -> maxpool 2 -> conv(32->64) -> BN ->
 //                        ReLU -> maxpool 2 -> flatten -> Linear(3136, 128) -> ReLU -> Linear(128, 10),
 //                        cross-entropy, Adam 1e-3 (zero_grad, forward, backward, step)
+// `bench_conv cnn` times only the CNN step (bench/steps.sh).
 // GFLOP/s of the forward (2·N·O·C·9·H·W = 3.7 GFLOP, counted as a direct convolution) is printed too,
 // to compare with bench_core's GEMM rate: this layer runs by Winograd F(2x2, 3x3), which does 2.25x
 // fewer multiply-adds, so it can exceed the GEMM's peak (im2col + GEMM stays below it by the copies).
 #include <cstdio>
 #include <exception>
+#include <string>
 #include <vector>
 
 #include "bench/timing.h"
@@ -73,9 +75,14 @@ void bench_cnn_step() {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   try {
-    bench_conv();
+    const bool cnn_only = argc == 2 && std::string(argv[1]) == "cnn";
+    if (argc > 2 || (argc == 2 && !cnn_only)) {
+      std::fprintf(stderr, "usage: bench_conv [cnn]   (cnn: the CNN step only)\n");
+      return 2;
+    }
+    if (!cnn_only) bench_conv();
     bench_cnn_step();
     bench::report_cpu_share("minitrain");
     return 0;

@@ -4,8 +4,10 @@
   conv3x3_fwd_bwd_ms  the same plus y.backward(dy): dx, dw and db
   cnn_step_ms         one training step of bench_conv.cpp's CNN (Adam 1e-3, batch 64, random data)
 timed with bench_torch.py's method (bench/timing.h's, in Python), single-threaded (MT_BENCH_THREADS:
-more).
+more). `conv_torch.py cnn` times only the CNN step (bench/steps.sh).
 """
+import sys
+
 import torch
 import torch.nn.functional as F
 
@@ -16,7 +18,16 @@ FORWARD_FLOP = 2.0 * N * O * C * 9 * H * W
 
 
 def main():
+    if sys.argv[1:] not in ([], ["cnn"]):
+        sys.exit("usage: conv_torch.py [cnn]   (cnn: the CNN step only)")
     torch.set_num_threads(threads())
+    if not sys.argv[1:]:
+        bench_conv()
+    bench_cnn_step()
+    print(f"pytorch cpu_share {totals['cpu'] / totals['wall']:.3f}")
+
+
+def bench_conv():
     torch.manual_seed(1)
     x = torch.randn(N, C, H, W, requires_grad=True)
     w = (torch.randn(O, C, 3, 3) * 0.05).requires_grad_()
@@ -33,6 +44,8 @@ def main():
 
     report("conv3x3_fwd_bwd_ms", lambda s: s * 1e3, time_per_call(step, 0.5, 5))
 
+
+def bench_cnn_step():
     torch.manual_seed(2)
     model = torch.nn.Sequential(
         torch.nn.Conv2d(1, 32, 3, padding=1), torch.nn.BatchNorm2d(32), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
@@ -47,7 +60,6 @@ def main():
         opt.step()
 
     report("cnn_step_ms", lambda s: s * 1e3, time_per_call(cnn_step, 0.5, 5))
-    print(f"pytorch cpu_share {totals['cpu'] / totals['wall']:.3f}")
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 //   conv3x3_fwd_ms, conv3x3_fwd_gflops   y = torch::conv2d(x, w, b, stride 1, padding 1)
 //   conv3x3_fwd_bwd_ms                   the same plus y.backward(dy): dx, dw and db
 //   cnn_step_ms                          one training step of bench_conv.cpp's CNN (Adam, batch 64)
+// `bench_conv_torch cnn` times only the CNN step (bench/steps.sh).
 // x: (64, 64, 28, 28)  w: (64, 64, 3, 3)  b: (64), float32, at::set_num_threads(1) (MT_BENCH_THREADS:
 // another count). libtorch picks its own CPU convolution (oneDNN in Debian's build); minitrain's is
 // im2col + OpenBLAS.
@@ -10,6 +11,7 @@
 
 #include <cstdio>
 #include <exception>
+#include <string>
 
 #include "../timing.h"
 
@@ -62,10 +64,15 @@ void bench_cnn_step() {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   try {
+    const bool cnn_only = argc == 2 && std::string(argv[1]) == "cnn";
+    if (argc > 2 || (argc == 2 && !cnn_only)) {
+      std::fprintf(stderr, "usage: bench_conv_torch [cnn]   (cnn: the CNN step only)\n");
+      return 2;
+    }
     at::set_num_threads(bench::torch_threads());  // 1 unless bench/threads.sh says otherwise
-    bench_conv();
+    if (!cnn_only) bench_conv();
     bench_cnn_step();
     bench::report_cpu_share("libtorch");
     return 0;
