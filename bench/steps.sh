@@ -5,8 +5,8 @@
 # steps' matrix products and on a 1024² product (bench_gemm_floor), at the same thread counts; and
 # the GPT preset's DDP overlap at world size 2 over MPI (`mini_train --ddp-stats`). Each step's
 # GFLOP/s is the flops bench/step_products.h credits it with over its time. Every round runs every
-# program once, the thread counts and frameworks interleaved, MT_BENCH_ROUNDS rounds (default 3,
-# about 80 s each when the machine is quiet); the table shows medians of wall time (a 2-thread step's
+# program once, the thread counts and frameworks interleaved, MT_BENCH_ROUNDS rounds (default 3; the
+# table's header line says how long the run took); the table shows medians of wall time (a 2-thread step's
 # other thread is outside the calling thread's CPU clock) and whether each target of issue 42 is met.
 # MT_BENCH_CLOCK=cpu reads the one-thread figures on the thread's CPU time instead, the steadier
 # figure on a shared machine (bench/timing.h); the 2-over-1 speed-ups then mix the two clocks.
@@ -14,7 +14,7 @@
 #   MT_BENCH_BUILD_DIR=build MT_BENCH_SKIP_BUILD=1 bench/steps.sh   an existing build with -DMT_BUILD_BENCH=ON
 # Environment: MT_BENCH_BUILD_DIR, MT_BENCH_TORCH_BUILD_DIR, MT_BENCH_PYTHON, MT_BENCH_ROUNDS, MT_BENCH_CLOCK,
 # MT_BENCH_SKIP_BUILD (use the programs already built in both build folders), MT_BENCH_DDP_STEPS
-# (default 20: steps of the DDP run; the first, which rebuilds the buckets, is not timed),
+# (default 20: the DDP run's steps),
 # MT_BENCH_LOG (the raw output; default a file under /tmp, named at the end).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
