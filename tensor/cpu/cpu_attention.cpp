@@ -1,13 +1,14 @@
 // CpuBackend::attention and attention_backward: scaled dot-product attention one (batch, head) at
 // a time, the heads split across the intra-op threads (tensor/parallel.h). Formulas: tensor/backend.h.
 //
-// Each head's (Tq, Tk) scores live in one scratch matrix while that head is computed, and the
-// products are Eigen GEMMs on the operands in place (q, k, v are read through their row strides,
-// unit stride in the last dim, so the (B, H, T, d) head views of a fused qkv projection are not
-// copied). They go through cpu::eigen_gemm, whose templates compile once, in cpu_gemm.cpp: written
-// here as Eigen product expressions, the seven products made this file the slowest of the library
-// to compile (74 s of CPU in CI's sanitizer build on the 2-core AMD host, 20 s in Release). Nothing
-// of size (Tq, Tk) is kept after the call: the forward saves only
+// Each head's products are register-tiled small GEMMs (cpu::small_gemm, Note [Attention's products
+// in registers], tensor/cpu/small_gemm.cpp) on the operands in place: q, k, v are read through
+// their row strides (unit stride in the last dim), so the (B, H, T, d) head views of a fused qkv
+// projection are not copied. The one exception is Kᵀ (and Vᵀ in the backward), transposed into a
+// (d, Tk) scratch of the thread's, since small_gemm reads its right operand row by row. The
+// float32 softmax runs in whole vectors of 8 lanes, its exponentials too (Note [Softmax rows in
+// whole vectors]; Note [Vectorised float exp], tensor/cpu/vec_exp.h).
+// Nothing of size (Tq, Tk) is kept after the call: the forward saves only
 // lse_i = m_i + log Σ_j e^{s_ij - m_i}, and the backward rebuilds p_ij = e^{s_ij - lse_i} from it.
 // The composition (autograd/detail/reference_ops.h) instead keeps the whole (B, H, Tq, Tk) probability
 // tensor for its backward, and makes a temporary of that size for each of its ops.
@@ -21,58 +22,40 @@
 // Note [Low-precision attention]: bfloat16 and float16 heads are computed in float32 (Note
 // [Low-precision compute type]): each head's q, k, v (and dout, out) are widened into float32
 // (T, d) buffers of the thread's, the float32 kernel runs on them, and out, dq, dk, dv are rounded
-// once when the head is done (dk and dv sum over the causal row blocks in float32 first). The
-// scores, softmax and lse stay float32 throughout; lse is a float32 tensor (raw_transformer.cpp
-// makes it so), since the backward's p = e^{s - lse} would lose its digits to a 16-bit lse. For the
-// same reason the backward's D_i = dO_i·O_i is taken as Σ_j p_ij·dp_ij from its float32 p and dp,
-// not from the saved out, which was rounded to 16 bits: ds = p·(dp - D) cancels, and the rounded
-// out put dq and dk more than one ulp off the float32 gradients. Only one head's operands are ever
-// widened, never a whole tensor.
+// once when the head is done. The scores, softmax and lse stay float32 throughout; lse is a float32
+// tensor (raw_transformer.cpp makes it so), since the backward's p = e^{s - lse} would lose its
+// digits to a 16-bit lse. For the same reason the backward's D_i = dO_i·O_i is taken as
+// Σ_j p_ij·dp_ij from its float32 p and dp, not from the saved out, which was rounded to 16 bits:
+// ds = p·(dp - D) cancels, and the rounded out put dq and dk more than one ulp off the float32
+// gradients. Only one head's operands are ever widened, never a whole tensor.
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <type_traits>
 #include <vector>
 
 #include "tensor/cpu/cpu_backend.h"
-#include "tensor/cpu/eigen_core.h"
+#include "tensor/cpu/small_gemm.h"
+#include "tensor/cpu/vec_exp.h"
 
 namespace mt {
 namespace {
-
-template <typename T>
-using RowMajor = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-template <typename T>
-using HeadMap = Eigen::Map<RowMajor<T>, 0, Eigen::OuterStride<>>;
-template <typename T>
-using ConstHeadMap = Eigen::Map<const RowMajor<T>, 0, Eigen::OuterStride<>>;
 
 struct AttentionDims {
   int64_t B, H, Tq, Tk, d;
 };
 
-// Head (b, h) of a (B, H, T, d) tensor with a unit last stride, as a (T, d) row-major matrix.
-template <typename T>
-ConstHeadMap<T> head(const Tensor& t, int64_t b, int64_t h) {
-  const T* p = cpu::data<const T>(t) + b * t.strides()[0] + h * t.strides()[1];
-  return ConstHeadMap<T>(p, t.sizes()[2], t.sizes()[3], Eigen::OuterStride<>(t.strides()[2]));
-}
-template <typename T>
-HeadMap<T> head_out(const Tensor& t, int64_t b, int64_t h) {  // t contiguous
-  T* p = cpu::data<T>(t) + (b * t.sizes()[1] + h) * t.sizes()[2] * t.sizes()[3];
-  return HeadMap<T>(p, t.sizes()[2], t.sizes()[3], Eigen::OuterStride<>(t.sizes()[3]));
-}
+// A (rows, d) head: row i at p + i·ld, unit stride along the row.
+template <typename C>
+struct Head {
+  C* p;
+  int64_t ld;
+  C* row(int64_t i) const { return p + i * ld; }
+};
 
 void check_head_tensor(const char* op, const char* what, const Tensor& t, const Shape& want) {
   MT_CHECK(t.sizes() == want && t.strides()[3] == 1, op, ": CPU kernel needs ", what, " of shape ", want,
            " with a unit last stride, got ", t.sizes(), " with strides ", t.strides());
-}
-
-// C (+)= op(A)·op(B) for Eigen blocks of row-major matrices, each read in place (transposed: as the
-// column-major matrix its storage already is).
-template <typename T, typename MC, typename MA, typename MB>
-void product(MC&& C, const MA& A, bool a_transposed, const MB& B, bool b_transposed, bool accumulate = false) {
-  const int64_t k = a_transposed ? A.rows() : A.cols();
-  cpu::eigen_gemm<T>(C.rows(), C.cols(), k, A.data(), MatrixLayout{a_transposed, A.outerStride()}, B.data(),
-                     MatrixLayout{b_transposed, B.outerStride()}, accumulate, C.data(), C.outerStride());
 }
 
 AttentionDims check_attention(const char* op, const Tensor& q, const Tensor& k, const Tensor& v) {
@@ -89,57 +72,205 @@ int64_t key_end(int64_t i, const AttentionDims& n, const AttentionParams& p) {
   return p.causal ? std::min(i + 1, n.Tk) : n.Tk;
 }
 
-// Note [Causal row blocks]: with a causal mask, queries [first, first + rows) see only keys
-// [0, first + rows), so each block of kCausalBlock query rows multiplies against that prefix of K
-// and V alone: the GEMMs skip most of the masked upper triangle (at T = 64 in blocks of 16, 5/8 of
-// the full products' work). Without a mask there is one block of all rows and all keys.
-constexpr int64_t kCausalBlock = 16;
-struct RowBlock {
-  int64_t first, rows, keys;
+// Note [Causal row blocks]: with a causal mask, queries [first, first + kCausalBlock) see only keys
+// [0, first + kCausalBlock), so each block of query rows multiplies against that prefix of K and V
+// alone: the products skip most of the masked upper triangle (at T = 64 in blocks of 8, 7/16 of the
+// full products' work). The backward's dK and dV go the other way, by blocks of kCausalBlock keys:
+// keys [first, first + kCausalBlock) are seen by queries [first, Tq) only, so their sums over the
+// queries start there. A block's columns past a row's end(i) are computed and then set to 0, so
+// every entry a key block reads is a row's probability or exactly 0. kCausalBlock is a multiple of
+// small_gemm's vector length (8 floats, 4 doubles): the prefixes end on whole vectors. Without a
+// mask there is one block of all rows and all keys.
+constexpr int64_t kCausalBlock = 8;
+struct Block {
+  int64_t first, count, others;  // rows (keys) [first, first + count), with their keys [0, others) (rows [others, Tq))
 };
-std::vector<RowBlock> row_blocks(const AttentionDims& n, const AttentionParams& p) {
+// Blocks of query rows: each with its keys [0, others).
+std::vector<Block> row_blocks(const AttentionDims& n, const AttentionParams& p) {
   if (!p.causal) return {{0, n.Tq, n.Tk}};
-  std::vector<RowBlock> blocks;
-  for (int64_t first = 0; first < n.Tq; first += kCausalBlock) {
-    const int64_t rows = std::min(kCausalBlock, n.Tq - first);
-    blocks.push_back({first, rows, std::min(first + rows, n.Tk)});
-  }
+  std::vector<Block> blocks;
+  for (int64_t first = 0; first < n.Tq; first += kCausalBlock)
+    blocks.push_back({first, std::min(kCausalBlock, n.Tq - first), std::min(first + kCausalBlock, n.Tk)});
   return blocks;
+}
+// Blocks of keys: each seen by the rows [others, Tq), all rows when not causal.
+std::vector<Block> key_blocks(const AttentionDims& n, const AttentionParams& p) {
+  if (!p.causal) return {{0, n.Tk, 0}};
+  std::vector<Block> blocks;
+  for (int64_t first = 0; first < n.Tk; first += kCausalBlock)
+    blocks.push_back({first, std::min(kCausalBlock, n.Tk - first), std::min(first, n.Tq)});
+  return blocks;
+}
+
+// Note [Softmax rows in whole vectors]: at d = 32 a row's softmax costs about what its share of
+// the two forward products does (a vector exp is some 30 instructions per 8 scores, the products 8
+// FMAs), so its loops matter: 8192 rows a layer at the preset's sizes. A causal row i ends at key
+// i + 1, mostly inside a vector; scalar loops for the last i mod 8 keys of each row and a pass to
+// zero the masked ones made the forward kernel about 12 % slower (bench_transformer,
+// attention_kernel_forward_us). So the float32 rows run in whole vectors to the block's width, a
+// lane past end(i) set to -inf before the max and the exponential (e^-inf = 0, exactly the masked
+// probability) and its gradient to 0; the lanes are reduced in halving rounds. float64 (gradcheck,
+// the 1e-13 comparisons) keeps the plain loops and std::exp.
+
+// The lanes' max, sum, and whether any is set, in three rounds of halving (a shuffle and an op
+// each) where vec::lane_sum adds the 8 lanes one after another.
+cpu::vec::F8 swap_halves(cpu::vec::F8 v, int width) {
+  using cpu::vec::F8;
+  if (width == 4) return __builtin_shufflevector(v, v, 4, 5, 6, 7, 0, 1, 2, 3);
+  if (width == 2) return __builtin_shufflevector(v, v, 2, 3, 0, 1, 6, 7, 4, 5);
+  return __builtin_shufflevector(v, v, 1, 0, 3, 2, 5, 4, 7, 6);
+}
+float lane_max(cpu::vec::F8 v) {
+  for (const int width : {4, 2, 1}) {
+    const cpu::vec::F8 w = swap_halves(v, width);
+    v = w > v ? w : v;
+  }
+  return v[0];
+}
+float lane_total(cpu::vec::F8 v) {
+  for (const int width : {4, 2, 1}) v += swap_halves(v, width);
+  return v[0];
+}
+bool any_lane(cpu::vec::I8 mask) {
+  uint64_t bits[4];
+  std::memcpy(bits, &mask, sizeof bits);
+  return (bits[0] | bits[1] | bits[2] | bits[3]) != 0;
+}
+
+// Row i of the forward: scores s[0, end) -> softmax(scale·s), s[end, width) = 0; returns lse_i.
+template <typename C>
+C softmax_row(C* s, int64_t end, int64_t width, C scale) {
+  C m = -std::numeric_limits<C>::infinity();
+  for (int64_t j = 0; j < end; ++j) {
+    s[j] *= scale;
+    m = s[j] > m || std::isnan(s[j]) ? s[j] : m;  // NaN wins, as it does in the composition
+  }
+  C sum = 0;
+  for (int64_t j = 0; j < end; ++j) sum += s[j] = std::exp(s[j] - m);
+  for (int64_t j = 0; j < end; ++j) s[j] /= sum;
+  for (int64_t j = end; j < width; ++j) s[j] = 0;
+  return m + std::log(sum);
+}
+template <>
+float softmax_row(float* s, int64_t end, int64_t width, float scale) {  // Note [Softmax rows in whole vectors]
+  using namespace cpu::vec;
+  const I8 lane{0, 1, 2, 3, 4, 5, 6, 7};
+  const auto masked = [&](int64_t j) { return lane + static_cast<int32_t>(j) >= static_cast<int32_t>(end); };
+  const auto get = [&](int64_t j) { return j + kLanes <= width ? load(s + j) : load_tail(s + j, width - j, 0.0f); };
+  const auto put = [&](int64_t j, F8 x) { j + kLanes <= width ? store(s + j, x) : store_tail(s + j, x, width - j); };
+  F8 mx = splat(-INFINITY);
+  I8 nan{};
+  for (int64_t j = 0; j < width; j += kLanes) {
+    const F8 x = masked(j) ? splat(-INFINITY) : get(j) * splat(scale);
+    put(j, x);
+    nan |= x != x;
+    mx = x > mx ? x : mx;
+  }
+  const float m = any_lane(nan) ? NAN : lane_max(mx);
+  F8 sum{};
+  for (int64_t j = 0; j < width; j += kLanes) {
+    const F8 e = exp_lanes(get(j) - splat(m));  // 0 where masked (-inf)
+    put(j, e);
+    sum += masked(j) ? splat(0.0f) : e;
+  }
+  const float total = lane_total(sum), inv = 1.0f / total;
+  for (int64_t j = 0; j < width; j += kLanes) put(j, get(j) * splat(inv));
+  return m + std::log(total);
+}
+
+// Row i of the backward: p[0, end) = e^{scale·s - lse} from the unscaled scores, dp[0, end) ->
+// ds = p·(dp - D)·scale (scale folded in: dq and dk both need it), both 0 on [end, width). D_i is
+// given, or (widened) taken as Σ_j p_ij·dp_ij.
+template <typename C>
+void gradient_row(C* p, C* dp, int64_t end, int64_t width, C scale, C lse, const C* given_D) {
+  C D = given_D ? *given_D : C(0);
+  for (int64_t j = 0; j < end; ++j) {
+    p[j] = std::exp(p[j] * scale - lse);
+    if (!given_D) D += p[j] * dp[j];
+  }
+  for (int64_t j = 0; j < end; ++j) dp[j] = p[j] * (dp[j] - D) * scale;
+  for (int64_t j = end; j < width; ++j) p[j] = dp[j] = 0;
+}
+template <>
+void gradient_row(float* p, float* dp, int64_t end, int64_t width, float scale, float lse, const float* given_D) {
+  using namespace cpu::vec;  // Note [Softmax rows in whole vectors]
+  const I8 lane{0, 1, 2, 3, 4, 5, 6, 7};
+  const auto masked = [&](int64_t j) { return lane + static_cast<int32_t>(j) >= static_cast<int32_t>(end); };
+  const auto get = [&](const float* x, int64_t j) {
+    return j + kLanes <= width ? load(x + j) : load_tail(x + j, width - j, 0.0f);
+  };
+  const auto put = [&](float* x, int64_t j, F8 v) { j + kLanes <= width ? store(x + j, v) : store_tail(x + j, v, width - j); };
+  F8 pdp{};
+  for (int64_t j = 0; j < width; j += kLanes) {
+    const F8 e = exp_lanes(masked(j) ? splat(-INFINITY) : get(p, j) * splat(scale) - splat(lse));
+    put(p, j, e);
+    pdp += masked(j) ? splat(0.0f) : e * get(dp, j);
+  }
+  const F8 D = splat(given_D ? *given_D : lane_total(pdp));
+  for (int64_t j = 0; j < width; j += kLanes) {
+    const F8 ds = get(p, j) * (get(dp, j) - D) * splat(scale);
+    put(dp, j, masked(j) ? splat(0.0f) : ds);
+  }
+}
+
+// Σ_c a[c]·b[c], c < n: D_i = dO_i·O_i.
+template <typename C>
+C dot(const C* a, const C* b, int64_t n) {
+  C sum = 0;
+  for (int64_t c = 0; c < n; ++c) sum += a[c] * b[c];
+  return sum;
+}
+template <>
+float dot(const float* a, const float* b, int64_t n) {
+  using namespace cpu::vec;
+  F8 sum{};
+  int64_t c = 0;
+  for (; c + kLanes <= n; c += kLanes) sum += load(a + c) * load(b + c);
+  float total = lane_total(sum);
+  for (; c < n; ++c) total += a[c] * b[c];
+  return total;
+}
+
+// dst (cols, rows) = srcᵀ for src (rows, cols): Kᵀ and Vᵀ, small_gemm's right operand.
+template <typename C>
+void transpose_into(std::vector<C>& dst, Head<const C> src, int64_t rows, int64_t cols) {
+  dst.resize(rows * cols);
+  cpu::transpose(rows, cols, src.p, src.ld, dst.data(), rows);
 }
 
 // Head (b, h) of a (B, H, T, d) tensor of storage type T, read as compute type C: the tensor's own
 // memory when T is C, else widened into buf (Note [Low-precision attention]).
 template <typename T, typename C = compute_t<T>>
-ConstHeadMap<C> head_as(const Tensor& t, int64_t b, int64_t h, RowMajor<C>& buf) {
+Head<const C> head_as(const Tensor& t, int64_t b, int64_t h, std::vector<C>& buf) {
+  const int64_t rows = t.sizes()[2], cols = t.sizes()[3], ld = t.strides()[2];
+  const T* p = cpu::data<const T>(t) + b * t.strides()[0] + h * t.strides()[1];
   if constexpr (std::is_same_v<T, C>) {
-    return head<T>(t, b, h);
+    return {p, ld};
   } else {
-    const int64_t rows = t.sizes()[2], cols = t.sizes()[3], ld = t.strides()[2];
-    const T* p = cpu::data<const T>(t) + b * t.strides()[0] + h * t.strides()[1];
-    buf.resize(rows, cols);
+    buf.resize(rows * cols);
     for (int64_t i = 0; i < rows; ++i)
-      for (int64_t j = 0; j < cols; ++j) buf(i, j) = C(p[i * ld + j]);
-    return ConstHeadMap<C>(buf.data(), rows, cols, Eigen::OuterStride<>(cols));
+      for (int64_t j = 0; j < cols; ++j) buf[i * cols + j] = C(p[i * ld + j]);
+    return {buf.data(), cols};
   }
 }
 
 // Head (b, h) of a contiguous result, written as compute type C: in place when T is C, else into
 // buf, which store_head then rounds into the tensor once.
 template <typename T, typename C = compute_t<T>>
-HeadMap<C> head_out_as(const Tensor& t, int64_t b, int64_t h, RowMajor<C>& buf) {
+Head<C> head_out_as(const Tensor& t, int64_t b, int64_t h, std::vector<C>& buf) {
+  const int64_t rows = t.sizes()[2], cols = t.sizes()[3];
   if constexpr (std::is_same_v<T, C>) {
-    return head_out<T>(t, b, h);
+    return {cpu::data<T>(t) + (b * t.sizes()[1] + h) * rows * cols, cols};
   } else {
-    buf.resize(t.sizes()[2], t.sizes()[3]);
-    return HeadMap<C>(buf.data(), buf.rows(), buf.cols(), Eigen::OuterStride<>(buf.cols()));
+    buf.resize(rows * cols);
+    return {buf.data(), cols};
   }
 }
 template <typename T, typename C = compute_t<T>>
-void store_head(const Tensor& t, int64_t b, int64_t h, const RowMajor<C>& buf) {
+void store_head(const Tensor& t, int64_t b, int64_t h, const std::vector<C>& buf) {
   if constexpr (!std::is_same_v<T, C>) {
     T* p = cpu::data<T>(t) + (b * t.sizes()[1] + h) * t.sizes()[2] * t.sizes()[3];
-    const C* from = buf.data();
-    for (int64_t i = 0; i < buf.size(); ++i) p[i] = T(from[i]);
+    for (size_t i = 0; i < buf.size(); ++i) p[i] = T(buf[i]);
   }
 }
 
@@ -160,29 +291,25 @@ void CpuBackend::attention(const Tensor& out, const Tensor& lse, const Tensor& q
     using C = compute_t<T>;  // Note [Low-precision attention]
     check_lse("attention", lse, dtype_of<C>::value);
     C* l = cpu::data<C>(lse);
+    const C scale = C(params.scale);
+    const int64_t Tk = n.Tk, d = n.d;
     // Heads are independent: chunks of (b, h) on the intra-op threads, each with its own scratch.
     parallel_for(n.B * n.H, cpu::kGrainWork / (n.Tq * n.Tk * n.d + 1), [&](int64_t lo, int64_t hi) {
-      RowMajor<C> S(n.Tq, n.Tk);  // one head's scores, then probabilities
-      RowMajor<C> wq, wk, wv, wo;  // 16-bit heads widened (unused for float and double)
+      std::vector<C> S(n.Tq * Tk), Kt;  // one head's scores, then probabilities; Kᵀ: (d, Tk)
+      std::vector<C> wq, wk, wv, wo;    // 16-bit heads widened (unused for float and double)
       for (int64_t bh = lo; bh < hi; ++bh) {
         const int64_t b = bh / n.H, h = bh % n.H;
-        const ConstHeadMap<C> Q = head_as<T>(q, b, h, wq), K = head_as<T>(k, b, h, wk), V = head_as<T>(v, b, h, wv);
-        HeadMap<C> O = head_out_as<T>(out, b, h, wo);
-        for (const RowBlock& rb : row_blocks(n, params)) {
-          auto Sb = S.block(rb.first, 0, rb.rows, rb.keys);
-          product<C>(Sb, Q.middleRows(rb.first, rb.rows), false, K.topRows(rb.keys), true);
-          Sb *= C(params.scale);
-          for (int64_t r = 0; r < rb.rows; ++r) {
-            const int64_t i = rb.first + r, end = key_end(i, n, params);
-            auto row = Sb.row(r).head(end).array();
-            const C m = row.template maxCoeff<Eigen::PropagateNaN>();
-            row = (row - m).exp();  // Eigen's vectorised exp
-            const C sum = row.sum();
-            row *= C(1) / sum;
-            Sb.row(r).tail(rb.keys - end).setZero();
-            l[bh * n.Tq + i] = m + std::log(sum);
+        const Head<const C> Q = head_as<T>(q, b, h, wq), K = head_as<T>(k, b, h, wk), V = head_as<T>(v, b, h, wv);
+        const Head<C> O = head_out_as<T>(out, b, h, wo);
+        transpose_into(Kt, K, Tk, d);
+        for (const Block& rb : row_blocks(n, params)) {
+          C* Sb = S.data() + rb.first * Tk;  // rows [first, first + count), keys [0, others)
+          cpu::small_gemm(rb.count, rb.others, d, Q.row(rb.first), Q.ld, 1, Kt.data(), Tk, Sb, Tk, false);
+          for (int64_t r = 0; r < rb.count; ++r) {
+            const int64_t i = rb.first + r;
+            l[bh * n.Tq + i] = softmax_row(Sb + r * Tk, key_end(i, n, params), rb.others, scale);
           }
-          product<C>(O.middleRows(rb.first, rb.rows), Sb, false, V.topRows(rb.keys), false);
+          cpu::small_gemm(rb.count, d, rb.others, Sb, Tk, 1, V.p, V.ld, O.row(rb.first), O.ld, false);
         }
         store_head<T>(out, b, h, wo);
       }
@@ -205,39 +332,39 @@ void CpuBackend::attention_backward(const Tensor& dq, const Tensor& dk, const Te
     check_lse("attention_backward", lse, dtype_of<C>::value);
     const C* l = cpu::data<const C>(lse);
     const C scale = C(params.scale);
+    const int64_t Tq = n.Tq, Tk = n.Tk, d = n.d;
     parallel_for(n.B * n.H, cpu::kGrainWork / (n.Tq * n.Tk * n.d + 1), [&](int64_t lo, int64_t hi) {
-      RowMajor<C> P(n.Tq, n.Tk), dS(n.Tq, n.Tk);
-      RowMajor<C> wq, wk, wv, wdo, wo, wdq, wdk, wdv;  // 16-bit heads widened (unused for float and double)
+      std::vector<C> P(Tq * Tk), dS(Tq * Tk), Kt, Vt, D(Tq);  // P, then dP -> dS: (Tq, Tk); Kᵀ, Vᵀ: (d, Tk)
+      std::vector<C> wq, wk, wv, wdo, wo, wdq, wdk, wdv;  // 16-bit heads widened (unused for float and double)
       for (int64_t bh = lo; bh < hi; ++bh) {
         const int64_t b = bh / n.H, h = bh % n.H;
-        const ConstHeadMap<C> Q = head_as<T>(q, b, h, wq), K = head_as<T>(k, b, h, wk), V = head_as<T>(v, b, h, wv);
-        const ConstHeadMap<C> dO = head_as<T>(dout, b, h, wdo), O = head_as<T>(out, b, h, wo);
-        HeadMap<C> dQ = head_out_as<T>(dq, b, h, wdq), dK = head_out_as<T>(dk, b, h, wdk);
-        HeadMap<C> dV = head_out_as<T>(dv, b, h, wdv);
-        dK.setZero(), dV.setZero();
-        for (const RowBlock& rb : row_blocks(n, params)) {
-          auto Pb = P.block(rb.first, 0, rb.rows, rb.keys);
-          auto dSb = dS.block(rb.first, 0, rb.rows, rb.keys);
-          const auto Qb = Q.middleRows(rb.first, rb.rows);
-          const auto dOb = dO.middleRows(rb.first, rb.rows);
-          product<C>(Pb, Qb, false, K.topRows(rb.keys), true);
-          Pb *= scale;
-          product<C>(dSb, dOb, false, V.topRows(rb.keys), true);  // dP
-          for (int64_t r = 0; r < rb.rows; ++r) {
-            const int64_t i = rb.first + r, end = key_end(i, n, params);
-            auto p = Pb.row(r).head(end).array();
-            auto ds = dSb.row(r).head(end).array();
-            const C lse_i = l[bh * n.Tq + i];
-            p = (p - lse_i).exp();
-            // D_i = dO_i·O_i = Σ_j p_ij·dp_ij; 16-bit: the second form, in float32 (out was rounded).
-            const C D = widened ? (p * ds).sum() : dO.row(i).dot(O.row(i));
-            ds = p * (ds - D) * scale;  // scale folded in: dq and dk both need it
-            Pb.row(r).tail(rb.keys - end).setZero();
-            dSb.row(r).tail(rb.keys - end).setZero();
+        const Head<const C> Q = head_as<T>(q, b, h, wq), K = head_as<T>(k, b, h, wk), V = head_as<T>(v, b, h, wv);
+        const Head<const C> dO = head_as<T>(dout, b, h, wdo);
+        const Head<C> dQ = head_out_as<T>(dq, b, h, wdq), dK = head_out_as<T>(dk, b, h, wdk);
+        const Head<C> dV = head_out_as<T>(dv, b, h, wdv);
+        transpose_into(Kt, K, Tk, d);
+        transpose_into(Vt, V, Tk, d);
+        if constexpr (!widened) {  // D_i = dO_i·O_i; 16-bit: Σ_j p_ij·dp_ij in gradient_row (out was rounded)
+          const Head<const C> O = head_as<T>(out, b, h, wo);
+          for (int64_t i = 0; i < Tq; ++i) D[i] = dot(dO.row(i), O.row(i), d);
+        }
+        for (const Block& rb : row_blocks(n, params)) {
+          C* Pb = P.data() + rb.first * Tk;
+          C* dSb = dS.data() + rb.first * Tk;
+          cpu::small_gemm(rb.count, rb.others, d, Q.row(rb.first), Q.ld, 1, Kt.data(), Tk, Pb, Tk, false);
+          cpu::small_gemm(rb.count, rb.others, d, dO.row(rb.first), dO.ld, 1, Vt.data(), Tk, dSb, Tk, false);  // dP
+          for (int64_t r = 0; r < rb.count; ++r) {
+            const int64_t i = rb.first + r;
+            gradient_row(Pb + r * Tk, dSb + r * Tk, key_end(i, n, params), rb.others, scale, l[bh * Tq + i],
+                         widened ? nullptr : &D[i]);
           }
-          product<C>(dQ.middleRows(rb.first, rb.rows), dSb, false, K.topRows(rb.keys), false);
-          product<C>(dK.topRows(rb.keys), dSb, true, Qb, false, /*accumulate=*/true);
-          product<C>(dV.topRows(rb.keys), Pb, true, dOb, false, /*accumulate=*/true);
+          cpu::small_gemm(rb.count, d, rb.others, dSb, Tk, 1, K.p, K.ld, dQ.row(rb.first), dQ.ld, false);
+        }
+        // dK = dSᵀ·Q and dV = Pᵀ·dO by key blocks, each over the rows that see it: A read transposed.
+        for (const Block& kb : key_blocks(n, params)) {
+          const int64_t i0 = kb.others, rows = Tq - i0, at = i0 * Tk + kb.first;  // entry (i0, first) of P, dS
+          cpu::small_gemm(kb.count, d, rows, dS.data() + at, 1, Tk, Q.row(i0), Q.ld, dK.row(kb.first), dK.ld, false);
+          cpu::small_gemm(kb.count, d, rows, P.data() + at, 1, Tk, dO.row(i0), dO.ld, dV.row(kb.first), dV.ld, false);
         }
         store_head<T>(dq, b, h, wdq), store_head<T>(dk, b, h, wdk), store_head<T>(dv, b, h, wdv);
       }

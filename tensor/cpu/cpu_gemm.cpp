@@ -52,8 +52,8 @@ void with_eigen_matrix(const T* p, int64_t rows, int64_t cols, MatrixLayout l, K
 
 }  // namespace
 
-// The same call through Eigen's own GEMM (declared in cpu_backend.h: the attention kernel's
-// products use it too, so Eigen's GEMM templates are compiled once, here).
+// The same call through Eigen's own GEMM (declared in cpu_backend.h, so that Eigen's GEMM
+// templates are instantiated in this file only).
 template <typename T>
 void cpu::eigen_gemm(int64_t m, int64_t n, int64_t k, const T* A, MatrixLayout la, const T* B, MatrixLayout lb,
                      bool accumulate, T* C, int64_t ldc) {
