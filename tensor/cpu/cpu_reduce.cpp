@@ -241,6 +241,8 @@ void reduce_general(const Tensor& out, const Tensor& in, uint32_t dim_mask) {
 // serial code did before the threads came:
 //   - rows of a (outer, r) reduction, and blocks of kColumnBlock columns of an (outer, r, inner)
 //     one, are independent outputs: chunks of them run on different threads;
+//   - a column block with more than a grain of work (b.r · width > cpu::kGrainWork) is cut, the
+//     same way, into the subtrees of reduce_columns' pairwise tree over its rows (reduce_tall_columns);
 //   - a single row longer than kParallelRow is cut into the subtrees of reduce_row's own pairwise
 //     tree (split_row); the subtrees are reduced in parallel and then combined up the same tree;
 //   - the general path (reduce_general: any strides, reduced dims anywhere) splits one dim of its
@@ -289,6 +291,60 @@ T reduce_long_row(const In* x, int64_t n) {
   return combine_pieces<Op>(n, part, next);
 }
 
+// The row ranges of reduce_columns' pairwise tree that hold at most `rows` rows (>= kPairwiseRows,
+// so each is a whole subtree of it), top to bottom.
+void split_column_rows(int64_t begin, int64_t r, int64_t rows, std::vector<std::pair<int64_t, int64_t>>& pieces) {
+  if (r <= rows) {
+    pieces.emplace_back(begin, r);
+    return;
+  }
+  const int64_t half = r / 2;  // reduce_columns' split point
+  split_column_rows(begin, half, rows, pieces);
+  split_column_rows(begin + half, r - half, rows, pieces);
+}
+
+// Combines the pieces' column results (piece p's in part + p·width) up the tree split_column_rows
+// walked down, in place; returns the row that holds the result. `next` counts pieces consumed.
+template <typename Op, typename T = typename Op::Type>
+T* combine_column_pieces(int64_t r, int64_t rows, T* part, int64_t width, int64_t cols, int64_t& next) {
+  if (r <= rows) return part + next++ * width;
+  T* left = combine_column_pieces<Op>(r / 2, rows, part, width, cols, next);
+  const T* right = combine_column_pieces<Op>(r - r / 2, rows, part, width, cols, next);
+  for (int64_t j = 0; j < cols; ++j) left[j] = Op::combine(left[j], right[j]);
+  return left;
+}
+
+// A column reduction whose column blocks each hold more than a grain of work: each block's
+// rows are cut into the subtrees of reduce_columns' tree (Note [Parallel reductions]), the subtrees
+// reduced in parallel and combined up the same tree. Linear's bias gradient is this: the GPT
+// preset's dy of 2048 rows and 128 columns is a single column block, one task without the cut.
+template <typename Op, typename T = typename Op::Type, typename In = typename Op::In>
+void reduce_tall_columns(T* o, const In* x, const Block& b, int64_t blocks, int64_t width) {
+  const int64_t rows = std::max(cpu::kGrainWork / width, kPairwiseRows);  // at most, per piece
+  std::vector<std::pair<int64_t, int64_t>> pieces;
+  split_column_rows(0, b.r, rows, pieces);
+  const int64_t per_task = static_cast<int64_t>(pieces.size()), tasks = b.outer * blocks;
+  std::vector<T> part(tasks * per_task * width);  // one row of results per (task, piece)
+  parallel_for(tasks * per_task, 1, [&](int64_t lo, int64_t hi) {
+    std::vector<T> scratch(scratch_rows(rows) * width);
+    for (int64_t u = lo; u < hi; ++u) {
+      const int64_t t = u / per_task, i = t / blocks, j0 = t % blocks * kColumnBlock;
+      const int64_t cols = std::min(kColumnBlock, b.inner - j0);
+      const auto [row0, n] = pieces[u % per_task];
+      reduce_columns<Op>(part.data() + u * width, x + (i * b.r + row0) * b.inner + j0, n, cols, b.inner,
+                         scratch.data());
+    }
+  });
+  parallel_for(tasks, cpu::kGrainWork / (per_task * width), [&](int64_t lo, int64_t hi) {
+    for (int64_t t = lo; t < hi; ++t) {
+      const int64_t i = t / blocks, j0 = t % blocks * kColumnBlock, cols = std::min(kColumnBlock, b.inner - j0);
+      int64_t next = 0;
+      const T* sum = combine_column_pieces<Op>(b.r, rows, part.data() + t * per_task * width, width, cols, next);
+      std::copy(sum, sum + cols, o + i * b.inner + j0);
+    }
+  });
+}
+
 template <typename Op, typename T = typename Op::Type, typename In = typename Op::In>
 void reduce_impl(const Tensor& out, const Tensor& in, uint32_t dim_mask) {
   Block b;
@@ -311,6 +367,10 @@ void reduce_impl(const Tensor& out, const Tensor& in, uint32_t dim_mask) {
   // Tasks: (outer index, block of columns), in row-major order.
   const int64_t blocks = (b.inner + kColumnBlock - 1) / kColumnBlock;
   const int64_t width = std::min(b.inner, kColumnBlock);
+  if (b.r * width > cpu::kGrainWork) {
+    reduce_tall_columns<Op>(o, x, b, blocks, width);
+    return;
+  }
   parallel_for(b.outer * blocks, cpu::kGrainWork / std::max<int64_t>(b.r * width, 1), [=](int64_t lo, int64_t hi) {
     std::vector<T> scratch(Op::kPairwise ? scratch_rows(b.r) * width : 0);
     for (int64_t t = lo; t < hi; ++t) {

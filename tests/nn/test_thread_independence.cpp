@@ -219,6 +219,40 @@ TEST_CASE("strided reductions (the general path) give the same bits at 1, 2 and 
   }
 }
 
+// Column sums whose column block holds more than a grain of work are cut into subtrees of the
+// pairwise tree over rows (reduce_tall_columns, Note [Parallel reductions]): Linear's bias gradient
+// over the GPT preset's 2048 rows. Each column's tree does not depend on how many columns are summed
+// beside it, and stripes of 8 columns stay under a grain (uncut), so the stripes' sums side by side
+// are the reference, bit for bit. A Linear's db goes through the same sum.
+TEST_CASE("tall column sums (Linear's bias gradient) give the same bits at 1, 2 and 3 threads as uncut stripes") {
+  Generator gen(30);
+  const Tensor a = randn({2048, 128}, gen), b = randn({2048, 384}, gen), c = randn({3, 700, 130}, gen);
+  using Reduce = std::function<Tensor(const Tensor&, int64_t)>;
+  const Reduce sum_of = [](const Tensor& t, int64_t dim) { return sum(t, {dim}); };
+  const Reduce max_of = [](const Tensor& t, int64_t dim) { return max(t, {dim}); };
+  const auto stripes = [](const Tensor& x, int64_t dim, const Reduce& reduce) {
+    std::vector<Tensor> parts;
+    for (int64_t j = 0; j < x.size(-1); j += 8)
+      parts.push_back(reduce(contiguous(narrow(x, -1, j, std::min<int64_t>(8, x.size(-1) - j))), dim));
+    return cat(parts, -1);
+  };
+  // dy = a flows into Linear's backward: db = sum(a, {0}).
+  const Tensor x = leaf({2048, 96}, 31), w = leaf({128, 96}, 32), bias = leaf({128}, 33);
+  const auto compute = [&] {
+    bias.set_grad(Tensor());
+    sum(linear(x, w, bias) * a).backward();
+    return std::vector<Tensor>{sum(a, {0}), sum(b, {0}), sum(c, {1}), max(b, {0}), bias.grad()};
+  };
+  check_independent(compute);
+  const std::vector<Tensor> got = compute();
+  const std::vector<Tensor> want = {stripes(a, 0, sum_of), stripes(b, 0, sum_of), stripes(c, 1, sum_of),
+                                    stripes(b, 0, max_of), stripes(a, 0, sum_of)};
+  for (size_t i = 0; i < got.size(); ++i) {
+    CAPTURE(i);
+    CHECK(bytes_of({got[i]}) == bytes_of({want[i]}));
+  }
+}
+
 TEST_CASE("index_select, gather, an embedding and their backward (index_add, scatter_add) give the same bits at 1, "
           "2 and 3 threads, and the right values") {
   const Tensor tokens = indices({16, 128}, 50, 15);  // 2048 lookups of 50 rows: every row many times
