@@ -47,11 +47,22 @@ void check_index_dtype(const char* op, const Tensor& index) {
            ": index must be a contiguous int64 tensor, got ", index.dtype());
 }
 
-// Every index in [0, n), or an error naming the first bad one.
+// Every index in [0, n), or an error naming the first bad one. On the intra-op threads: max pooling's
+// backward checks one index per pooled element, a pass as long as the scatter itself. Each chunk
+// notes its first bad position, and the error names the lowest, at any thread count.
 void check_bounds(const char* op, const int64_t* index, int64_t count, int64_t n) {
-  for (int64_t i = 0; i < count; ++i)
-    MT_CHECK(index[i] >= 0 && index[i] < n, op, ": index ", index[i], " at position ", i,
-             " is out of range for a dim of size ", n, " (valid range [0, ", n, "))");
+  const int64_t grain = cpu::kGrainElementwise;
+  std::vector<int64_t> first_bad((count + grain - 1) / grain, count);  // one per chunk; count: none
+  parallel_for(count, grain, [&](int64_t lo, int64_t hi) {
+    bool ok = true;  // the whole chunk, branch-free, so the compiler vectorises it
+    for (int64_t i = lo; i < hi; ++i)  // 0 <= index[i] < n, as one unsigned comparison
+      ok &= static_cast<uint64_t>(index[i]) < static_cast<uint64_t>(n);
+    const auto bad = [n](int64_t v) { return v < 0 || v >= n; };
+    if (!ok) first_bad[lo / grain] = std::find_if(index + lo, index + hi, bad) - index;
+  });
+  const int64_t i = first_bad.empty() ? count : *std::min_element(first_bad.begin(), first_bad.end());
+  MT_CHECK(i == count, op, ": index ", index[i], " at position ", i, " is out of range for a dim of size ", n,
+           " (valid range [0, ", n, "))");
 }
 
 // Columns per scatter_add task (Note [Parallel scatters]): 512 bytes of float32. Each block is a

@@ -13,6 +13,7 @@
 #include "tensor/cpu/cpu_backend.h"
 #include "tensor/cuda_info.h"
 #include "tensor/generator.h"
+#include "tensor/parallel.h"
 #include "tensor/raw_ops.h"
 
 using namespace mt;
@@ -424,6 +425,21 @@ TEST_CASE("index kernels reject out-of-range indices, naming the index and the r
                        doctest::Contains("gather: index 3"), Error);
   CHECK_THROWS_WITH_AS(be().scatter_add(zeros({1, 3, 2}), i64({7, 0}, {1, 1, 2}), empty({1, 1, 2})),
                        doctest::Contains("scatter_add: index 7"), Error);
+}
+
+// The bounds check runs in chunks on the intra-op threads; with bad indices in two chunks, the
+// error still names the first one, at any thread count.
+TEST_CASE("a long index list with several bad indices: the error names the first, at 1 and 2 threads") {
+  std::vector<int64_t> index(100000, 1);
+  index[70000] = 9;
+  index[40001] = -4;
+  index[99999] = 3;
+  for (int threads : {1, 2}) {
+    NumThreadsGuard guard(threads);
+    CAPTURE(threads);
+    CHECK_THROWS_WITH_AS(be().scatter_add(zeros({1, 3, 1}), i64(index, {1, 100000, 1}), zeros({1, 100000, 1})),
+                         doctest::Contains("scatter_add: index -4 at position 40001 is out of range"), Error);
+  }
 }
 
 TEST_CASE("the backend table, op names and the allocator") {
