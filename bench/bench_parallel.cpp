@@ -6,12 +6,12 @@
 // not do). Run on an idle machine for figures worth keeping: on a loaded one the second thread
 // waits for a core, and the crossover moves with the load.
 // Then whole kernels at 1 and 2 threads, at the sizes the CNN and GPT steps give them (strided
-// reductions, the embedding's lookup and backward, max pooling's backward, the Winograd
-// convolution): rounds of 1 then 2 threads, interleaved, each the median of 5 repetitions; the table
-// has each count's median over the rounds, the median of the rounds' 1-thread / 2-thread ratios, and
-// the calling thread's CPU time at 2 threads over that at 1 (about 0.5 when the worker ran half the
-// chunks, 1 when it got no core in time: a second reading of the load). The load average is printed
-// before and after.
+// reductions, the embedding's lookup and backward, max pooling's backward, bias gradients, the Adam
+// step, the Winograd convolution, the fused BatchNorm + ReLU + pool): rounds of 1 then 2 threads,
+// interleaved, each the median of 5 repetitions; the table has each count's median over the rounds,
+// the median of the rounds' 1-thread / 2-thread ratios, and the calling thread's CPU time at 2
+// threads over that at 1 (about 0.5 when the worker ran half the chunks, 1 when it got no core in
+// time: a second reading of the load). The load average is printed before and after.
 // First of all, the pool's hand-off cost (handoff below).
 //   build-bench/bench/bench_parallel            # all three parts
 //   build-bench/bench/bench_parallel kernels    # the kernels only (grains: the chunks only; handoff: the hand-off only)
@@ -108,6 +108,22 @@ void kernels_at_1_and_2_threads() {
   const raw::BatchNormMoments moments = raw::batch_norm_stats(act);
   const raw::BatchNormReluResult fused = raw::batch_norm_relu(act, moments.mean, ones32, zeros32, pool2);
   const Tensor dpooled = randn({64, 32, 14, 14}, gen);
+  // Bias gradients. Linear's, db = sum of dy over rows: the GPT preset's dy of 32 x 64 rows, one
+  // (2048, 128) alone, then all 16 of a step (4 blocks: qkv 384, proj 128, fc1 512, fc2 128 outputs).
+  // The CNN's two convolutions', db = sum of dy over (N, H, W).
+  const Tensor dy_128 = randn({2048, 128}, gen);
+  std::vector<Tensor> gpt_dys;
+  for (int block = 0; block < 4; ++block)
+    for (int64_t out : {384, 128, 512, 128}) gpt_dys.push_back(randn({2048, out}, gen));
+  const Tensor conv1_dy = randn({64, 32, 28, 28}, gen), conv2_dy = randn({64, 64, 14, 14}, gen);
+  // Adam on the CNN preset's parameters (random gradients; the step count grows, which changes no cost).
+  std::vector<Tensor> cnn_params;
+  for (const Shape& s : {Shape{32, 1, 3, 3}, Shape{32}, Shape{32}, Shape{32}, Shape{64, 32, 3, 3}, Shape{64}, Shape{64},
+                         Shape{64}, Shape{128, 3136}, Shape{128}, Shape{10, 128}, Shape{10}}) {
+    cnn_params.push_back(randn(s, gen).requires_grad_());
+    cnn_params.back().set_grad(randn(s, gen));
+  }
+  optim::Adam adam(cnn_params, {.lr = 1e-3});
   const auto bn_relu_pool_forward = [&] {
     const raw::BatchNormMoments m = raw::batch_norm_stats(act);
     raw::batch_norm_relu(act, m.mean, ones32, zeros32, pool2);
@@ -124,6 +140,19 @@ void kernels_at_1_and_2_threads() {
       {"embedding backward (index_add), dim 512",
        [&] { raw::index_add_zeros(wide_table.sizes(), 0, tokens, wide_rows); }, 100},
       {"max pool backward (scatter_add)", [&] { raw::scatter_add_zeros(Shape{64 * 32, 784}, 1, winners, pooled); }, 20},
+      {"bias gradient, sum(dim 0) of 2048x128", [&] { sum(dy_128, {0}); }, 100},
+      {"the GPT step's 16 Linear bias gradients",
+       [&] {
+         for (const Tensor& dy : gpt_dys) sum(dy, {0});
+       },
+       10},
+      {"the CNN step's 2 conv bias gradients",
+       [&] {
+         sum(conv1_dy, {0, 2, 3});
+         sum(conv2_dy, {0, 2, 3});
+       },
+       20},
+      {"Adam step, the CNN preset's parameters", [&] { adam.step(); }, 50},
       {"Winograd conv 32->64 14x14 b64, forward", [&] { raw::conv2d_winograd(x, w, b, pad1); }, 5},
       {"Winograd conv, input gradient", [&] { raw::conv2d_input_grad_winograd(dy, w, pad1); }, 5},
       {"Winograd conv, weight gradient", [&] { raw::conv2d_weight_grad_winograd(dy, x, w, pad1); }, 5},
