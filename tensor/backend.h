@@ -120,6 +120,12 @@ class Backend {
   virtual void gather(const Tensor& out, const Tensor& in, const Tensor& index) = 0;
   // The backward of gather: out[o, index[o,j,i], i] += src[o,j,i]. out contiguous, pre-filled.
   virtual void scatter_add(const Tensor& out, const Tensor& index, const Tensor& src) = 0;
+  // scatter_add into zeros: out is written whole (uninitialised before). A backend may zero and
+  // scatter each task's part while it is in cache (CPU: max pooling's backward, plane by plane).
+  virtual void scatter_add_zeros(const Tensor& out, const Tensor& index, const Tensor& src) {
+    fill(out, 0.0);
+    scatter_add(out, index, src);
+  }
   // Stable argsort of each row (tensor/raw_sort.cpp makes the layout): indices[r, :] are the first k
   // positions of the order of x[r, :], ascending (descending: reversed comparison), equal values in
   // their input order, NaN larger than every number (first when descending), as PyTorch's sort.

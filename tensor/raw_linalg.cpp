@@ -228,14 +228,14 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
 }
 
 Tensor scatter_add_zeros(const Shape& shape, int64_t dim, const Tensor& index, const Tensor& src) {
-  Tensor out = zeros(shape, {.dtype = src.dtype(), .device = src.device()});
+  Tensor out = empty(shape, {.dtype = src.dtype(), .device = src.device()});
   if (shape.size() == 0) {
     copy_(out, src);
     return out;
   }
   const int d = wrap_dim(dim, shape.size(), "scatter_add");
   const int64_t k = index.sizes()[d];
-  backend(src.device()).scatter_add(view(out, around(shape, d, shape[d])),
+  backend(src.device()).scatter_add_zeros(view(out, around(shape, d, shape[d])),
                                     view(contiguous(index), around(index.sizes(), d, k)),
                                     view(contiguous(src), around(src.sizes(), d, k)));
   return out;

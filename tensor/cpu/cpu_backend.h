@@ -47,6 +47,7 @@ class CpuBackend final : public Backend {
   void index_add(const Tensor& out, const Tensor& index, const Tensor& src) override;
   void gather(const Tensor& out, const Tensor& in, const Tensor& index) override;
   void scatter_add(const Tensor& out, const Tensor& index, const Tensor& src) override;
+  void scatter_add_zeros(const Tensor& out, const Tensor& index, const Tensor& src) override;
   void argsort(const Tensor& indices, const Tensor& x, bool descending) override;  // cpu_sort.cpp
   void cumsum(const Tensor& out, const Tensor& in, bool reverse) override;           // cpu_scan.cpp
   void uniform(const Tensor& out, Generator& gen, double low, double high) override;

@@ -203,8 +203,14 @@ void CpuBackend::gather(const Tensor& out, const Tensor& in, const Tensor& index
   });
 }
 
+namespace {
+
 // out[o, index[o, j, i], i] += src[o, j, i]. out: (outer, n, inner); index, src: (outer, k, inner).
-void CpuBackend::scatter_add(const Tensor& out, const Tensor& index, const Tensor& src) {
+// With `zero_first` out is uninitialised, and each task zeroes the part of it that it owns just
+// before adding into it, while that part is in cache: max pooling's backward (inner 1, a task per
+// run of planes) then writes each plane once, instead of a zero fill of the whole gradient and a
+// second pass over it.
+void scatter_add_impl(const Tensor& out, const Tensor& index, const Tensor& src, bool zero_first) {
   const Dims3 d = dims3("scatter_add", "out", out);
   const Dims3 s = dims3("scatter_add", "src", src);
   check_index_dtype("scatter_add", index);
@@ -217,15 +223,32 @@ void CpuBackend::scatter_add(const Tensor& out, const Tensor& index, const Tenso
     T* y = cpu::data<T>(out);
     // Column i of src only ever reaches column i of out: split by columns, j in order (Note
     // [Parallel scatters]). Max pooling's backward is this with inner 1 and one slice per plane.
-    for_column_blocks(s.outer, s.inner, s.n, [=](int64_t a, int64_t i0, int64_t i1) {
+    const int64_t per_column = s.n + (zero_first ? d.n : 0);
+    for_column_blocks(s.outer, s.inner, per_column, [=](int64_t a, int64_t i0, int64_t i1) {
+      T* slice = y + a * d.n * d.inner;
+      if (zero_first && i1 - i0 == d.inner) {  // whole rows: one run
+        std::fill(slice, slice + d.n * d.inner, T(0));
+      } else if (zero_first) {
+        for (int64_t r = 0; r < d.n; ++r) std::fill(slice + r * d.inner + i0, slice + r * d.inner + i1, T(0));
+      }
       for (int64_t j = 0; j < s.n; ++j)
         for (int64_t i = i0; i < i1; ++i) {
           const int64_t pos = (a * s.n + j) * s.inner + i;
-          T& to = y[(a * d.n + idx[pos]) * d.inner + i];
+          T& to = slice[idx[pos] * d.inner + i];
           to = T(compute_t<T>(to) + compute_t<T>(x[pos]));
         }
     });
   });
+}
+
+}  // namespace
+
+void CpuBackend::scatter_add(const Tensor& out, const Tensor& index, const Tensor& src) {
+  scatter_add_impl(out, index, src, /*zero_first=*/false);
+}
+
+void CpuBackend::scatter_add_zeros(const Tensor& out, const Tensor& index, const Tensor& src) {
+  scatter_add_impl(out, index, src, /*zero_first=*/true);
 }
 
 }  // namespace mt

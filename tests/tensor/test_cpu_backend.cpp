@@ -413,6 +413,33 @@ TEST_CASE("gather and scatter_add: one index per element") {
   CHECK(vals(grad) == std::vector<double>{0, 0, 3, 3, 4, 0});
 }
 
+// scatter_add_zeros zeroes each task's part of out just before adding into it (out starts
+// uninitialised): the same bits as a zero fill and then scatter_add, for max pooling's layout
+// (inner 1, 2048 planes), for column blocks narrower than a row (inner 300: blocks of 128), and for
+// one source row (most of out stays zero).
+TEST_CASE("scatter_add_zeros gives the bits of a zero fill and then scatter_add, at 1 and 2 threads") {
+  struct Case {
+    int64_t outer, n, k, inner;
+  };
+  for (const Case c : {Case{2048, 784, 196, 1}, Case{3, 50, 40, 300}, Case{2, 7, 1, 5}}) {
+    Tensor position = empty({c.outer, c.k, c.inner});
+    Generator gen(1);
+    raw::uniform_(position, gen, 0.0, static_cast<double>(c.n) - 0.01);
+    const Tensor index = raw::cast(position, kInt64);  // in [0, n), many repeated
+    const Tensor src = randn({c.outer, c.k, c.inner}, 2);
+    Tensor want = zeros({c.outer, c.n, c.inner});
+    be().scatter_add(want, index, src);
+    for (int threads : {1, 2}) {
+      NumThreadsGuard guard(threads);
+      CAPTURE(c.inner);
+      CAPTURE(threads);
+      Tensor got = full({c.outer, c.n, c.inner}, std::nan(""));  // whatever out held before
+      be().scatter_add_zeros(got, index, src);
+      CHECK(vals(got) == vals(want));
+    }
+  }
+}
+
 TEST_CASE("index kernels reject out-of-range indices, naming the index and the range") {
   Tensor table = iota({1, 3, 2});
   CHECK_THROWS_WITH_AS(be().index_select(empty({1, 2, 2}), table, i64({1, 5}, {2})),
