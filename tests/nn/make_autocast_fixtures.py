@@ -16,13 +16,15 @@ parameter names. The CNN is mini_train's image CNN in small (nn/networks.cpp, ad
 blocks of conv 3x3 pad 1 -> BatchNorm2d (training) -> ReLU -> MaxPool2d(2), then Linear -> ReLU ->
 Linear, on 8x8 images, as an nn::Sequential names it (0.weight, 1.weight, ...).
 """
-import json
 import math
 import os
-import struct
+import sys
 
 import torch
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fixture_file import save_safetensors  # noqa: E402
 
 torch.manual_seed(4321)
 out = {}
@@ -139,28 +141,9 @@ for autocast_on, suffix in ((True, ""), (False, ".f32")):
 
 
 # ---- the file: each tensor in its own dtype ---------------------------------------------------------
-def save_safetensors(path, tensors):
-    header, chunks, offset = {}, [], 0
-    for name, t in tensors.items():
-        t = t.contiguous()
-        if t.dtype == torch.bfloat16:
-            dtype, data = "BF16", t.view(torch.int16).numpy().astype("<i2").tobytes()
-        else:
-            dtype = {torch.float32: "F32", torch.int64: "I64"}[t.dtype]
-            data = t.numpy().astype("<f4" if dtype == "F32" else "<i8").tobytes()
-        header[name] = {"dtype": dtype, "shape": list(t.shape), "data_offsets": [offset, offset + len(data)]}
-        chunks.append(data)
-        offset += len(data)
-    header["__metadata__"] = {"generator": "tests/nn/make_autocast_fixtures.py", "torch": torch.__version__}
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * (-len(text) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)) + text + b"".join(chunks))
-
-
 here = os.path.dirname(os.path.abspath(__file__))
 path = os.path.join(here, "fixtures", "autocast.safetensors")
-save_safetensors(path, out)
+save_safetensors(path, out, "tests/nn/make_autocast_fixtures.py")
 dtypes = {name[len("gpt.op."):]: str(t.dtype)[6:] for name, t in out.items() if name.startswith("gpt.op.")}
 dtypes.update({name[len("cnn.op."):]: str(t.dtype)[6:] for name, t in out.items() if name.startswith("cnn.op.")})
 print(f"wrote {os.path.relpath(path)}: {len(out)} tensors, {os.path.getsize(path)} bytes")

@@ -10,13 +10,15 @@ minitrain's nn::GPT state dict (nn/transformer.h), so the two models are the sam
 same tensors: pre-LayerNorm blocks, a fused qkv projection, causal attention, GELU (exact erf), and
 the output head tied to the token embedding.
 """
-import json
 import math
 import os
-import struct
+import sys
 
 import torch
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fixture_file import save_safetensors  # noqa: E402
 
 torch.manual_seed(1234)
 D = torch.float64
@@ -137,23 +139,7 @@ for dtype, tag in ((D, "ref"), (torch.float32, "torch32")):
 out.update({"f32.ln.x": x.double(), "f32.ln.w": w})
 
 
-def save_safetensors(path, tensors):
-    header, chunks, offset = {}, [], 0
-    for name, t in tensors.items():
-        t = t.contiguous()
-        dtype = {torch.float64: "F64", torch.int64: "I64"}[t.dtype]
-        data = t.numpy().astype("<f8" if dtype == "F64" else "<i8").tobytes()
-        header[name] = {"dtype": dtype, "shape": list(t.shape), "data_offsets": [offset, offset + len(data)]}
-        chunks.append(data)
-        offset += len(data)
-    header["__metadata__"] = {"generator": "tests/nn/make_transformer_fixtures.py", "torch": torch.__version__}
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * (-len(text) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)) + text + b"".join(chunks))
-
-
 here = os.path.dirname(os.path.abspath(__file__))
 path = os.path.join(here, "fixtures", "transformer.safetensors")
-save_safetensors(path, out)
+save_safetensors(path, out, "tests/nn/make_transformer_fixtures.py")
 print(f"wrote {os.path.relpath(path)}: {len(out)} tensors, {os.path.getsize(path)} bytes, loss {loss.item():.6f}")
