@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <string>
 
 #include "autograd/ops.h"
 #include "distributed/ddp/ddp.h"
@@ -49,30 +50,42 @@ std::vector<std::vector<float>> local_gradients(int rank) {
 float to_half_and_back(float x) { return half_to_float(float_to_half(x)); }
 float to_bf16_and_back(float x) { return bfloat16_to_float(float_to_bfloat16(x)); }
 
-}  // namespace
+// A compression hook, and the 16-bit format it rounds through.
+struct Compression {
+  std::string hook;          // make_comm_hook's name
+  float (*round)(float);     // float32 -> the 16-bit format -> float32
+  float unit;                // the largest relative error of one rounding: 2^-11 (float16), 2^-8 (bfloat16)
+  float subnormal_error;     // and the largest absolute one, below the format's normal range
+};
 
-TEST_CASE("DDP: the fp16 comm hook leaves the float16-rounded average of the ranks' gradients" *
-          doctest::skip(kNoBackend)) {
+// Note [fp16 compression] and Note [bf16 compression]: each rank divides its gradient by 2 in
+// float32 and rounds it to the 16-bit format; the backend sums the two halves in float32 and rounds
+// once more; the result is cast back to float32 exactly. So every gradient is that value bit for
+// bit, a 16-bit number, and within three roundings of the float32 mean: the two halves, then their
+// sum.
+void check_rounded_average(const Compression& c) {
   const int port = find_free_port();
   test::run_ranks(2, [&](int rank) {
     auto model = make_linear();
     DistributedDataParallel ddp(model, test::join_group(rank, 2, port));
-    ddp.register_comm_hook(std::make_shared<Fp16CompressHook>());
-    CHECK(ddp.stats().comm_hook == "fp16");
+    ddp.register_comm_hook(make_comm_hook(c.hook));
+    CHECK(ddp.stats().comm_hook == c.hook);
     ddp.forward(input_of(rank)).pow(2).mean().backward();
 
-    // Note [fp16 compression]: each rank divides by 2 in float32, rounds to half; Gloo sums the two
-    // halves in float32 and rounds once more; the result is cast back to float32 exactly.
     const auto g0 = local_gradients(0), g1 = local_gradients(1);
     const NamedTensors params = model->named_parameters();
     bool differs_from_fp32 = false;
     for (size_t i = 0; i < params.size(); ++i) {
       const std::vector<float> got = params[i].second.grad().to_vector<float>();
       for (size_t k = 0; k < got.size(); ++k) {
-        const float want = to_half_and_back(to_half_and_back(g0[i][k] / 2) + to_half_and_back(g1[i][k] / 2));
+        const float half0 = g0[i][k] / 2, half1 = g1[i][k] / 2;
+        const float want = c.round(c.round(half0) + c.round(half1));
         MT_CHECK(got[k] == want, params[i].first, "[", k, "] is ", got[k], ", expected ", want);
+        MT_CHECK(got[k] == c.round(got[k]), params[i].first, "[", k, "] = ", got[k], " is not a ", c.hook, " value");
         const float exact = (g0[i][k] + g1[i][k]) / 2;
-        MT_CHECK(std::abs(got[k] - exact) <= std::abs(exact) * 2e-3f + 1e-6f, "too far from ", exact);
+        const float bound = c.unit * (std::abs(half0) + std::abs(half1) + std::abs(got[k])) + 3 * c.subnormal_error;
+        MT_CHECK(std::abs(got[k] - exact) <= bound, params[i].first, "[", k, "] = ", got[k],
+                 " is more than three roundings from the float32 mean ", exact);
         differs_from_fp32 |= got[k] != exact;
       }
     }
@@ -80,38 +93,18 @@ TEST_CASE("DDP: the fp16 comm hook leaves the float16-rounded average of the ran
   });
 }
 
+}  // namespace
+
+TEST_CASE("DDP: the fp16 comm hook leaves the float16-rounded average of the ranks' gradients" *
+          doctest::skip(kNoBackend)) {
+  // float16 has 11 significant bits; below 2^-14 its steps are 2^-24, so a rounding errs by 2^-25.
+  check_rounded_average({.hook = "fp16", .round = to_half_and_back, .unit = 0x1p-11f, .subnormal_error = 0x1p-25f});
+}
+
 TEST_CASE("DDP: the bf16 comm hook leaves the bfloat16-rounded average of the ranks' gradients" *
           doctest::skip(kNoBackend)) {
-  const int port = find_free_port();
-  test::run_ranks(2, [&](int rank) {
-    auto model = make_linear();
-    DistributedDataParallel ddp(model, test::join_group(rank, 2, port));
-    ddp.register_comm_hook(make_comm_hook("bf16"));
-    CHECK(ddp.stats().comm_hook == "bf16");
-    ddp.forward(input_of(rank)).pow(2).mean().backward();
-
-    // Note [bf16 compression]: as fp16's, with bfloat16's rounding: each rank's half of its gradient
-    // rounded to bfloat16, the two summed in float32 and rounded once more; so the result is the
-    // float32 mean rounded through bfloat16, within bfloat16's rounding.
-    const auto g0 = local_gradients(0), g1 = local_gradients(1);
-    const NamedTensors params = model->named_parameters();
-    bool differs_from_fp32 = false;
-    for (size_t i = 0; i < params.size(); ++i) {
-      const std::vector<float> got = params[i].second.grad().to_vector<float>();
-      for (size_t k = 0; k < got.size(); ++k) {
-        const float want = to_bf16_and_back(to_bf16_and_back(g0[i][k] / 2) + to_bf16_and_back(g1[i][k] / 2));
-        MT_CHECK(got[k] == want, params[i].first, "[", k, "] is ", got[k], ", expected ", want);
-        const float exact = (g0[i][k] + g1[i][k]) / 2;
-        MT_CHECK(got[k] == to_bf16_and_back(got[k]), params[i].first, "[", k, "] = ", got[k], " is not a bfloat16");
-        // Each rounding errs by at most 2^-8 of what it rounds: the two halves, then their sum.
-        const float bound = 0x1p-8f * (std::abs(g0[i][k] / 2) + std::abs(g1[i][k] / 2) + std::abs(got[k]));
-        MT_CHECK(std::abs(got[k] - exact) <= bound, params[i].first, "[", k, "] = ", got[k],
-                 " is more than bfloat16's rounding from the float32 mean ", exact);
-        differs_from_fp32 |= got[k] != exact;
-      }
-    }
-    MT_CHECK(differs_from_fp32, "no gradient was rounded: the hook did not compress");
-  });
+  // bfloat16 has 8 significant bits and float32's exponent range.
+  check_rounded_average({.hook = "bf16", .round = to_bf16_and_back, .unit = 0x1p-8f, .subnormal_error = 0});
 }
 
 TEST_CASE("DDP: bfloat16 collectives: all-reduce (Sum, Avg, Max, small and large), reduce-scatter, allgather, "
