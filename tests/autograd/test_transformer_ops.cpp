@@ -10,8 +10,11 @@
 #include "autograd/detail/reference_ops.h"
 #include "minitrain.h"
 #include "tensor/caching_allocator.h"
+#include "tests/autograd/same_values_and_gradients.h"
 
 using namespace mt;
+using mt::test::check_same;
+using mt::test::max_abs_diff;
 
 namespace {
 Generator gen(31337);
@@ -26,34 +29,6 @@ void check_grad(const std::function<Tensor(V)>& f, std::vector<Tensor> inputs, G
   const GradcheckResult r = gradcheck(f, inputs, opts);
   INFO(r.message);
   CHECK(r.ok);
-}
-
-double max_abs_diff(const Tensor& a, const Tensor& b) {
-  REQUIRE(a.sizes() == b.sizes());
-  const std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
-  double m = 0;
-  for (size_t i = 0; i < x.size(); ++i) m = std::max(m, std::abs(x[i] - y[i]));
-  return m;
-}
-
-// f and g on the same inputs: equal values, and equal gradients of sum(w·f) for a random w.
-void check_same(const std::function<Tensor(V)>& f, const std::function<Tensor(V)>& g, const std::vector<Tensor>& inputs,
-                double tol) {
-  std::vector<Tensor> a, b;
-  for (const Tensor& t : inputs) {
-    a.push_back(t.detach().clone().requires_grad_(t.requires_grad()));
-    b.push_back(t.detach().clone().requires_grad_(t.requires_grad()));
-  }
-  const Tensor ya = f(a), yb = g(b);
-  CHECK(max_abs_diff(ya, yb) <= tol);
-  const Tensor w = rand(ya.sizes(), gen, {.dtype = ya.dtype()});
-  (ya * w).sum().backward();
-  (yb * w).sum().backward();
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (!inputs[i].requires_grad()) continue;
-    INFO("input ", i);
-    CHECK(max_abs_diff(a[i].grad(), b[i].grad()) <= tol);
-  }
 }
 }  // namespace
 
@@ -81,14 +56,14 @@ TEST_CASE("layer_norm: fused equals the composition, values and gradients") {
   const Tensor x = input({3, 5, 8}, -3, 3), w = input({8}), b = input({8});
   const auto fused = [](V v) { return layer_norm(v[0], v[1], v[2]); };
   const auto ref = [](V v) { return reference::layer_norm(v[0], v[1], v[2]); };
-  check_same(fused, ref, {x, w, b}, 1e-12);
+  check_same(fused, ref, {x, w, b}, 1e-12, gen);
   check_grad(fused, {x, w, b});
   // A non-contiguous input (transposed) and a large mean: the two-pass variance keeps the digits.
-  check_same(fused, ref, {input({8, 6}, 1000, 1001).transpose(0, 1), w, b}, 1e-9);
+  check_same(fused, ref, {input({8, 6}, 1000, 1001).transpose(0, 1), w, b}, 1e-9, gen);
   check_grad([](V v) { return layer_norm(v[0].transpose(0, 1), v[1], v[2], 1e-3); }, {input({8, 4}), w, b});
   // float32, a model-sized row
   check_same(fused, ref, {input({4, 128}, -2, 2, kFloat32), input({128}, -1, 1, kFloat32), input({128}, -1, 1, kFloat32)},
-             2e-5);
+             2e-5, gen);
 }
 
 TEST_CASE("layer_norm: normalises each row to mean 0, variance 1 before the affine part") {
@@ -106,20 +81,20 @@ TEST_CASE("layer_norm without weight or bias: no affine part, as F.layer_norm(x,
   const Tensor x = input({3, 8}, -3, 3), w = input({8}), b = input({8});
   const Tensor one = ones({8}, {.dtype = kFloat64}), zero = zeros({8}, {.dtype = kFloat64});
   check_same([](V v) { return layer_norm(v[0], Tensor(), Tensor()); },
-             [&](V v) { return reference::layer_norm(v[0], one, zero); }, {x}, 1e-12);
+             [&](V v) { return reference::layer_norm(v[0], one, zero); }, {x}, 1e-12, gen);
   check_same([](V v) { return layer_norm(v[0], v[1], Tensor()); },
-             [&](V v) { return reference::layer_norm(v[0], v[1], zero); }, {x, w}, 1e-12);
+             [&](V v) { return reference::layer_norm(v[0], v[1], zero); }, {x, w}, 1e-12, gen);
   check_same([](V v) { return layer_norm(v[0], Tensor(), v[1]); },
-             [&](V v) { return reference::layer_norm(v[0], one, v[1]); }, {x, b}, 1e-12);
+             [&](V v) { return reference::layer_norm(v[0], one, v[1]); }, {x, b}, 1e-12, gen);
   check_grad([](V v) { return layer_norm(v[0], Tensor(), Tensor()); }, {x});
 }
 
 TEST_CASE("gelu: fused equals the composition in both forms, and gradcheck") {
   for (const GeluApproximate a : {GeluApproximate::None, GeluApproximate::Tanh}) {
     const auto fused = [a](V v) { return gelu(v[0], a); };
-    check_same(fused, [a](V v) { return reference::gelu(v[0], a); }, {input({4, 7}, -5, 5)}, 1e-14);
+    check_same(fused, [a](V v) { return reference::gelu(v[0], a); }, {input({4, 7}, -5, 5)}, 1e-14, gen);
     check_grad(fused, {input({3, 5}, -4, 4)});
-    check_same(fused, [a](V v) { return reference::gelu(v[0], a); }, {input({64}, -5, 5, kFloat32)}, 2e-6);
+    check_same(fused, [a](V v) { return reference::gelu(v[0], a); }, {input({64}, -5, 5, kFloat32)}, 2e-6, gen);
   }
 }
 
@@ -160,23 +135,23 @@ TEST_CASE("scaled_dot_product_attention: fused equals the composition, values an
     INFO("causal ", causal);
     const auto fused = [causal](V v) { return scaled_dot_product_attention(v[0], v[1], v[2], {.causal = causal}); };
     const auto ref = [causal](V v) { return reference::scaled_dot_product_attention(v[0], v[1], v[2], {.causal = causal}); };
-    check_same(fused, ref, {input({2, 3, 6, 4}, -2, 2), input({2, 3, 6, 4}, -2, 2), input({2, 3, 6, 4})}, 1e-13);
+    check_same(fused, ref, {input({2, 3, 6, 4}, -2, 2), input({2, 3, 6, 4}, -2, 2), input({2, 3, 6, 4})}, 1e-13, gen);
     check_grad(fused, {input({1, 2, 5, 3}), input({1, 2, 5, 3}), input({1, 2, 5, 3})});
     check_same(fused, ref, {input({2, 2, 16, 8}, -2, 2, kFloat32), input({2, 2, 16, 8}, -2, 2, kFloat32),
-                            input({2, 2, 16, 8}, -1, 1, kFloat32)}, 1e-5);
+                            input({2, 2, 16, 8}, -1, 1, kFloat32)}, 1e-5, gen);
   }
   // Fewer queries than keys, and an explicit scale.
   const AttentionOptions o{.causal = true, .scale = 0.3};
   check_same([&](V v) { return scaled_dot_product_attention(v[0], v[1], v[2], o); },
              [&](V v) { return reference::scaled_dot_product_attention(v[0], v[1], v[2], o); },
-             {input({1, 2, 3, 4}), input({1, 2, 7, 4}), input({1, 2, 7, 4})}, 1e-13);
+             {input({1, 2, 3, 4}), input({1, 2, 7, 4}), input({1, 2, 7, 4})}, 1e-13, gen);
   // More queries than keys (rows past the last key see every key), over several causal row blocks.
   check_same([&](V v) { return scaled_dot_product_attention(v[0], v[1], v[2], o); },
              [&](V v) { return reference::scaled_dot_product_attention(v[0], v[1], v[2], o); },
-             {input({1, 1, 40, 4}), input({1, 1, 21, 4}), input({1, 1, 21, 4})}, 1e-13);
+             {input({1, 1, 40, 4}), input({1, 1, 21, 4}), input({1, 1, 21, 4})}, 1e-13, gen);
   check_same([](V v) { return scaled_dot_product_attention(v[0], v[1], v[2], {.causal = true}); },
              [](V v) { return reference::scaled_dot_product_attention(v[0], v[1], v[2], {.causal = true}); },
-             {input({2, 2, 37, 8}), input({2, 2, 37, 8}), input({2, 2, 37, 8})}, 1e-13);
+             {input({2, 2, 37, 8}), input({2, 2, 37, 8}), input({2, 2, 37, 8})}, 1e-13, gen);
   check_grad([&](V v) { return scaled_dot_product_attention(v[0], v[1], v[2], {.scale = 0.7}); },
              {input({2, 1, 3, 2}), input({2, 1, 4, 2}), input({2, 1, 4, 2})});
 }
@@ -197,7 +172,7 @@ TEST_CASE("split of a fused qkv: one node, one gradient buffer, equal to separat
     INFO("v used: ", use_v);
     check_same([&](V x) { const auto p = split(x[0], 4, 2); return combine(p[0], p[1], p[2], use_v); },
                [&](V x) { return combine(x[0].narrow(2, 0, 4), x[0].narrow(2, 4, 4), x[0].narrow(2, 8, 4), use_v); },
-               {qkv}, 0.0);
+               {qkv}, 0.0, gen);
     check_grad([&](V x) { const auto p = split(x[0], 4, 2); return combine(p[0], p[1], p[2], use_v); }, {qkv});
   }
 }
@@ -213,7 +188,7 @@ TEST_CASE("scaled_dot_product_attention: reads the head views of a fused qkv pro
   const auto ref = [&](V v) {
     return reference::scaled_dot_product_attention(heads(v[0], 0), heads(v[0], 1), heads(v[0], 2), {.causal = true});
   };
-  check_same(fused, ref, {input({B, T, 3 * H * d}, -2, 2)}, 1e-13);
+  check_same(fused, ref, {input({B, T, 3 * H * d}, -2, 2)}, 1e-13, gen);
   check_grad(fused, {input({B, T, 3 * H * d})});
   // Row 0 of a causal attention sees key 0 only: its output is v_0.
   const Tensor qkv = input({B, T, 3 * H * d});
@@ -231,7 +206,7 @@ TEST_CASE("scaled_dot_product_attention: head size 1 from a transpose, whose las
     const Tensor q = v[0].transpose(2, 3);
     return reference::scaled_dot_product_attention(q, q, q);
   };
-  check_same(fused, ref, {input({1, 1, 1, 4}, -2, 2)}, 1e-13);
+  check_same(fused, ref, {input({1, 1, 1, 4}, -2, 2)}, 1e-13, gen);
   check_grad(fused, {input({1, 1, 1, 4})});
 }
 
