@@ -22,6 +22,7 @@
 
 using namespace mt;
 using mt::test::bits16;
+using mt::test::lowp_prefix;
 
 namespace {
 
@@ -30,9 +31,7 @@ const mt::test::TorchFixtures& fixtures() {
   return f;
 }
 
-std::string prefix(DType dt) { return dt == kBFloat16 ? "bf16." : "f16."; }
-Tensor fixture(DType dt, const std::string& name) { return fixtures()(prefix(dt) + name); }
-int precision_bits(DType dt) { return dt == kBFloat16 ? 7 : 10; }
+Tensor fixture(DType dt, const std::string& name) { return fixtures()(lowp_prefix(dt) + name); }
 
 // A 16-bit pattern as an integer that orders like the value it holds (sign-magnitude to signed).
 int ordered(uint16_t h) { return (h & 0x8000u) ? -static_cast<int>(h & 0x7FFFu) : static_cast<int>(h); }
@@ -60,20 +59,8 @@ void check_rounded_once(const Tensor& got, const Tensor& want32, const std::stri
 // Within one 16-bit ulp of PyTorch's value, plus one ulp of the tensor's largest value (Note
 // [Low-precision tolerances]).
 void check_near_torch(const Tensor& got, DType dt, const std::string& name) {
-  INFO(prefix(dt) << name);
-  const Tensor want = fixture(dt, name);
-  REQUIRE(got.sizes() == want.sizes());
   REQUIRE(got.dtype() == dt);
-  const double ulp = std::ldexp(1.0, -precision_bits(dt));
-  const std::vector<double> g = got.to_vector<double>(), w = want.to_vector<double>();
-  double scale = 0;
-  for (double v : w) scale = std::max(scale, std::abs(v));
-  int bad = 0;
-  for (size_t i = 0; i < g.size() && bad < 5; ++i)
-    if (std::abs(g[i] - w[i]) > ulp * (std::abs(w[i]) + scale)) {
-      ++bad;
-      FAIL_CHECK("element " << i << ": minitrain " << g[i] << ", PyTorch " << w[i]);
-    }
+  mt::test::check_within_ulp_of_torch(got, fixture(dt, name), lowp_prefix(dt) + name);
 }
 
 using Op = std::function<Tensor(const std::vector<Tensor>&)>;
@@ -125,7 +112,7 @@ void check_op(DType dt, const std::string& name, int inputs, int grads, const Op
   const Run r = run(op, in, grads, gy);
   check_near_torch(r.out, dt, name + ".out");
   for (int k = 0; k < grads; ++k) check_near_torch(r.grads[k], dt, name + ".grad" + std::to_string(k));
-  if (rounds_once) check_against_float32(op, in, grads, gy, prefix(dt) + name);
+  if (rounds_once) check_against_float32(op, in, grads, gy, lowp_prefix(dt) + name);
 }
 
 // |a - b| / |b| in the 2-norm: how far a 16-bit network's gradient is from its float32 one. Not
@@ -157,17 +144,17 @@ TEST_CASE("lowp nn: conv2d in bfloat16 and float16 sums in float32, forward and 
     // A pointwise (1x1) layer takes no im2col; 40 samples split the weight gradient into strands.
     const Tensor x = pattern({40, 8, 5, 5}, 1, dt), w = pattern({12, 8, 1, 1}, 2, dt), b = pattern({12}, 3, dt);
     check_against_float32([](const std::vector<Tensor>& t) { return conv2d(t[0], t[1], t[2]); }, {x, w, b}, 3,
-                          pattern({40, 12, 5, 5}, 4, dt), prefix(dt) + "pointwise conv");
+                          pattern({40, 12, 5, 5}, 4, dt), lowp_prefix(dt) + "pointwise conv");
     // A weight gradient that sums 40 samples of 1,369 positions: float32 sums, rounded once.
     const Tensor x2 = pattern({40, 3, 37, 37}, 5, dt), w2 = pattern({4, 3, 3, 3}, 6, dt, 0.1);
     check_against_float32([](const std::vector<Tensor>& t) { return conv2d(t[0], t[1], {}, {.padding = 1}); }, {x2, w2},
-                          2, pattern({40, 4, 37, 37}, 7, dt), prefix(dt) + "long conv");
+                          2, pattern({40, 4, 37, 37}, 7, dt), lowp_prefix(dt) + "long conv");
     // conv_transpose2d is conv2d's input gradient: the float32 col2im path in its forward. (Its bias
     // is added to the rounded result, a second rounding, so it is left out here.)
     check_against_float32(
         [](const std::vector<Tensor>& t) { return conv_transpose2d(t[0], t[1], {}, {.stride = 2, .padding = 1}); },
         {pattern({3, 6, 5, 5}, 10, dt), pattern({6, 4, 3, 3}, 11, dt)}, 2, pattern({3, 4, 9, 9}, 13, dt),
-        prefix(dt) + "conv_transpose2d");
+        lowp_prefix(dt) + "conv_transpose2d");
   }
 }
 
@@ -202,7 +189,7 @@ TEST_CASE("lowp nn: scaled_dot_product_attention in bfloat16 and float16 keeps f
                                               h.narrow(0, 1, 1).squeeze(0), h.narrow(0, 2, 1).squeeze(0));
         },
         {pattern({2, 37, 3, 2, 16}, 11, dt, 0.5)}, 1, pattern({2, 2, 20, 16}, 12, dt),
-        prefix(dt) + "attention on head views");
+        lowp_prefix(dt) + "attention on head views");
   }
 }
 
@@ -216,11 +203,11 @@ TEST_CASE("lowp nn: softmax, log_softmax, layer_norm and GELU compute in float32
     // Rows longer than a vector and GELU past one widened block: 3 rows of 700.
     const Tensor x = pattern({3, 700}, 13, dt, 4.0), gy = pattern({3, 700}, 14, dt);
     check_against_float32([](const std::vector<Tensor>& t) { return softmax(t[0], -1); }, {x}, 1, gy,
-                          prefix(dt) + "softmax of 700");
+                          lowp_prefix(dt) + "softmax of 700");
     check_against_float32([](const std::vector<Tensor>& t) { return gelu(t[0]); }, {x}, 1, gy,
-                          prefix(dt) + "gelu of 2100");
+                          lowp_prefix(dt) + "gelu of 2100");
     check_against_float32([](const std::vector<Tensor>& t) { return layer_norm(t[0], t[1], t[2]); },
-                          {x, pattern({700}, 15, dt), pattern({700}, 16, dt)}, 3, gy, prefix(dt) + "layer_norm of 700");
+                          {x, pattern({700}, 15, dt), pattern({700}, 16, dt)}, 3, gy, lowp_prefix(dt) + "layer_norm of 700");
   }
 }
 
@@ -266,7 +253,7 @@ TEST_CASE("lowp nn: embedding, dropout and the losses in bfloat16 and float16") 
           Generator gen(39);
           return F::dropout(t[0], {.p = 0.3, .generator = &gen});
         },
-        {x}, 1, gy, prefix(dt) + "dropout");
+        {x}, 1, gy, lowp_prefix(dt) + "dropout");
   }
 }
 
@@ -356,9 +343,9 @@ TEST_CASE("lowp nn: cumsum runs its sums in float32, forward and backward") {
     // Along the last dim (rows side by side) and along a middle one (a running row).
     const Tensor x = pattern({3, 300, 5}, 20, dt), gy = pattern({3, 300, 5}, 21, dt);
     check_against_float32([](const std::vector<Tensor>& t) { return cumsum(t[0], 1); }, {x}, 1, gy,
-                          prefix(dt) + "cumsum over a middle dim");
+                          lowp_prefix(dt) + "cumsum over a middle dim");
     check_against_float32([](const std::vector<Tensor>& t) { return cumsum(t[0], 2); }, {x.transpose(1, 2).contiguous()},
-                          1, gy.transpose(1, 2).contiguous(), prefix(dt) + "cumsum over the last dim");
+                          1, gy.transpose(1, 2).contiguous(), lowp_prefix(dt) + "cumsum over the last dim");
     // 4096 ones: a 16-bit running sum would stop at 256 (bfloat16) or 2048 (float16).
     CHECK(cumsum(ones({4096}, {.dtype = dt}), 0).to_vector<float>().back() == 4096.0f);
   }
@@ -372,7 +359,7 @@ TEST_CASE("lowp nn: bilinear interpolation weighs and sums in float32") {
             return interpolate(t[0], {.size = {11, 7}, .mode = InterpolateMode::Bilinear, .align_corners = corners});
           },
           {pattern({2, 3, 5, 4}, 22, dt)}, 1, pattern({2, 3, 11, 7}, 23, dt),
-          prefix(dt) + (corners ? "bilinear, corners aligned" : "bilinear"));
+          lowp_prefix(dt) + (corners ? "bilinear, corners aligned" : "bilinear"));
     }
   }
 }

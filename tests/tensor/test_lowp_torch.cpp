@@ -27,14 +27,14 @@
 using namespace mt;
 using mt::test::bits16;
 using mt::test::lowp_fixtures;
+using mt::test::lowp_prefix;
 
 namespace {
 
-std::string prefix(DType dt) { return dt == kBFloat16 ? "bf16." : "f16."; }
-Tensor fixture(DType dt, const std::string& name) { return lowp_fixtures()(prefix(dt) + name); }
+Tensor fixture(DType dt, const std::string& name) { return lowp_fixtures()(lowp_prefix(dt) + name); }
 
 void check_bits(const Tensor& got, DType dt, const std::string& name) {
-  INFO(prefix(dt) << name);
+  INFO(lowp_prefix(dt) << name);
   const Tensor want = fixture(dt, name);
   REQUIRE(got.sizes() == want.sizes());
   REQUIRE(got.dtype() == want.dtype());
@@ -50,20 +50,7 @@ void check_bits(const Tensor& got, DType dt, const std::string& name) {
 
 // Within one 16-bit ulp (Note [Low-precision tolerances]).
 void check_ulp(const Tensor& got, DType dt, const std::string& name) {
-  INFO(prefix(dt) << name);
-  const Tensor want = fixture(dt, name);
-  REQUIRE(got.sizes() == want.sizes());
-  REQUIRE(got.dtype() == want.dtype());
-  const double ulp = dt == kBFloat16 ? std::ldexp(1.0, -7) : std::ldexp(1.0, -10);
-  const std::vector<double> g = got.to_vector<double>(), w = want.to_vector<double>();
-  double scale = 0;
-  for (double v : w) scale = std::max(scale, std::abs(v));
-  int bad = 0;
-  for (size_t i = 0; i < g.size() && bad < 5; ++i)
-    if (std::abs(g[i] - w[i]) > ulp * (std::abs(w[i]) + scale)) {
-      ++bad;
-      FAIL_CHECK("element " << i << ": minitrain " << g[i] << ", PyTorch " << w[i]);
-    }
+  mt::test::check_within_ulp_of_torch(got, fixture(dt, name), lowp_prefix(dt) + name);
 }
 
 // The GEMM inputs the fixture script makes with pattern(): ((i·7919 + seed·104729) mod 1999 − 999)/512.
