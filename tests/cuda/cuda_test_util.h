@@ -1,7 +1,7 @@
 // What the CNN and transformer GPU tests share (tests/cuda/test_cuda_conv.cpp,
 // test_cuda_transformer.cpp, and the emulator's tests/cuda_emu/test_conv_batched.cu): the device
 // under test, a dense copy onto it, and reproducible inputs.
-// test_cuda_backend.cpp keeps its own gpu(), which preserves strides to exercise strided kernels.
+// The copy that keeps an operand's strides, and the layouts it is given in: cuda_layouts.h.
 #pragma once
 
 #include <cstdint>

@@ -19,23 +19,19 @@
 #include "tensor/cuda/cuda_gemm.h"
 #include "tensor/cuda/indexer.h"
 #include "tensor/raw_ops.h"
+#include "cuda_layouts.h"
 
 using namespace mt;
+using mt::test::kGpu;
+using mt::test::layouts;
 
 namespace {
 
-const Device kGpu = cuda_device(0);
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-// t on the GPU with t's layout: the same sizes, strides and storage offset, so a transposed,
-// broadcast (stride 0) or unaligned CPU operand stays one on the device and the GPU test exercises
-// the kernels' strided and unaligned paths, not only their contiguous ones. (raw::to_device would
-// make a dense copy.)
-Tensor gpu(const Tensor& t) {
-  const int64_t span = static_cast<int64_t>(t.storage()->nbytes() / element_size(t.dtype()));
-  const Tensor storage_on_gpu = raw::to_device(raw::as_strided(t, {span}, {1}, 0), kGpu);
-  return raw::as_strided(storage_on_gpu, t.sizes(), t.strides(), t.storage_offset());
-}
+// t on the GPU in t's own layout (cuda_layouts.h), so that the strided and unaligned operands
+// below exercise the kernels' strided and unaligned paths, not only their contiguous ones.
+Tensor gpu(const Tensor& t) { return test::gpu_as_laid_out(t); }
 
 // Values with both signs, some zeros, in a given shape and dtype (reproducible).
 Tensor sample(const Shape& s, DType dtype, uint64_t seed = 1) {
@@ -71,20 +67,6 @@ void check_close(const Tensor& cpu_result, const Tensor& gpu_result, double rtol
   }
 }
 double rtol_for(DType t) { return t == kFloat32 ? 2e-5 : t == kFloat64 ? 1e-12 : 0; }
-
-// Layouts of one logical (rows, cols) operand, all of shape (rows, cols) with base's values (the
-// broadcast one: its first column): contiguous, transposed storage, a dense view one element into
-// its storage (not 16-byte aligned), and a column broadcast (stride 0). gpu() keeps each layout.
-std::vector<std::pair<std::string, Tensor>> layouts(const Tensor& base) {
-  const int64_t r = base.size(0), c = base.size(1);
-  Tensor shifted = empty({r * c + 1}, {.dtype = base.dtype()});
-  const Tensor unaligned = raw::view(raw::narrow(shifted, 0, 1, r * c), {r, c});
-  raw::copy_(unaligned, base);
-  return {{"contiguous", base},
-          {"transposed", raw::transpose(raw::contiguous(raw::transpose(base, 0, 1)), 0, 1)},
-          {"unaligned", unaligned},
-          {"broadcast", raw::expand(raw::narrow(base, 1, 0, 1), {r, c})}};
-}
 
 }  // namespace
 

@@ -13,12 +13,14 @@
 #include <string>
 #include <vector>
 
-#include "cuda_test_util.h"
+#include "cuda_layouts.h"
 #include "tensor/memory.h"
 
 using namespace mt;
 using mt::test::gpu;
+using mt::test::gpu_as_laid_out;
 using mt::test::kGpu;
+using mt::test::layouts;
 
 namespace {
 
@@ -30,27 +32,6 @@ Tensor sample(const Shape& s, DType dtype, uint64_t seed, double low = -4.0, dou
   Tensor t = empty(s, {.dtype = kFloat32});
   raw::uniform_(t, gen, low, high);
   return raw::cast(t, dtype);
-}
-
-// t on the GPU with t's own sizes, strides and offset (raw::to_device would make it dense), so the
-// kernels' strided and unaligned paths run too, as in test_cuda_backend.cpp.
-Tensor gpu_as_laid_out(const Tensor& t) {
-  const int64_t span = static_cast<int64_t>(t.storage()->nbytes() / element_size(t.dtype()));
-  const Tensor storage_on_gpu = raw::to_device(raw::as_strided(t, {span}, {1}, 0), kGpu);
-  return raw::as_strided(storage_on_gpu, t.sizes(), t.strides(), t.storage_offset());
-}
-
-// One (rows, cols) operand in four layouts: contiguous, transposed storage, one element into its
-// storage (not 16-byte aligned) and a broadcast column (stride 0).
-std::vector<std::pair<std::string, Tensor>> layouts(const Tensor& base) {
-  const int64_t r = base.size(0), c = base.size(1);
-  Tensor shifted = empty({r * c + 1}, {.dtype = base.dtype()});
-  const Tensor unaligned = raw::view(raw::narrow(shifted, 0, 1, r * c), {r, c});
-  raw::copy_(unaligned, base);
-  return {{"contiguous", base},
-          {"transposed", raw::transpose(raw::contiguous(raw::transpose(base, 0, 1)), 0, 1)},
-          {"unaligned", unaligned},
-          {"broadcast", raw::expand(raw::narrow(base, 1, 0, 1), {r, c})}};
 }
 
 // The bytes of each element of t, row-major, as read back from its device.
