@@ -248,8 +248,11 @@ TEST_CASE("reductions match the CPU over any dims and layouts, with NaN and argm
   };
   const std::vector<Case> cases = {
       {{37, 1000}, {1}},  {{37, 1000}, {0}},   {{4, 5, 6}, {0, 2}}, {{4, 5, 6}, {1}}, {{4, 5, 6}, {}},
-      {{3, 5000}, {1}},   {{5000, 3}, {0}},    {{2000, 1500}, {0}}, {{1, 1}, {0}},    {{0, 4}, {0}},
+      {{3, 5000}, {1}},   {{5000, 3}, {0}},    {{1111, 1030}, {0}}, {{1, 1}, {0}},    {{0, 4}, {0}},
       {{7, 1, 9}, {1}},   {{300000}, {0}}};
+  // (1111, 1030) over dim 0: enough outputs (1024) for the column kernel, and rows long enough
+  // (2 x 256) to split into chunks, the last one shorter (Note [Split reductions]); transposed, a
+  // block per row (longer than 1024).
   for (DType dt : {kFloat32, kFloat64, kInt64}) {
     for (const Case& c : cases) {
       Tensor x = sample(c.shape, dt);
