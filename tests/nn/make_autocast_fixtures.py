@@ -25,6 +25,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from fixture_file import save_safetensors  # noqa: E402
+from tiny_gpt import C, H, L, T, V, gpt_parameters  # noqa: E402
 
 torch.manual_seed(4321)
 out = {}
@@ -40,18 +41,7 @@ def record(name, t):
 
 
 # ---- the tiny GPT -----------------------------------------------------------------------------------
-V, T, C, L, H = 64, 8, 16, 2, 2
-gpt_params = {"tok_emb.weight": randn(V, C, scale=0.3), "pos_emb.weight": randn(T, C, scale=0.3)}
-for l in range(L):
-    p = f"blocks.{l}."
-    for ln in ("ln1", "ln2"):
-        gpt_params[p + ln + ".weight"] = 1 + randn(C, scale=0.1)
-        gpt_params[p + ln + ".bias"] = randn(C, scale=0.1)
-    for name, (o, i) in {"attn.qkv": (3 * C, C), "attn.proj": (C, C), "fc1": (4 * C, C), "fc2": (C, 4 * C)}.items():
-        gpt_params[p + name + ".weight"] = randn(o, i, scale=0.2)
-        gpt_params[p + name + ".bias"] = randn(o, scale=0.1)
-gpt_params["ln_f.weight"] = 1 + randn(C, scale=0.1)
-gpt_params["ln_f.bias"] = randn(C, scale=0.1)
+gpt_params = gpt_parameters(randn)
 
 
 def attention(qkv, B):
