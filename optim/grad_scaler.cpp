@@ -23,6 +23,7 @@
 // the multiply.
 #include "optim/grad_scaler.h"
 
+#include <algorithm>
 #include <atomic>
 #include <bit>
 #include <cmath>
@@ -83,6 +84,7 @@ namespace detail {
 bool unscale_and_check(const std::vector<Tensor>& grads, float inv_scale) {
   NoGradGuard no_grad;
   bool found = false;
+  std::vector<Tensor> device_sums;  // per device, the float32 sum of every x·0 (below) made there
   for (const Tensor& g : grads) {
     MT_CHECK(g.dtype() != kFloat16, "GradScaler: a gradient to unscale is float16; keep the parameters in "
              "float32 (master weights) and let autocast run the float16 ops");
@@ -90,11 +92,21 @@ bool unscale_and_check(const std::vector<Tensor>& grads, float inv_scale) {
       found = unscale_contiguous(g, inv_scale) || found;
       continue;
     }
-    // Any other device, dtype or layout: the same in raw ops, two passes. x·0 is 0 for finite x and
-    // NaN for inf or NaN, so the sum of x·0 is NaN exactly when some x was not finite.
-    found = !std::isfinite(raw::sum(raw::unary(UnaryOp::MulScalar, g, 0.0)).to(kCPU).item()) || found;
+    // Any other device (a GPU's gradients), dtype or layout: the same in raw ops, two passes. x·0 is
+    // 0 for finite x and NaN for inf or NaN, so the sum of x·0 is NaN exactly when some x was not
+    // finite. The sums are added up on their device and read back once, after the last gradient:
+    // a read per gradient would make the host wait for the GPU once per parameter.
+    const Tensor bad = raw::cast(raw::sum(raw::unary(UnaryOp::MulScalar, g, 0.0)), kFloat32);
+    const auto same = std::find_if(device_sums.begin(), device_sums.end(),
+                                   [&](const Tensor& s) { return s.device() == g.device(); });
+    if (same == device_sums.end()) {
+      device_sums.push_back(bad);  // a fresh 0-dim tensor of its own: the later ones add into it
+    } else {
+      raw::binary_(BinaryOp::Add, *same, bad);
+    }
     raw::unary_(UnaryOp::MulScalar, g, inv_scale);
   }
+  for (const Tensor& s : device_sums) found = !std::isfinite(s.to(kCPU).item()) || found;
   return found;
 }
 

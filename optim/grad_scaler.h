@@ -104,8 +104,8 @@ class GradScaler {
 };
 
 namespace detail {
-// Multiplies every element of `grads` by inv_scale in place; returns whether any was inf or NaN
-// before the multiply (what PyTorch's _amp_foreach_non_finite_check_and_unscale_ does, on the host).
+// Multiplies every element of `grads` by inv_scale in place; returns whether any was inf or NaN before the
+// multiply (PyTorch's _amp_foreach_non_finite_check_and_unscale_); a GPU's flags read back once per call.
 bool unscale_and_check(const std::vector<Tensor>& grads, float inv_scale);
 // PyTorch's _amp_update_scale_ on the host: the rule of update() (see there).
 void update_scale(float& scale, int64_t& growth_tracker, bool found_inf, const GradScalerOptions& o);

@@ -10,6 +10,8 @@
 #include <chrono>
 #include <exception>
 #include <filesystem>
+#include <limits>
+#include <memory>
 #include <string>
 #include <thread>
 #include <unistd.h>
@@ -17,9 +19,12 @@
 
 #include <nccl.h>
 
+#include "distributed/ddp/found_inf.h"
 #include "distributed/errors.h"
 #include "distributed/store/file_store.h"
 #include "distributed/process_group/nccl/process_group_nccl.h"
+#include "optim/grad_scaler.h"
+#include "optim/sgd.h"
 #include "tensor/cuda/cuda_device.h"
 #include "tensor/raw_ops.h"
 #include "tensor/tensor.h"
@@ -141,6 +146,37 @@ TEST_CASE("NCCL on two emulated GPUs: reduce_scatter and allgather_into, out of 
   CHECK(shards[0] == std::vector<float>{3, 6, 9});
   CHECK(shards[1] == std::vector<float>{12, 15, 18});
   for (int r = 0; r < 2; ++r) CHECK(whole[r] == std::vector<float>{1.5, 3, 4.5, 6, 7.5, 9});
+}
+
+// mini_train --gpus 0,1 --precision fp16: each rank's GradScaler asks dist::any_rank_found_inf,
+// one float all-reduced with Max over NCCL (Note [One found-inf for all ranks]). An inf in rank 1's
+// gradient only makes both ranks skip and back off; the next, clean step both take.
+TEST_CASE("NCCL on two emulated GPUs: an inf in one rank's gradients skips the GradScaler step on both") {
+  std::vector<std::vector<bool>> stepped(2);
+  std::vector<std::vector<float>> param(2);
+  std::vector<float> scale(2);
+  as_ranks(2, 10s, [&](ProcessGroupNCCL& pg, int r) {
+    const Device gpu(DeviceType::CUDA, r);
+    Tensor p = full({4}, 1.0, {.device = gpu}).requires_grad_();
+    optim::SGD opt({p}, {.lr = 0.5});
+    optim::GradScaler scaler;
+    scaler.set_found_inf_reduction(any_rank_found_inf(std::shared_ptr<ProcessGroup>(std::shared_ptr<void>(), &pg)));
+    for (int step = 0; step < 2; ++step) {
+      Tensor g = full({4}, 65536.0, {.device = gpu});  // a gradient of 1, scaled by the initial 2^16
+      if (step == 0 && r == 1) raw::fill_(raw::narrow(g, 0, 2, 1), std::numeric_limits<float>::infinity());
+      p.set_grad(g);
+      stepped[r].push_back(scaler.step(opt));
+      scaler.update();
+    }
+    param[r] = raw::to_device(p, kCPU).to_vector<float>();
+    scale[r] = scaler.get_scale();
+  });
+  for (int r = 0; r < 2; ++r) {
+    INFO("rank ", r);
+    CHECK(stepped[r] == std::vector<bool>{false, true});
+    CHECK(scale[r] == 32768.0f);
+    CHECK(param[r] == std::vector<float>(4, 0.0f));  // 1 - 0.5 · (65536 / 32768): the second step only
+  }
 }
 
 TEST_CASE("NCCL on two emulated GPUs: a Work keeps its tensor's memory until its collective is done") {
