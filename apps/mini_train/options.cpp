@@ -427,8 +427,6 @@ void validate_training(const Options& o) {
   MT_CHECK(o.samples >= 1, "--samples must be at least 1, got ", o.samples);
   MT_CHECK(o.features >= 1 && o.features <= 1 << 20, "--features must be in 1..1048576, got ", o.features);
   MT_CHECK(o.num_workers >= 0 && o.num_workers <= 64, "--num-workers must be in 0..64, got ", o.num_workers);
-  MT_CHECK(o.precision == "fp32" || o.gpus.empty(), "--precision ", o.precision, " on --gpus: the CUDA backend has "
-           "no bfloat16 kernels yet; train in fp32 there, or drop --gpus");
 }
 
 void validate_distributed(const Options& o) {

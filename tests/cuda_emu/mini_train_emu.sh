@@ -4,8 +4,9 @@
 #   mini_train_emu.sh MINI_TRAIN_EMU MINI_TRAIN PYTHON CASE
 # Each case runs in a fresh temp folder. Tolerances (docs/gpu.md, "mini_train on the emulator"):
 # the device path sums in other orders than the CPU's (a block reduction, the reference GEMM), so
-# losses and weights agree to 1e-5 relative, not bit for bit; a resumed GPU run is compared with
-# an uninterrupted GPU run, bit for bit.
+# losses and weights agree to 1e-5 relative, not bit for bit (losses of the 16-bit cases to 1e-3:
+# a result rounded to 16 bits after such a sum may land one unit apart); a resumed GPU run is
+# compared with an uninterrupted GPU run, bit for bit.
 set -uo pipefail
 emu=$1
 cpu=$2
@@ -56,11 +57,13 @@ gpus01_ddp)
     { cat err.txt; fail "--nproc 2 failed"; }
   compare gpu.jsonl cpu.jsonl gpu.safetensors cpu.safetensors
   ;;
-gpus01_kill_resume)
+gpus01_kill_resume | gpus01_fp16_kill_resume)
   # Rank 1 killed (SIGKILL) at step 5 of a --gpus 0,1 run (8 steps an epoch), two steps after the
   # step checkpoint of step 3 (written from device memory); --resume auto, mid-epoch, on two GPUs
-  # again ends at the same bytes as a run never interrupted.
+  # again ends at the same bytes as a run never interrupted. In fp16 the checkpoint carries the
+  # GradScaler's scale and growth count, without which the resumed run would scale differently.
   flags=(--model mlp --hidden 16,8 --optimizer adam --samples 512 --epochs 2 --quiet)
+  [[ $case_name == gpus01_fp16_kill_resume ]] && flags+=(--precision fp16)
   "$emu" --gpus 0,1 "${flags[@]}" --save full.safetensors >/dev/null 2>err.txt || { cat err.txt; fail "full run failed"; }
   MT_TEST_KILL_STEP=5 MT_TEST_KILL_RANK=1 "$emu" --gpus 0,1 "${flags[@]}" --checkpoint-dir ck --checkpoint-every 3 \
     --save x.safetensors >/dev/null 2>err.txt && fail "the run to be killed succeeded"
@@ -69,6 +72,45 @@ gpus01_kill_resume)
   "$emu" --gpus 0,1 "${flags[@]}" --checkpoint-dir ck --checkpoint-every 3 --resume auto --save resumed.safetensors \
     >/dev/null 2>err.txt || { cat err.txt; fail "resume failed"; }
   cmp full.safetensors resumed.safetensors || fail "resumed on two GPUs, the weights differ from the uninterrupted run"
+  ;;
+gpus0_gpt_bf16)
+  # The GPT preset, small (1 block of width 16, 2 heads, context 8, batch 4), 4 AdamW steps at a
+  # constant lr in bf16 on emulated GPU 0 (autocast on CUDA: bfloat16 GEMMs, attention and GELU;
+  # layer norm, softmax and the loss in float32; float32 master weights), against the same run on
+  # the CPU: every step's loss within 1e-3 relative of the CPU's bf16 run, and within one bfloat16
+  # unit (2^-8, 4e-3) of its fp32 run (docs/gpu.md, "Mixed precision on the GPU", says why).
+  for i in $(seq 40); do echo "the quick brown fox $i jumps over the lazy dog"; done >t.txt
+  flags=(--text t.txt --layers 1 --heads 2 --dim 16 --context 8 --batch-size 4 --lr 1e-2 --schedule none
+         --max-steps 4 --log-every 1)
+  "$emu" --gpus 0 "${flags[@]}" --precision bf16 --log-json gpu.jsonl >out.txt 2>err.txt ||
+    { cat out.txt err.txt; fail "--gpus 0 --precision bf16 failed"; }
+  grep -q '^  precision    bf16 (autocast: ' out.txt || { cat out.txt; fail "the config table has no bf16 row"; }
+  for p in bf16 fp32; do
+    "$cpu" "${flags[@]}" --precision $p --log-json cpu-$p.jsonl >/dev/null 2>err.txt ||
+      { cat err.txt; fail "the CPU $p run failed"; }
+  done
+  "$python" "$here/compare_runs.py" 1e-3 gpu.jsonl cpu-bf16.jsonl || fail "GPU and CPU bf16 losses differ beyond 1e-3"
+  "$python" "$here/compare_runs.py" 4e-3 gpu.jsonl cpu-fp32.jsonl || fail "GPU bf16 and CPU fp32 differ beyond 4e-3"
+  ;;
+gpus01_gpt_fp16)
+  # The same small GPT in fp16 on two GPUs: float16 autocast, the GradScaler unscaling on each
+  # device and its found-inf flag all-reduced over NCCL. The loss falls; the replicas are compared
+  # after every step (--check-replicas 1: a hash of every parameter, all-gathered; a difference
+  # stops the run); the losses are the CPU's (--nproc 2 on Gloo) within 1e-3, and the steps skipped
+  # for an overflow are the CPU's.
+  for i in $(seq 40); do echo "the quick brown fox $i jumps over the lazy dog"; done >t.txt
+  flags=(--text t.txt --layers 1 --heads 2 --dim 16 --context 8 --batch-size 4 --lr 1e-2 --schedule none
+         --max-steps 4 --log-every 1 --precision fp16)
+  "$emu" --gpus 0,1 "${flags[@]}" --check-replicas 1 --log-json gpu.jsonl >out.txt 2>err.txt ||
+    { cat out.txt err.txt; fail "--gpus 0,1 --precision fp16 failed"; }
+  grep -q "^  device *cuda 0,1, 2 processes (nccl)$" out.txt || { cat out.txt; fail "config table: not 2 processes on NCCL"; }
+  "$python" -c 'import json, sys; l = [json.loads(x)["loss"] for x in open("gpu.jsonl")][:-1]; sys.exit(not l[-1] < l[0] - 0.1)' ||
+    { cat gpu.jsonl; fail "fp16 on two GPUs: the loss did not fall"; }
+  skipped=$(grep '^fp16: ' out.txt) || { cat out.txt; fail "no fp16 skipped-steps line"; }
+  "$cpu" --nproc 2 --backend gloo "${flags[@]}" --log-json cpu.jsonl >cpu.txt 2>err.txt ||
+    { cat err.txt; fail "the CPU fp16 run failed"; }
+  "$python" "$here/compare_runs.py" 1e-3 gpu.jsonl cpu.jsonl || fail "GPU and CPU fp16 losses differ beyond 1e-3"
+  [[ $(grep '^fp16: ' cpu.txt) == "$skipped" ]] || { grep '^fp16: ' cpu.txt; fail "GPU: $skipped"; }
   ;;
 gpus01_zero1 | gpus01_zero2 | gpus01_zero3)
   # --zero N on two GPUs over the emulated NCCL (its reduce-scatter and all-gather; the optimizer's
