@@ -34,11 +34,14 @@ Tensor MultiheadAttention::forward(const Tensor& x, const AttentionMasks& masks)
   MT_CHECK(x.dim() == 3 && x.size(2) == dim, "MultiheadAttention(dim=", dim, ", heads=", heads,
            "): input must be (B, T, ", dim, "), got ", x.sizes());
   const int64_t B = x.size(0), T = x.size(1), d = dim / heads;
-  // (B, T, 3·dim) split into q, k, v: one backward node writes their gradients into one buffer
-  // (Note [One gradient for split pieces]).
-  const std::vector<Tensor> parts = split(qkv->forward(x), dim, 2);
+  // (B, T, 3·dim) as (B, T, 3·H, d), split into q, k, v of (B, T, H, d): one backward node writes
+  // their gradients into one buffer (Note [One gradient for split pieces]). Split after the view,
+  // not before: the pieces' gradients arrive as transposed views, and split's backward copies
+  // those straight into its buffer; a view of each piece would first need them contiguous (a
+  // second copy of the qkv gradient per layer).
+  const std::vector<Tensor> parts = split(qkv->forward(x).view({B, T, 3 * heads, d}), heads, 2);
   // Part p of [q | k | v] as (B, H, T, d): a view with strides (T·3·dim, d, 3·dim, 1).
-  const auto head_view = [&](int64_t p) { return parts[p].view({B, T, heads, d}).transpose(1, 2); };
+  const auto head_view = [&](int64_t p) { return parts[p].transpose(1, 2); };
   Tensor mask;
   if (masks.key_padding_mask.defined()) {
     MT_CHECK(masks.key_padding_mask.sizes() == Shape({B, T}), "MultiheadAttention: key_padding_mask must be (", B,
