@@ -45,6 +45,22 @@ void check_same(const char* op, const Tensor& a, const Tensor& b) {
            ": CPU kernel needs contiguous tensors of one shape, got ", a.sizes(), " and ", b.sizes());
 }
 
+// Calls redo(i) for each i in [0, n) with x[i] < kGeluErfTail (Note [GELU's negative tail]).
+// Blocks are screened by a vectorised minimum first: a scalar compare of every value was half of
+// GELU's forward time on the GPT step (perf), though almost no value is below the tail. A NaN is
+// never below the tail and the minimum skips NaNs, so the values redone are the same as a plain
+// scan's.
+template <typename T, typename Redo>
+void for_tail(const T* x, int64_t n, Redo&& redo) {
+  constexpr int64_t kBlock = 256;
+  for (int64_t first = 0; first < n; first += kBlock) {
+    const int64_t m = std::min(kBlock, n - first);
+    if (!(ConstArray<T>(x + first, m).template minCoeff<Eigen::PropagateNumbers>() < T(kGeluErfTail))) continue;
+    for (int64_t i = first; i < first + m; ++i)
+      if (x[i] < T(kGeluErfTail)) redo(i);
+  }
+}
+
 // y = GELU(x) over n values of a floating type T.
 template <typename T>
 void gelu_span(T* out, const T* in, int64_t n, GeluApproximate approximate) {
@@ -54,8 +70,7 @@ void gelu_span(T* out, const T* in, int64_t n, GeluApproximate approximate) {
     y = T(0.5) * xs * (T(1) + (T(kSqrt2OverPi) * (xs + T(kCubic) * xs.cube())).tanh());
   } else {
     y = T(0.5) * xs * (T(1) + (xs * T(kInvSqrt2)).erf());
-    for (int64_t i = 0; i < n; ++i)  // Note [GELU's negative tail]
-      if (xs[i] < T(kGeluErfTail)) y[i] = gelu_erf(xs[i]);
+    for_tail(in, n, [&](int64_t i) { y[i] = gelu_erf(xs[i]); });  // Note [GELU's negative tail]
   }
 }
 
@@ -70,8 +85,7 @@ void gelu_grad_span(T* out, const T* dy, const T* in, int64_t n, GeluApproximate
              T(0.5) * xs * (T(1) - t.square()) * T(kSqrt2OverPi) * (T(1) + T(3 * kCubic) * xs.square()));
   } else {
     d = g * (T(0.5) * (T(1) + (xs * T(kInvSqrt2)).erf()) + xs * T(kInvSqrt2Pi) * (T(-0.5) * xs.square()).exp());
-    for (int64_t i = 0; i < n; ++i)  // Note [GELU's negative tail]
-      if (xs[i] < T(kGeluErfTail)) d[i] = g[i] * gelu_erf_grad(xs[i]);
+    for_tail(in, n, [&](int64_t i) { d[i] = g[i] * gelu_erf_grad(xs[i]); });  // Note [GELU's negative tail]
   }
 }
 

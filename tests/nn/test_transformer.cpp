@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <map>
+#include <vector>
 
 #include "minitrain.h"
 #include "nn/nn.h"
@@ -117,6 +118,29 @@ TEST_CASE("float32 GELU and LayerNorm: no less accurate than PyTorch's float32, 
     CHECK(err_y <= max_abs_diff(fx("f32.ln.torch32.y"), fx("f32.ln.ref.y")));
     CHECK(err_dx <= 0.1 * max_abs_diff(fx("f32.ln.torch32.dx"), fx("f32.ln.ref.dx")));
   }
+}
+
+TEST_CASE("float32 GELU: tail values get the erfc form among NaNs and ordinary values of their block") {
+  // The kernel screens blocks of values for the tail by their minimum (for_tail in
+  // tensor/cpu/cpu_gelu.cpp); a NaN in the block must not hide a tail value from it. At -6 the erf
+  // form gives 1 + erf = 0 in float32, so GELU 0 for -5.9e-9 (Note [GELU's negative tail]).
+  std::vector<float> xs(1000);
+  for (size_t i = 0; i < xs.size(); ++i) xs[i] = -2.0f + 4.0f * static_cast<float>(i % 97) / 97.0f;
+  const std::vector<size_t> tails = {5, 300, 301, 999};
+  for (size_t i : tails) xs[i] = -6.0f;
+  xs[6] = xs[302] = std::nanf("");
+  const Tensor x = from_vector(xs, {1000}).requires_grad_();
+  const Tensor y = gelu(x);
+  y.sum().backward();
+  const std::vector<float> got_y = y.detach().to_vector<float>(), got_d = x.grad().to_vector<float>();
+  for (size_t i : tails) {  // float64 references: no cancellation to speak of at this precision
+    CAPTURE(i);
+    const double v = xs[i], phi = 0.5 * std::erfc(-v / std::sqrt(2.0));
+    CHECK(got_y[i] == doctest::Approx(v * phi).epsilon(1e-5).scale(0));
+    CHECK(got_d[i] == doctest::Approx(phi + v * std::exp(-0.5 * v * v) / std::sqrt(2.0 * M_PI)).epsilon(1e-5).scale(0));
+  }
+  CHECK(std::isnan(got_y[6]));
+  CHECK(std::isnan(got_d[302]));
 }
 
 TEST_CASE("GPT: logits, loss and every parameter's gradient equal PyTorch's") {
