@@ -37,18 +37,27 @@ namespace {
 
 __global__ void busy_kernel(int milliseconds) { std::this_thread::sleep_for(std::chrono::milliseconds(milliseconds)); }
 
-std::string fresh_store_path() {
-  static int n = 0;
-  const auto p = std::filesystem::temp_directory_path() /
-                 ("mt_emu_nccl_" + std::to_string(getpid()) + "_" + std::to_string(n++));
-  std::filesystem::remove(p);
-  return p.string();
-}
+// A store file under the temporary folder, named for this process, removed when the test is done
+// with it (FileStore never removes its file: see file_store.h).
+struct StoreFile {
+  std::string path;
+  StoreFile() {
+    static int n = 0;
+    path = (std::filesystem::temp_directory_path() /
+            ("mt_emu_nccl_" + std::to_string(getpid()) + "_" + std::to_string(n++)))
+               .string();
+    std::filesystem::remove(path);
+  }
+  ~StoreFile() { std::filesystem::remove(path); }
+  StoreFile(const StoreFile&) = delete;
+  StoreFile& operator=(const StoreFile&) = delete;
+};
 
 // Runs body(rank) on `world` threads, each with its own group on cuda:rank; rethrows the first error.
 template <typename F>
 void as_ranks(int world, std::chrono::milliseconds timeout, F body) {
-  const std::string path = fresh_store_path();
+  const StoreFile store_file;
+  const std::string& path = store_file.path;
   std::vector<std::exception_ptr> errors(world);
   std::vector<std::thread> threads;
   for (int r = 0; r < world; ++r)
@@ -258,8 +267,8 @@ TEST_CASE("NCCL on two emulated GPUs: a non-blocking init whose progress cannot 
 }
 
 TEST_CASE("NCCL on emulated GPUs: a rank that never arrives is named at setup, within the timeout") {
-  const std::string path = fresh_store_path();
-  auto store = std::make_shared<FileStore>(FileStoreOptions{.path = path, .timeout = 1s});
+  const StoreFile store_file;
+  auto store = std::make_shared<FileStore>(FileStoreOptions{.path = store_file.path, .timeout = 1s});
   std::exception_ptr error;
   try {
     ProcessGroupNCCL pg(store, 0, 2, {.timeout = 500ms, .device = 0});
