@@ -236,8 +236,8 @@ Tensor scatter_add_zeros(const Shape& shape, int64_t dim, const Tensor& index, c
   const int d = wrap_dim(dim, shape.size(), "scatter_add");
   const int64_t k = index.sizes()[d];
   backend(src.device()).scatter_add_zeros(view(out, around(shape, d, shape[d])),
-                                    view(contiguous(index), around(index.sizes(), d, k)),
-                                    view(contiguous(src), around(src.sizes(), d, k)));
+                                          view(contiguous(index), around(index.sizes(), d, k)),
+                                          view(contiguous(src), around(src.sizes(), d, k)));
   return out;
 }
 

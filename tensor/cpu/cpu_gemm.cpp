@@ -320,8 +320,8 @@ void gemm_blas(const Tensor& out, const Tensor& a, const Tensor& b, bool accumul
 // float32 GEMM (beta 1, onto the tile's float32 sums); after the last panel the tile is rounded
 // into out once. The scratch is three float32 buffers per task, each at most kLowTile² (768 KiB in
 // all), whatever the operands' sizes, and cut to the tile's and the panel's size where a dim is
-// shorter (a K of 128: 512 KiB); it comes from the CPU allocator, so cpu_memory_stats sees it (the test of the
-// bound does). Each piece of A is widened once per tile column and each of B once per tile row:
+// shorter (a K of 128: 512 KiB); it comes from the CPU allocator, so cpu_memory_stats sees it (the
+// test of the bound does). Each piece of A is widened once per tile column and each of B once per tile row:
 // 2/kLowTile conversions per multiply-add. The tiles are fixed by the shapes, and each tile's
 // sums run in the same order on any thread, so the bits do not depend on the thread count.
 constexpr int64_t kLowTile = 256;

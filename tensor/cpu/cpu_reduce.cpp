@@ -76,12 +76,18 @@ struct MinOp {
   static T combine(T acc, T x) { return (x < acc || x != x) ? x : acc; }
 };
 
+// Where the pairwise trees split: reduce_row's n values at a whole number of lanes, reduce_columns'
+// r rows in half. The parallel paths (split_tree, combine_pieces, combine_column_pieces) cut and
+// recombine at the same points, so their sums keep the serial bits.
+int64_t row_half(int64_t n) { return n / 2 / kLanes * kLanes; }
+int64_t column_half(int64_t r) { return r / 2; }
+
 // Combines x[0 .. n) into one value.
 template <typename Op, typename T = typename Op::Type, typename In = typename Op::In>
 T reduce_row(const In* x, int64_t n) {
   if constexpr (Op::kPairwise) {
     if (n > kPairwiseRow) {
-      const int64_t half = n / 2 / kLanes * kLanes;
+      const int64_t half = row_half(n);
       return Op::combine(reduce_row<Op>(x, half), reduce_row<Op>(x + half, n - half));
     }
   }
@@ -107,7 +113,7 @@ template <typename Op, typename T = typename Op::Type, typename In = typename Op
 void reduce_columns(T* out, const In* x, int64_t r, int64_t inner, int64_t ld, T* scratch) {
   if constexpr (Op::kPairwise) {
     if (r > kPairwiseRows) {
-      const int64_t half = r / 2;
+      const int64_t half = column_half(r);
       reduce_columns<Op>(out, x, half, inner, ld, scratch);
       reduce_columns<Op>(scratch, x + half * ld, r - half, inner, ld, scratch + inner);
       for (int64_t j = 0; j < inner; ++j) out[j] = Op::combine(out[j], scratch[j]);
@@ -244,7 +250,7 @@ void reduce_general(const Tensor& out, const Tensor& in, uint32_t dim_mask) {
 //   - a column block with more than a grain of work (b.r · width > cpu::kGrainWork) is cut, the
 //     same way, into the subtrees of reduce_columns' pairwise tree over its rows (reduce_tall_columns);
 //   - a single row longer than kParallelRow is cut into the subtrees of reduce_row's own pairwise
-//     tree (split_row); the subtrees are reduced in parallel and then combined up the same tree;
+//     tree (split_tree); the subtrees are reduced in parallel and then combined up the same tree;
 //   - the general path (reduce_general: any strides, reduced dims anywhere) splits one dim of its
 //     loop: its outermost KEPT dim when it has one, so each output element is combined by one
 //     chunk, in the loop's order. A chunk along in's unit-stride dim holds at least
@@ -257,23 +263,25 @@ void reduce_general(const Tensor& out, const Tensor& in, uint32_t dim_mask) {
 //     its last bits when the split came (thread counts still agree).
 // Max and Min are exact, so any split gives the same value.
 
-// The pieces of [0, n) that reduce_row's pairwise halving reaches at or below kParallelRow
-// elements, left to right.
-void split_row(int64_t begin, int64_t n, std::vector<std::pair<int64_t, int64_t>>& pieces) {
-  if (n <= kParallelRow) {
+// The pieces (first, count) of [begin, begin + n) that a pairwise tree splitting at half(n) reaches
+// at or below `leaf`, left to right: whole subtrees of reduce_row's tree (row_half, leaf
+// kParallelRow) or of reduce_columns' (column_half, leaf >= kPairwiseRows).
+void split_tree(int64_t begin, int64_t n, int64_t leaf, int64_t (*half)(int64_t),
+                std::vector<std::pair<int64_t, int64_t>>& pieces) {
+  if (n <= leaf) {
     pieces.emplace_back(begin, n);
     return;
   }
-  const int64_t half = n / 2 / kLanes * kLanes;  // reduce_row's split point
-  split_row(begin, half, pieces);
-  split_row(begin + half, n - half, pieces);
+  const int64_t h = half(n);
+  split_tree(begin, h, leaf, half, pieces);
+  split_tree(begin + h, n - h, leaf, half, pieces);
 }
 
-// Combines the pieces' results up the tree split_row walked down; `next` counts pieces consumed.
+// Combines the pieces' results up the tree split_tree walked down; `next` counts pieces consumed.
 template <typename Op, typename T = typename Op::Type>
 T combine_pieces(int64_t n, const std::vector<T>& part, size_t& next) {
   if (n <= kParallelRow) return part[next++];
-  const int64_t half = n / 2 / kLanes * kLanes;
+  const int64_t half = row_half(n);
   const T left = combine_pieces<Op>(half, part, next);
   return Op::combine(left, combine_pieces<Op>(n - half, part, next));
 }
@@ -282,7 +290,7 @@ T combine_pieces(int64_t n, const std::vector<T>& part, size_t& next) {
 template <typename Op, typename T = typename Op::Type, typename In = typename Op::In>
 T reduce_long_row(const In* x, int64_t n) {
   std::vector<std::pair<int64_t, int64_t>> pieces;
-  split_row(0, n, pieces);
+  split_tree(0, n, kParallelRow, row_half, pieces);
   std::vector<T> part(pieces.size());
   parallel_for(static_cast<int64_t>(pieces.size()), 1, [&](int64_t lo, int64_t hi) {
     for (int64_t i = lo; i < hi; ++i) part[i] = reduce_row<Op>(x + pieces[i].first, pieces[i].second);
@@ -291,25 +299,14 @@ T reduce_long_row(const In* x, int64_t n) {
   return combine_pieces<Op>(n, part, next);
 }
 
-// The row ranges of reduce_columns' pairwise tree that hold at most `rows` rows (>= kPairwiseRows,
-// so each is a whole subtree of it), top to bottom.
-void split_column_rows(int64_t begin, int64_t r, int64_t rows, std::vector<std::pair<int64_t, int64_t>>& pieces) {
-  if (r <= rows) {
-    pieces.emplace_back(begin, r);
-    return;
-  }
-  const int64_t half = r / 2;  // reduce_columns' split point
-  split_column_rows(begin, half, rows, pieces);
-  split_column_rows(begin + half, r - half, rows, pieces);
-}
-
-// Combines the pieces' column results (piece p's in part + p·width) up the tree split_column_rows
+// Combines the pieces' column results (piece p's in part + p·width) up the tree split_tree
 // walked down, in place; returns the row that holds the result. `next` counts pieces consumed.
 template <typename Op, typename T = typename Op::Type>
 T* combine_column_pieces(int64_t r, int64_t rows, T* part, int64_t width, int64_t cols, int64_t& next) {
   if (r <= rows) return part + next++ * width;
-  T* left = combine_column_pieces<Op>(r / 2, rows, part, width, cols, next);
-  const T* right = combine_column_pieces<Op>(r - r / 2, rows, part, width, cols, next);
+  const int64_t half = column_half(r);
+  T* left = combine_column_pieces<Op>(half, rows, part, width, cols, next);
+  const T* right = combine_column_pieces<Op>(r - half, rows, part, width, cols, next);
   for (int64_t j = 0; j < cols; ++j) left[j] = Op::combine(left[j], right[j]);
   return left;
 }
@@ -322,7 +319,7 @@ template <typename Op, typename T = typename Op::Type, typename In = typename Op
 void reduce_tall_columns(T* o, const In* x, const Block& b, int64_t blocks, int64_t width) {
   const int64_t rows = std::max(cpu::kGrainWork / width, kPairwiseRows);  // at most, per piece
   std::vector<std::pair<int64_t, int64_t>> pieces;
-  split_column_rows(0, b.r, rows, pieces);
+  split_tree(0, b.r, rows, column_half, pieces);  // whole subtrees: rows >= kPairwiseRows
   const int64_t per_task = static_cast<int64_t>(pieces.size()), tasks = b.outer * blocks;
   std::vector<T> part(tasks * per_task * width);  // one row of results per (task, piece)
   parallel_for(tasks * per_task, 1, [&](int64_t lo, int64_t hi) {
