@@ -7,7 +7,8 @@
 // projection are not copied. The one exception is Kᵀ (and Vᵀ in the backward), transposed into a
 // (d, Tk) scratch of the thread's, since small_gemm reads its right operand row by row. The
 // float32 softmax runs in whole vectors of 8 lanes, its exponentials too (Note [Softmax rows in
-// whole vectors]; Note [Vectorised float exp], tensor/cpu/vec_exp.h).
+// whole vectors]; Note [Vectorised float exp], tensor/cpu/vec_exp.h), a block's rows side by side
+// (Note [Softmax rows side by side]).
 // Nothing of size (Tq, Tk) is kept after the call: the forward saves only
 // lse_i = m_i + log Σ_j e^{s_ij - m_i}, and the backward rebuilds p_ij = e^{s_ij - lse_i} from it.
 // The composition (autograd/detail/reference_ops.h) instead keeps the whole (B, H, Tq, Tk) probability
@@ -28,6 +29,7 @@
 // Σ_j p_ij·dp_ij from its float32 p and dp, not from the saved out, which was rounded to 16 bits:
 // ds = p·(dp - D) cancels, and the rounded out put dq and dk more than one ulp off the float32
 // gradients. Only one head's operands are ever widened, never a whole tensor.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -151,31 +153,68 @@ C softmax_row(C* s, int64_t end, int64_t width, C scale) {
   for (int64_t j = end; j < width; ++j) s[j] = 0;
   return m + std::log(sum);
 }
+// Rows [first, first + count) of a block, row r at s + r·ld with its keys [0, width): each row's
+// softmax as above, lse_i into lse[r].
+template <typename C>
+void softmax_rows(C* s, int64_t ld, int64_t first, int64_t count, int64_t width, const AttentionDims& n,
+                  const AttentionParams& params, C scale, C* lse) {
+  for (int64_t r = 0; r < count; ++r) lse[r] = softmax_row(s + r * ld, key_end(first + r, n, params), width, scale);
+}
+// Note [Softmax rows side by side]: one row's softmax is three passes of a few vectors (at T = 64
+// in causal blocks, 4.5 on average), each waiting on the one before (the max before the
+// exponentials, their sum before the division), and an exponential is a chain of some twenty
+// dependent operations. Row by row, the softmax was 39 % of the forward kernel's time (perf on
+// bench_transformer's shapes, one thread). So the float32 rows go in groups of kSideBySide, each
+// pass over every row of the group before the next pass begins: the rows' chains are independent
+// and the core overlaps them. The forward kernel took 0.88x its time (attention_kernel_forward_us,
+// interleaved runs). Every row's arithmetic is the same as alone, so are its bits.
+constexpr int64_t kSideBySide = 8;
 template <>
-float softmax_row(float* s, int64_t end, int64_t width, float scale) {  // Note [Softmax rows in whole vectors]
+void softmax_rows(float* s, int64_t ld, int64_t first, int64_t count, int64_t width, const AttentionDims& n,
+                  const AttentionParams& params, float scale, float* lse) {  // Note [Softmax rows in whole vectors]
   using namespace cpu::vec;
   const I8 lane{0, 1, 2, 3, 4, 5, 6, 7};
-  const auto masked = [&](int64_t j) { return lane + static_cast<int32_t>(j) >= static_cast<int32_t>(end); };
-  const auto get = [&](int64_t j) { return j + kLanes <= width ? load(s + j) : load_tail(s + j, width - j, 0.0f); };
-  const auto put = [&](int64_t j, F8 x) { j + kLanes <= width ? store(s + j, x) : store_tail(s + j, x, width - j); };
-  F8 mx = splat(-INFINITY);
-  I8 nan{};
-  for (int64_t j = 0; j < width; j += kLanes) {
-    const F8 x = masked(j) ? splat(-INFINITY) : get(j) * splat(scale);
-    put(j, x);
-    nan |= x != x;
-    mx = x > mx ? x : mx;
+  const auto masked = [&](int64_t j, int64_t end) {
+    return lane + static_cast<int32_t>(j) >= static_cast<int32_t>(end);
+  };
+  const auto get = [&](const float* x, int64_t j) {
+    return j + kLanes <= width ? load(x + j) : load_tail(x + j, width - j, 0.0f);
+  };
+  const auto put = [&](float* x, int64_t j, F8 v) { j + kLanes <= width ? store(x + j, v) : store_tail(x + j, v, width - j); };
+  for (int64_t g = 0; g < count; g += kSideBySide) {
+    const int64_t rows = std::min(kSideBySide, count - g);
+    int64_t end[kSideBySide];
+    float m[kSideBySide], total[kSideBySide];
+    for (int64_t r = 0; r < rows; ++r) {  // scaled scores, masked lanes -inf; the row's max
+      float* x = s + (g + r) * ld;
+      end[r] = key_end(first + g + r, n, params);
+      F8 mx = splat(-INFINITY);
+      I8 nan{};
+      for (int64_t j = 0; j < width; j += kLanes) {
+        const F8 v = masked(j, end[r]) ? splat(-INFINITY) : get(x, j) * splat(scale);
+        put(x, j, v);
+        nan |= v != v;
+        mx = v > mx ? v : mx;
+      }
+      m[r] = any_lane(nan) ? NAN : lane_max(mx);
+    }
+    for (int64_t r = 0; r < rows; ++r) {  // exponentials and their sum
+      float* x = s + (g + r) * ld;
+      F8 sum{};
+      for (int64_t j = 0; j < width; j += kLanes) {
+        const F8 e = exp_lanes(get(x, j) - splat(m[r]));  // 0 where masked (-inf)
+        put(x, j, e);
+        sum += masked(j, end[r]) ? splat(0.0f) : e;
+      }
+      total[r] = lane_total(sum);
+    }
+    for (int64_t r = 0; r < rows; ++r) {  // probabilities, lse
+      float* x = s + (g + r) * ld;
+      const float inv = 1.0f / total[r];
+      for (int64_t j = 0; j < width; j += kLanes) put(x, j, get(x, j) * splat(inv));
+      lse[g + r] = m[r] + std::log(total[r]);
+    }
   }
-  const float m = any_lane(nan) ? NAN : lane_max(mx);
-  F8 sum{};
-  for (int64_t j = 0; j < width; j += kLanes) {
-    const F8 e = exp_lanes(get(j) - splat(m));  // 0 where masked (-inf)
-    put(j, e);
-    sum += masked(j) ? splat(0.0f) : e;
-  }
-  const float total = lane_total(sum), inv = 1.0f / total;
-  for (int64_t j = 0; j < width; j += kLanes) put(j, get(j) * splat(inv));
-  return m + std::log(total);
 }
 
 // Row i of the backward: p[0, end) = e^{scale·s - lse} from the unscaled scores, dp[0, end) ->
@@ -200,13 +239,23 @@ void gradient_row(float* p, float* dp, int64_t end, int64_t width, float scale, 
     return j + kLanes <= width ? load(x + j) : load_tail(x + j, width - j, 0.0f);
   };
   const auto put = [&](float* x, int64_t j, F8 v) { j + kLanes <= width ? store(x + j, v) : store_tail(x + j, v, width - j); };
+  const auto prob = [&](int64_t j) { return exp_lanes(masked(j) ? splat(-INFINITY) : get(p, j) * splat(scale) - splat(lse)); };
+  if (given_D) {  // one pass: D is known, so nothing waits on a sum over the row
+    const F8 D = splat(*given_D);
+    for (int64_t j = 0; j < width; j += kLanes) {
+      const F8 e = prob(j);
+      put(p, j, e);
+      put(dp, j, masked(j) ? splat(0.0f) : e * (get(dp, j) - D) * splat(scale));
+    }
+    return;
+  }
   F8 pdp{};
   for (int64_t j = 0; j < width; j += kLanes) {
-    const F8 e = exp_lanes(masked(j) ? splat(-INFINITY) : get(p, j) * splat(scale) - splat(lse));
+    const F8 e = prob(j);
     put(p, j, e);
     pdp += masked(j) ? splat(0.0f) : e * get(dp, j);
   }
-  const F8 D = splat(given_D ? *given_D : lane_total(pdp));
+  const F8 D = splat(lane_total(pdp));
   for (int64_t j = 0; j < width; j += kLanes) {
     const F8 ds = get(p, j) * (get(dp, j) - D) * splat(scale);
     put(dp, j, masked(j) ? splat(0.0f) : ds);
@@ -305,10 +354,7 @@ void CpuBackend::attention(const Tensor& out, const Tensor& lse, const Tensor& q
         for (const Block& rb : row_blocks(n, params)) {
           C* Sb = S.data() + rb.first * Tk;  // rows [first, first + count), keys [0, others)
           cpu::small_gemm(rb.count, rb.others, d, Q.row(rb.first), Q.ld, 1, Kt.data(), Tk, Sb, Tk, false);
-          for (int64_t r = 0; r < rb.count; ++r) {
-            const int64_t i = rb.first + r;
-            l[bh * n.Tq + i] = softmax_row(Sb + r * Tk, key_end(i, n, params), rb.others, scale);
-          }
+          softmax_rows(Sb, Tk, rb.first, rb.count, rb.others, n, params, scale, l + bh * n.Tq + rb.first);
           cpu::small_gemm(rb.count, d, rb.others, Sb, Tk, 1, V.p, V.ld, O.row(rb.first), O.ld, false);
         }
         store_head<T>(out, b, h, wo);
