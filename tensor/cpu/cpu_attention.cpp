@@ -139,6 +139,22 @@ bool any_lane(cpu::vec::I8 mask) {
   return (bits[0] | bits[1] | bits[2] | bits[3]) != 0;
 }
 
+// A row of a block's scores, `width` keys wide, in whole vectors: the last one read and written in
+// part when width is not a multiple of 8, and lanes at or past a row's end(i) masked.
+struct RowVectors {
+  int64_t width;
+  cpu::vec::F8 get(const float* x, int64_t j) const {
+    return j + cpu::vec::kLanes <= width ? cpu::vec::load(x + j) : cpu::vec::load_tail(x + j, width - j, 0.0f);
+  }
+  void put(float* x, int64_t j, cpu::vec::F8 v) const {
+    j + cpu::vec::kLanes <= width ? cpu::vec::store(x + j, v) : cpu::vec::store_tail(x + j, v, width - j);
+  }
+  static cpu::vec::I8 masked(int64_t j, int64_t end) {
+    const cpu::vec::I8 lane{0, 1, 2, 3, 4, 5, 6, 7};
+    return lane + static_cast<int32_t>(j) >= static_cast<int32_t>(end);
+  }
+};
+
 // Row i of the forward: scores s[0, end) -> softmax(scale·s), s[end, width) = 0; returns lse_i.
 template <typename C>
 C softmax_row(C* s, int64_t end, int64_t width, C scale) {
@@ -173,14 +189,7 @@ template <>
 void softmax_rows(float* s, int64_t ld, int64_t first, int64_t count, int64_t width, const AttentionDims& n,
                   const AttentionParams& params, float scale, float* lse) {  // Note [Softmax rows in whole vectors]
   using namespace cpu::vec;
-  const I8 lane{0, 1, 2, 3, 4, 5, 6, 7};
-  const auto masked = [&](int64_t j, int64_t end) {
-    return lane + static_cast<int32_t>(j) >= static_cast<int32_t>(end);
-  };
-  const auto get = [&](const float* x, int64_t j) {
-    return j + kLanes <= width ? load(x + j) : load_tail(x + j, width - j, 0.0f);
-  };
-  const auto put = [&](float* x, int64_t j, F8 v) { j + kLanes <= width ? store(x + j, v) : store_tail(x + j, v, width - j); };
+  const RowVectors row{width};
   for (int64_t g = 0; g < count; g += kSideBySide) {
     const int64_t rows = std::min(kSideBySide, count - g);
     int64_t end[kSideBySide];
@@ -191,8 +200,8 @@ void softmax_rows(float* s, int64_t ld, int64_t first, int64_t count, int64_t wi
       F8 mx = splat(-INFINITY);
       I8 nan{};
       for (int64_t j = 0; j < width; j += kLanes) {
-        const F8 v = masked(j, end[r]) ? splat(-INFINITY) : get(x, j) * splat(scale);
-        put(x, j, v);
+        const F8 v = row.masked(j, end[r]) ? splat(-INFINITY) : row.get(x, j) * splat(scale);
+        row.put(x, j, v);
         nan |= v != v;
         mx = v > mx ? v : mx;
       }
@@ -202,16 +211,16 @@ void softmax_rows(float* s, int64_t ld, int64_t first, int64_t count, int64_t wi
       float* x = s + (g + r) * ld;
       F8 sum{};
       for (int64_t j = 0; j < width; j += kLanes) {
-        const F8 e = exp_lanes(get(x, j) - splat(m[r]));  // 0 where masked (-inf)
-        put(x, j, e);
-        sum += masked(j, end[r]) ? splat(0.0f) : e;
+        const F8 e = exp_lanes(row.get(x, j) - splat(m[r]));  // 0 where masked (-inf)
+        row.put(x, j, e);
+        sum += row.masked(j, end[r]) ? splat(0.0f) : e;
       }
       total[r] = lane_total(sum);
     }
     for (int64_t r = 0; r < rows; ++r) {  // probabilities, lse
       float* x = s + (g + r) * ld;
       const float inv = 1.0f / total[r];
-      for (int64_t j = 0; j < width; j += kLanes) put(x, j, get(x, j) * splat(inv));
+      for (int64_t j = 0; j < width; j += kLanes) row.put(x, j, row.get(x, j) * splat(inv));
       lse[g + r] = m[r] + std::log(total[r]);
     }
   }
@@ -233,32 +242,29 @@ void gradient_row(C* p, C* dp, int64_t end, int64_t width, C scale, C lse, const
 template <>
 void gradient_row(float* p, float* dp, int64_t end, int64_t width, float scale, float lse, const float* given_D) {
   using namespace cpu::vec;  // Note [Softmax rows in whole vectors]
-  const I8 lane{0, 1, 2, 3, 4, 5, 6, 7};
-  const auto masked = [&](int64_t j) { return lane + static_cast<int32_t>(j) >= static_cast<int32_t>(end); };
-  const auto get = [&](const float* x, int64_t j) {
-    return j + kLanes <= width ? load(x + j) : load_tail(x + j, width - j, 0.0f);
+  const RowVectors row{width};
+  const auto prob = [&](int64_t j) {  // p_ij, 0 where masked
+    return exp_lanes(row.masked(j, end) ? splat(-INFINITY) : row.get(p, j) * splat(scale) - splat(lse));
   };
-  const auto put = [&](float* x, int64_t j, F8 v) { j + kLanes <= width ? store(x + j, v) : store_tail(x + j, v, width - j); };
-  const auto prob = [&](int64_t j) { return exp_lanes(masked(j) ? splat(-INFINITY) : get(p, j) * splat(scale) - splat(lse)); };
   if (given_D) {  // one pass: D is known, so nothing waits on a sum over the row
     const F8 D = splat(*given_D);
     for (int64_t j = 0; j < width; j += kLanes) {
       const F8 e = prob(j);
-      put(p, j, e);
-      put(dp, j, masked(j) ? splat(0.0f) : e * (get(dp, j) - D) * splat(scale));
+      row.put(p, j, e);
+      row.put(dp, j, row.masked(j, end) ? splat(0.0f) : e * (row.get(dp, j) - D) * splat(scale));
     }
     return;
   }
   F8 pdp{};
   for (int64_t j = 0; j < width; j += kLanes) {
     const F8 e = prob(j);
-    put(p, j, e);
-    pdp += masked(j) ? splat(0.0f) : e * get(dp, j);
+    row.put(p, j, e);
+    pdp += row.masked(j, end) ? splat(0.0f) : e * row.get(dp, j);
   }
   const F8 D = splat(lane_total(pdp));
   for (int64_t j = 0; j < width; j += kLanes) {
-    const F8 ds = get(p, j) * (get(dp, j) - D) * splat(scale);
-    put(dp, j, masked(j) ? splat(0.0f) : ds);
+    const F8 ds = row.get(p, j) * (row.get(dp, j) - D) * splat(scale);
+    row.put(dp, j, row.masked(j, end) ? splat(0.0f) : ds);
   }
 }
 
