@@ -132,12 +132,5 @@ Operand<T> operand(const Tensor& t) {
 // contract as Backend::gemm. gemm() runs it for tiny problems; tests check the BLAS path against it.
 void gemm_reference(const Tensor& out, const Tensor& a, const Tensor& b, bool accumulate);
 
-// C (m, n), row-major with row stride ldc, (C +)= A (m, k)·B (k, n) on Eigen's GEMM, each operand
-// read in place through its layout (tensor/cpu/cpu_gemm.cpp); float and double. One thread: the
-// caller splits the work.
-template <typename T>
-void eigen_gemm(int64_t m, int64_t n, int64_t k, const T* A, MatrixLayout la, const T* B, MatrixLayout lb,
-                bool accumulate, T* C, int64_t ldc);
-
 }  // namespace cpu
 }  // namespace mt

@@ -50,13 +50,11 @@ void with_eigen_matrix(const T* p, int64_t rows, int64_t cols, MatrixLayout l, K
   }
 }
 
-}  // namespace
-
-// The same call through Eigen's own GEMM (declared in cpu_backend.h, so that Eigen's GEMM
-// templates are instantiated in this file only).
+// C (m, n), row-major with row stride ldc, (C +)= A (m, k)·B (k, n) through Eigen's own GEMM, each
+// operand read in place through its layout: gemm_call's path when OpenBLAS is not used.
 template <typename T>
-void cpu::eigen_gemm(int64_t m, int64_t n, int64_t k, const T* A, MatrixLayout la, const T* B, MatrixLayout lb,
-                     bool accumulate, T* C, int64_t ldc) {
+void eigen_gemm(int64_t m, int64_t n, int64_t k, const T* A, MatrixLayout la, const T* B, MatrixLayout lb,
+                bool accumulate, T* C, int64_t ldc) {
   using RowMajor = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   Eigen::Map<RowMajor, 0, Eigen::OuterStride<>> c(C, m, n, Eigen::OuterStride<>(ldc));
   with_eigen_matrix(A, m, k, la, [&](const auto& a) {
@@ -69,13 +67,6 @@ void cpu::eigen_gemm(int64_t m, int64_t n, int64_t k, const T* A, MatrixLayout l
     });
   });
 }
-
-template void cpu::eigen_gemm<float>(int64_t, int64_t, int64_t, const float*, MatrixLayout, const float*,
-                                      MatrixLayout, bool, float*, int64_t);
-template void cpu::eigen_gemm<double>(int64_t, int64_t, int64_t, const double*, MatrixLayout, const double*,
-                                       MatrixLayout, bool, double*, int64_t);
-
-namespace {
 
 // Below this many multiply-adds the plain loops beat a BLAS call. Measured here (OpenBLAS 0.3.21,
 // Eigen 3.4, AVX-512): 4x4x4 takes 45 ns in the loops against 60 (OpenBLAS) and 70 (Eigen), while
@@ -273,7 +264,7 @@ void gemm_call(bool openblas, int64_t m, int64_t n, int64_t k, const T* A, Matri
 #ifdef MT_HAVE_BLAS
   if (openblas) return gemm_openblas<T>(m, n, k, A, la, B, lb, accumulate, C, ldc);
 #endif
-  cpu::eigen_gemm<T>(m, n, k, A, la, B, lb, accumulate, C, ldc);
+  eigen_gemm<T>(m, n, k, A, la, B, lb, accumulate, C, ldc);
 }
 
 template <typename T>
