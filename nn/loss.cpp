@@ -154,10 +154,7 @@ Tensor plain_nll(const Tensor& log_probs, const Tensor& target, Reduction reduct
 // the loss is float32 as a float32 op's, without a float32 copy of the logits. Without autocast a
 // 16-bit loss is rounded back to its logits' dtype, as the composition and PyTorch return it.
 Tensor plain_cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduction) {
-  const int64_t n = logits.size(0);
-  Tensor loss = detail::cross_entropy_rows(logits, target);  // (N)
-  if (reduction == Reduction::Mean) loss = mt::sum(loss) * (1.0 / static_cast<double>(n));
-  else loss = reduce(loss, reduction, "cross_entropy");
+  Tensor loss = reduce(detail::cross_entropy_rows(logits, target), reduction, "cross_entropy");  // from (N)
   if (is_low_precision(logits.dtype()) && !autocast::is_enabled()) loss = mt::cast(loss, logits.dtype());
   return loss;
 }
