@@ -1,4 +1,4 @@
-// Data parallelism built from scratch, in the four steps a course takes, against the public API only
+// Data parallelism built from scratch, in the six steps a course takes, against the public API only
 // (a ProcessGroup's all-reduce, tensors, post-accumulate-grad hooks). It is the way into
 // distributed/ddp/reducer.cpp: each version adds one idea the library's DistributedDataParallel uses.
 //
