@@ -138,6 +138,8 @@ values = np.frombuffer(raw[8 + n + b:8 + n + e], dtype="<f4")
 assert np.isfinite(values).all() and values.std() > 0
 assert "optimizer/state.0.exp_avg" in header and "scheduler/last_epoch" in header
 PY
+  else
+    echo "SKIP (part of this case): numpy is not installed, so the checkpoint is not read back in Python"
   fi
   # --keep 3 by default: epochs 2..4 remain.
   [[ $(ls a | wc -l) -eq 3 && ! -e a/checkpoint-epoch-000001.safetensors ]] || { ls a; fail "--keep did not prune"; }
@@ -477,6 +479,8 @@ import numpy as np
 p, y = np.load('p.npy'), np.load('y.npy')
 assert p.dtype == np.int64 and p.shape == (300,) and (p == y).mean() > 0.95, (p.dtype, p.shape, (p == y).mean())
 " || fail "predictions are not the trained classifier's"
+  else
+    echo "SKIP (part of this case): numpy is not installed, so the classifier and predict's output are not checked"
   fi
   "$bin" -q --epochs 1 --checkpoint-dir ck --save m.safetensors >/dev/null || fail "checkpoint run failed"
   # A checkpoint carries the model file's metadata: eval takes it as the model it holds.

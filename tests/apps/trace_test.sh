@@ -66,7 +66,10 @@ svg_error 'list.json: no "traceEvents" list, so not a Chrome trace' list.json -o
 echo '{"traceEvents": [{"ph": "X", "name": "step", "tid": 0}]}' >odd.json
 svg_error "odd.json: an event is not what mini_train --trace writes (KeyError: 'args')" odd.json -o s.svg
 svg_error "step 9 is not in the trace on every rank; it has [1, 2]" t.json -o s.svg --step 9
-svg_error "/dev/null: not a regular file" t.json -o /dev/null
+# A FIFO of our own stands for any path that is not a regular file; no system path is offered,
+# so a broken refusal cannot replace one.
+mkfifo fifo
+svg_error "fifo: not a regular file" t.json -o fifo
 svg_error "no/such/dir/s.svg: No such file or directory" t.json -o no/such/dir/s.svg
 svg_error "trace_to_svg: the following arguments are required: -o/--output" t.json
 [[ ! -e s.svg ]] || fail "trace_to_svg.py wrote an SVG after an error"

@@ -345,7 +345,8 @@ PY
   expect_error "error: bad.jsonl:2: not a --log-json record" plot a.jsonl bad.jsonl -o c.svg
   : >empty.jsonl
   expect_error "error: empty.jsonl: no records (mini_train --log-json FILE writes them)" plot empty.jsonl -o c.svg
-  expect_error "-o /dev/null: not a regular file" plot a.jsonl -o /dev/null
+  mkfifo fifo  # not a regular file, made here: a broken refusal cannot replace a system path
+  expect_error "-o fifo: not a regular file" plot a.jsonl -o fifo
   expect_error "--output is required" plot a.jsonl
   expect_error "logs is required" plot -o c.svg
   [[ ! -e c.svg ]] || fail "plot wrote an SVG after an error"

@@ -69,7 +69,7 @@ void check_rounded_average(const Compression& c) {
     auto model = make_linear();
     DistributedDataParallel ddp(model, test::join_group(rank, 2, port));
     ddp.register_comm_hook(make_comm_hook(c.hook));
-    CHECK(ddp.stats().comm_hook == c.hook);
+    MT_CHECK(ddp.stats().comm_hook == c.hook, "comm_hook is ", ddp.stats().comm_hook, ", not ", c.hook);
     ddp.forward(input_of(rank)).pow(2).mean().backward();
 
     const auto g0 = local_gradients(0), g1 = local_gradients(1);
