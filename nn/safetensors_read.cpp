@@ -330,11 +330,14 @@ SafetensorsFile load_safetensors(const std::string& path) {
     int err = errno;
     MT_FAIL("load_safetensors: ", what, " '", path, "': ", std::strerror(err));
   };
+  // Checked before opening as well as after: opening a FIFO with no writer waits forever, and a
+  // directory opens fine and fails only on read, with a less helpful message.
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) fail("cannot open");
+  MT_CHECK(S_ISREG(st.st_mode), "load_safetensors: '", path, "' is not a regular file");
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
   if (!f) fail("cannot open");
-  struct stat st;
   if (::fstat(::fileno(f.get()), &st) != 0) fail("cannot stat");
-  // A directory opens fine and fails only on read, with a less helpful message.
   MT_CHECK(S_ISREG(st.st_mode), "load_safetensors: '", path, "' is not a regular file");
   std::string bytes(static_cast<size_t>(st.st_size), '\0');
   // A file that shrank while we read it comes back short; decode then says what is missing.

@@ -16,12 +16,24 @@ Tensor finish(Tensor t, const TensorOptions& opts) {
   if (opts.requires_grad) t.requires_grad_(true);
   return t;
 }
+
+// The bytes of a contiguous tensor of this shape and dtype. A product past 2^63 is refused here,
+// the one place that allocates: wrapped, it would be a small request whose writes run past it.
+size_t storage_bytes(const Shape& shape, DType dtype) {
+  for (int64_t s : shape) MT_CHECK(s >= 0, "empty: negative size in shape ", shape);
+  for (int64_t s : shape)
+    if (s == 0) return 0;  // nothing to hold, whatever the other sizes are
+  int64_t bytes = static_cast<int64_t>(element_size(dtype));
+  for (int64_t s : shape)
+    MT_CHECK(!__builtin_mul_overflow(bytes, s, &bytes), "empty: a ", dtype, " tensor of shape ", shape,
+             " would take more than 2^63 bytes");
+  return static_cast<size_t>(bytes);
+}
 }  // namespace
 
 Tensor empty(const Shape& shape, TensorOptions opts) {
-  for (int64_t s : shape) MT_CHECK(s >= 0, "empty: negative size in shape ", shape);
+  const size_t nbytes = storage_bytes(shape, opts.dtype);
   auto impl = detail::make_small<TensorImpl>();
-  const size_t nbytes = static_cast<size_t>(shape.numel()) * element_size(opts.dtype);
   impl->storage = make_storage(nbytes, opts.device, backend(opts.device).allocator());
   impl->sizes = shape;
   impl->strides = contiguous_strides(shape);

@@ -46,7 +46,8 @@ int run_generate(int argc, char** argv) {
   GenerateOptions s;
   int exit_code = 0;
   if (!parse_generate_options(argc, argv, s, &exit_code)) return exit_code;  // options.h
-  MT_CHECK(s.tokens >= 0, "--tokens must be >= 0, got ", s.tokens);
+  // The text is kept whole and printed at the end, so its length is bounded.
+  MT_CHECK(s.tokens >= 0 && s.tokens <= 1000000, "--tokens must be in 0..1000000, got ", s.tokens);
   MT_CHECK(std::isfinite(s.temperature) && s.temperature >= 0, "--temperature must be >= 0, got ", s.temperature);
   MT_CHECK(s.top_k >= 0, "--top-k must be >= 0, got ", s.top_k);
   MT_CHECK(s.seed >= 0, "--seed must be >= 0, got ", s.seed);

@@ -87,6 +87,8 @@ int run_predict(int argc, char** argv) {
   int exit_code = 0;
   if (!parse_predict_options(argc, argv, p, &exit_code)) return exit_code;  // options.h
   const std::string &path = p.init, &inputs = p.inputs, &output = p.output;
+  check_distinct({{"--output", output}}, {{"--init", path}, {"--inputs", inputs}});  // outputs.h
+  MT_CHECK(!output.ends_with(".csv"), "--output ", output, ": predict writes an NPY file; give a name ending in .npy");
 
   const nn::LoadedModel m = load_saved_model(path);  // a model file or a checkpoint (model_file.h)
   MT_CHECK(m.info.kind != "gpt", "mini_train predict: ", path, " holds a GPT; mini_train generate continues a prompt");

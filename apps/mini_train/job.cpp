@@ -101,11 +101,16 @@ Tables read_tables(const Options& o, Data& d) {
              ": they need the same number of rows");
     MT_CHECK(x_train.size(0) > 0, "--inputs ", o.inputs, " has no rows");
     x_train = x_train.dim() == 1 ? raw::unsqueeze(x_train, 1) : raw::flatten(x_train, 1, -1);
+    MT_CHECK(x_train.size(1) > 0, "--inputs ", o.inputs, " has shape ", x_train.sizes(), ": no feature columns");
     d.description = o.inputs + " -> " + o.targets + " (" + std::to_string(x_train.size(0)) + " rows, no test split)";
   }
 
   return t;
 }
+
+// A classifier here has at most as many classes as --features and --hidden allow widths: a class
+// index of 2^40 in a targets file is a wrong file, not a layer of 2^40 outputs.
+constexpr int64_t kMaxClasses = int64_t{1} << 20;
 
 // Classification when asked, or when the targets are integers (file data) or labels (Fashion-MNIST):
 // the targets become class indices (int64) and out_features the class count; else float32 columns.
@@ -126,7 +131,10 @@ void shape_targets(const Options& o, Tables& t, Data& d) {
              "classification targets must be whole numbers (class indices)");
     MT_CHECK(raw::max(raw::unary(UnaryOp::Neg, as_float)).item() <= 0, "classification targets must be >= 0");
     y_train = as_int;
-    d.out_features = static_cast<int64_t>(raw::max(y_train).item()) + 1;
+    const double top = raw::max(as_float).item();
+    MT_CHECK(top < kMaxClasses, "--targets ", o.targets.empty() ? o.dataset : o.targets, ": class index ",
+             static_cast<long long>(top), " makes more than ", kMaxClasses, " classes (indices must be 0..N-1)");
+    d.out_features = static_cast<int64_t>(top) + 1;
     if (y_test.defined()) y_test = raw::cast(y_test, kInt64);
   } else {
     y_train = raw::cast(y_train.dim() == 1 ? raw::unsqueeze(y_train, 1) : raw::flatten(y_train, 1, -1), kFloat32);

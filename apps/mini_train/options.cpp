@@ -45,12 +45,28 @@ const char* kDescription =
     "  mini_train --eval --log-json a.jsonl --log-every 10      # per-step and per-epoch records\n"
     "  mini_train plot a.jsonl b.jsonl -o curves.svg            # their curves, overlaid\n";
 
+// The first option given an empty value ("--seed ''"), or "". CLI11 reads "" as 0 for a number and
+// as "not given" for a path, so the run would go on with something the user did not write.
+std::string given_empty(const CLI::App& app) {
+  for (const CLI::Option* opt : app.get_options())
+    if (opt->get_type_size_min() > 0)
+      for (const std::string& value : opt->results())
+        if (value.empty()) return opt->get_name();
+  return "";
+}
+
 // app.parse(argc, argv), with --help printed (exit 0) and a parse error printed as one line
 // "mini_train: error: ..." (exit 2, like every other usage error). Returns false when the process
 // should exit with *exit_code. Every command line below goes through it.
 bool parse_command_line(CLI::App& app, int argc, char** argv, int* exit_code) {
   try {
     app.parse(argc, argv);
+    if (const std::string flag = given_empty(app); !flag.empty()) {
+      std::fprintf(stderr, "mini_train: error: %s was given an empty value: give one, or leave the option out "
+                   "(%s --help lists the options)\n", flag.c_str(), app.get_name().c_str());
+      *exit_code = 2;
+      return false;
+    }
     return true;
   } catch (const CLI::Success& e) {  // --help
     *exit_code = app.exit(e);
@@ -85,8 +101,8 @@ void add_data_options(CLI::App& app, Options& o) {
       ->group(kGroup);
   app.add_option("--task", o.task, "auto, regression or classification")
       ->check(CLI::IsMember({"auto", "regression", "classification"}))->group(kGroup);
-  app.add_option("--samples", o.samples, "synthetic examples")->group(kGroup);
-  app.add_option("--features", o.features, "synthetic input width")->group(kGroup);
+  app.add_option("--samples", o.samples, "synthetic examples (1..2147483648)")->group(kGroup);
+  app.add_option("--features", o.features, "synthetic input width (1..1048576)")->group(kGroup);
   app.add_option("--val-split", o.val_split, "hold out this share of --inputs' rows (picked by --seed) as a "
                  "validation split, scored after every epoch (turns --eval on)")->group(kGroup);
   app.add_flag("--standardize,!--no-standardize", o.standardize,
@@ -355,7 +371,7 @@ bool parse_generate_options(int argc, char** argv, GenerateOptions& g, int* exit
                "mini_train generate");
   app.add_option("--init", g.init, "the model file (mini_train --model gpt's --save), or a checkpoint of one")->required();
   app.add_option("--prompt", g.prompt, "the text to continue (at most the model's context in bytes)")->required();
-  app.add_option("--tokens", g.tokens, "bytes to generate")->capture_default_str();
+  app.add_option("--tokens", g.tokens, "bytes to generate (0..1000000)")->capture_default_str();
   app.add_option("--temperature", g.temperature, "divides the logits: < 1 surer, > 1 wilder, 0 the most likely byte")
       ->capture_default_str();
   app.add_option("--top-k", g.top_k, "sample among the k most likely bytes only (0: all)")->capture_default_str();
@@ -424,7 +440,7 @@ void validate_training(const Options& o) {
   MT_CHECK(std::isfinite(o.lr) && o.lr > 0, "--lr must be a positive number, got ", o.lr);
   MT_CHECK(o.momentum >= 0 && o.momentum < 1, "--momentum must be in [0, 1), got ", o.momentum);
   MT_CHECK(o.weight_decay >= 0 && std::isfinite(o.weight_decay), "--weight-decay must be >= 0, got ", o.weight_decay);
-  MT_CHECK(o.samples >= 1, "--samples must be at least 1, got ", o.samples);
+  MT_CHECK(o.samples >= 1 && o.samples <= int64_t{1} << 31, "--samples must be in 1..2147483648, got ", o.samples);
   MT_CHECK(o.features >= 1 && o.features <= 1 << 20, "--features must be in 1..1048576, got ", o.features);
   MT_CHECK(o.num_workers >= 0 && o.num_workers <= 64, "--num-workers must be in 0..64, got ", o.num_workers);
 }

@@ -39,7 +39,29 @@ void room(const char* flag, const std::string& path, const std::string& dir, int
            static_cast<long long>(free_bytes), " bytes free, but the file needs about ", bytes);
 }
 
+// Whether a and b name one file: the same inode when both exist, else the same path once symlinks,
+// "." and ".." are resolved.
+bool same_file(const std::string& a, const std::string& b) {
+  std::error_code ec;
+  if (fs::exists(a, ec) && fs::exists(b, ec)) return fs::equivalent(a, b, ec) && !ec;
+  const fs::path ca = fs::weakly_canonical(fs::absolute(a, ec), ec), cb = fs::weakly_canonical(fs::absolute(b, ec), ec);
+  return ca == cb;
+}
+
 }  // namespace
+
+void check_distinct(const std::vector<FlagPath>& outputs, const std::vector<FlagPath>& inputs) {
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const FlagPath& out = outputs[i];
+    if (out.path.empty()) continue;
+    for (size_t j = 0; j < i; ++j)
+      MT_CHECK(outputs[j].path.empty() || !same_file(outputs[j].path, out.path), outputs[j].flag, " ",
+               outputs[j].path, " and ", out.flag, " ", out.path, " are one file: give each output its own path");
+    for (const FlagPath& in : inputs)
+      MT_CHECK(in.path.empty() || !same_file(in.path, out.path), out.flag, " ", out.path, " is also ", in.flag, " ",
+               in.path, ", which this command reads: writing it would destroy it; give another path");
+  }
+}
 
 void check_output_file(const char* flag, const std::string& path, int64_t bytes) {
   if (path.empty()) return;
@@ -55,6 +77,9 @@ void check_output_file(const char* flag, const std::string& path, int64_t bytes)
 }
 
 void check_outputs(const Options& o, const OutputSizes& sizes) {
+  check_distinct({{"--save", o.save}, {"--log-json", o.log_json}, {"--trace", o.trace}},
+                 {{"--inputs", o.inputs}, {"--targets", o.targets}, {"--resume", o.resume == "auto" ? "" : o.resume}});
+  check_distinct({{"--log-json", o.log_json}, {"--trace", o.trace}}, {{"--init", o.init}});
   check_output_file("--save", o.save, sizes.model_bytes);
   check_output_file("--log-json", o.log_json, 0);
   check_output_file("--trace", o.trace, 0);

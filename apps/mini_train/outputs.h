@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "apps/mini_train/options.h"
 
@@ -28,5 +29,18 @@ void check_outputs(const Options& opts, const OutputSizes& sizes);
 // and the folder it will be written in exists, takes a new file and has `bytes` free. No-op for an
 // empty path.
 void check_output_file(const char* flag, const std::string& path, int64_t bytes);
+
+// A path a command reads or writes, with the flag that gave it (for the message). Empty: not given.
+struct FlagPath {
+  const char* flag;
+  std::string path;
+};
+// Note [An output is never an input]: no two outputs are one file, and no output is a file the
+// command reads. A log written over the targets, predictions over the model they came from, or a
+// trace and a model in one file each lose something at the first save, and an atomic save does not
+// help: it replaces the file whole. Two paths are one file when they lead to the same place through
+// symlinks, "./" and "..", or are hard links of each other. Training's --save may be its own --init:
+// the model is updated in place, as a fine-tuning run means to.
+void check_distinct(const std::vector<FlagPath>& outputs, const std::vector<FlagPath>& inputs);
 
 }  // namespace mt::app

@@ -213,6 +213,9 @@ int run_plot(int argc, char** argv) {
   PlotOptions p;
   int exit_code = 0;
   if (!parse_plot_options(argc, argv, p, &exit_code)) return exit_code;  // options.h
+  std::vector<FlagPath> logs_read;
+  for (const std::string& path : p.logs) logs_read.push_back({"the log", path});
+  check_distinct({{"-o", p.output}}, logs_read);  // Note [An output is never an input]
   check_output_file("-o", p.output, 1 << 20);  // a device, a missing folder: refused before reading
   std::vector<LogCurves> logs;
   for (const std::string& path : p.logs) logs.push_back(read_log(path));

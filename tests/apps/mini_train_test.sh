@@ -219,6 +219,15 @@ PY
   awk '/accuracy/ { exit !($NF > 0.9) }' out.txt || { cat out.txt; fail "npy classification did not learn"; }
   "$bin" --inputs x.csv --targets y.csv --epochs 30 --eval --quiet >out.txt 2>err.txt || { cat err.txt; fail "csv regression failed"; }
   awk '/loss/ { exit !($NF < 0.01) }' out.txt || { cat out.txt; fail "csv regression did not learn"; }
+  # A class index past 2^20 is a wrong file, not a layer of that many outputs; no columns, no model.
+  rm -f final_model.safetensors  # the runs above saved one; a refused run must not
+  "$py" -c "
+import numpy as np
+y = np.zeros(300, dtype=np.int64); y[7] = 2**62; np.save('huge.npy', y)
+np.save('none.npy', np.zeros((300, 0), dtype=np.float32))" || fail "could not write the test files"
+  expect_error "--targets huge.npy: class index 4611686018427387904 makes more than 1048576 classes" \
+    --inputs x.npy --targets huge.npy
+  expect_error "--inputs none.npy has shape [300, 0]: no feature columns" --inputs none.npy --targets y.npy
   ;;
 fashion_mnist_short)
   [[ -d /usr/share/datasets/fashion-mnist ]] || { echo "SKIP: dataset-fashion-mnist not installed"; exit 77; }
@@ -254,6 +263,15 @@ bad_input)
   expect_error "--hidden 64 applies to --model mlp" --hidden 64
   expect_error "--zero: 1.5 is not 0, 1, 2 or 3" --zero 1.5
   expect_error "--zero: 4 is not 0, 1, 2 or 3" --zero 4
+  # An empty value is refused, not read as 0 or as "not given".
+  expect_error "--seed was given an empty value" --seed ""
+  expect_error "--heartbeat-timeout was given an empty value" --heartbeat-timeout ""
+  expect_error "--log-json was given an empty value" --log-json ""
+  # Sizes whose bytes would wrap are refused naming the flag (a wrapped size once overran its block).
+  expect_error "--samples must be in 1..2147483648, got 4611686018427387904" --samples 4611686018427387904
+  # A model file that is a FIFO is refused, not opened (which would wait for a writer forever).
+  mkfifo pipe.safetensors
+  expect_error "load_safetensors: 'pipe.safetensors' is not a regular file" eval --init pipe.safetensors
   # A worker of torchrun (which sets TORCHELASTIC_RUN_ID) is pointed to torchrun's own flag.
   TORCHELASTIC_RUN_ID=job RANK=0 WORLD_SIZE=2 MASTER_PORT=29500 \
     expect_error "started by torchrun, which restarts workers itself: give torchrun --max-restarts 2 instead" \
@@ -277,6 +295,21 @@ outputs_checked)
     ! grep -q '^Epoch' out.txt || { cat out.txt err.txt; fail "--nproc 2: bad --save"; }
   [[ ! -e nodir ]] || fail "a probe left a folder behind"
   [[ -z $(ls -A adir) ]] || fail "a probe left a file behind"
+  # Note [An output is never an input]: an output over an input, or two outputs in one file, is
+  # refused before training, and the input is left as it was.
+  printf 'not a log' >kept.txt
+  check_refused "--log-json ./kept.txt is also --init kept.txt, which this command reads" --init kept.txt --log-json ./kept.txt
+  check_refused "--save a.st and --trace a.st are one file" --save a.st --trace a.st
+  ln -s kept.txt link.txt
+  check_refused "--save link.txt is also --resume kept.txt" --resume kept.txt --save link.txt
+  [[ $(cat kept.txt) == "not a log" && ! -e a.st ]] || fail "a refused run wrote over its input"
+  "$bin" --epochs 1 -q --save m.safetensors --log-json l.jsonl >/dev/null || fail "setup run failed"
+  "$bin" --epochs 1 -q --init m.safetensors --save m.safetensors >/dev/null 2>err.txt ||
+    { cat err.txt; fail "--save over its own --init (a model updated in place) was refused"; }
+  expect_error "-o l.jsonl is also the log l.jsonl, which this command reads" plot l.jsonl -o l.jsonl
+  expect_error "--output m.safetensors is also --init m.safetensors" predict --init m.safetensors --inputs l.jsonl \
+    --output m.safetensors
+  expect_error "--output p.csv: predict writes an NPY file" predict --init m.safetensors --inputs l.jsonl --output p.csv
   ;;
 output_rule)
   # Note [Output files], for every file mini_train writes: a symlink's file gets the output and the
@@ -900,7 +933,7 @@ gpt_bad_input)
   "$bin" --text t.txt "${tiny[@]}" -q --save g.safetensors >/dev/null || fail "gpt run failed"
   expect_error "--prompt is 17 bytes, more than the model's context of 16 bytes" \
     generate --init g.safetensors --prompt "0123456789abcdefg"
-  expect_error "--prompt is empty" generate --init g.safetensors --prompt ""
+  expect_error "--prompt was given an empty value" generate --init g.safetensors --prompt ""
   ;;
 max_steps_clip_grad)
   # --max-steps ends training mid-epoch (32 steps per epoch here), for any model, and a resumed

@@ -460,6 +460,10 @@ TEST_CASE("safetensors: loading names the path when the file cannot be read") {
                        doctest::Contains("absent.safetensors': No such file or directory"), mt::Error);
   CHECK_THROWS_WITH_AS(mt::load_safetensors(dir.path.string()), doctest::Contains("not a regular file"),
                        mt::Error);
+  // A FIFO is refused before it is opened: opening one that has no writer would wait forever.
+  REQUIRE(::mkfifo(dir.file("pipe.safetensors").c_str(), 0600) == 0);
+  CHECK_THROWS_WITH_AS(mt::load_safetensors(dir.file("pipe.safetensors")), doctest::Contains("not a regular file"),
+                       mt::Error);
   std::ofstream(dir.file("short.safetensors")) << "abc";
   CHECK_THROWS_WITH_AS(mt::load_safetensors(dir.file("short.safetensors")),
                        doctest::Contains("short.safetensors: file is 3 bytes"), mt::Error);

@@ -206,6 +206,12 @@ TEST_CASE("factories and printing") {
   CHECK(scalar_tensor(2).str() == "tensor(2, shape=[], dtype=float32)");
   CHECK_THROWS_WITH_AS(from_vector(std::vector<float>{1, 2, 3}, {2, 2}), doctest::Contains("do not fill shape"), Error);
   CHECK_THROWS_WITH_AS(empty({-1}), doctest::Contains("negative size"), Error);
+  // A byte count past 2^63 is refused rather than wrapped into a small block that the fill overruns
+  // (2^62 float32 values are 2^64 bytes, which wrap to 0); a zero size still makes an empty tensor.
+  CHECK_THROWS_WITH_AS(empty({int64_t{1} << 62}), doctest::Contains("would take more than 2^63 bytes"), Error);
+  CHECK_THROWS_WITH_AS(zeros({int64_t{1} << 40, int64_t{1} << 40}),
+                       doctest::Contains("[1099511627776, 1099511627776]"), Error);
+  CHECK(empty({int64_t{1} << 62, 0}).numel() == 0);
   CHECK_THROWS_WITH_AS(zeros({2}).item(), doctest::Contains("one element"), Error);
   CHECK_THROWS_WITH_AS(Device("gpu:0"), doctest::Contains("unknown device 'gpu:0'"), Error);
   if (!cuda_is_built())  // with the backend: see test_cuda_host_math.cpp and tests/cuda/
