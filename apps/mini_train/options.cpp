@@ -2,6 +2,7 @@
 #include "apps/mini_train/options.h"
 
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -45,13 +46,27 @@ const char* kDescription =
     "  mini_train --eval --log-json a.jsonl --log-every 10      # per-step and per-epoch records\n"
     "  mini_train plot a.jsonl b.jsonl -o curves.svg            # their curves, overlaid\n";
 
-// The first option given an empty value ("--seed ''"), or "". CLI11 reads "" as 0 for a number and
-// as "not given" for a path, so the run would go on with something the user did not write.
-std::string given_empty(const CLI::App& app) {
-  for (const CLI::Option* opt : app.get_options())
-    if (opt->get_type_size_min() > 0)
-      for (const std::string& value : opt->results())
-        if (value.empty()) return opt->get_name();
+// Whether `text` is a whole number past int64's range (strtoll clamps it and says ERANGE).
+bool past_int64(const std::string& text) {
+  errno = 0;
+  char* end = nullptr;
+  std::strtoll(text.c_str(), &end, 10);
+  return errno == ERANGE && end != text.c_str() && *end == '\0';
+}
+
+// What is wrong with the first value CLI11 would take silently wrong, or "": an empty value
+// ("--seed ''"), which it reads as 0 for a number and as "not given" for a path, and a whole number
+// past int64 ("--seed 99999999999999999999"), which it clamps to the largest. Either way the run
+// would go on with something the user did not write.
+std::string unusable_value(const CLI::App& app) {
+  for (const CLI::Option* opt : app.get_options()) {
+    if (opt->get_type_size_min() <= 0) continue;  // a flag: no value
+    for (const std::string& value : opt->results()) {
+      if (value.empty()) return opt->get_name() + " was given an empty value: give one, or leave the option out";
+      if (opt->get_type_name() == "INT" && past_int64(value))
+        return opt->get_name() + " " + value + " is past the range of a 64-bit integer";
+    }
+  }
   return "";
 }
 
@@ -61,9 +76,9 @@ std::string given_empty(const CLI::App& app) {
 bool parse_command_line(CLI::App& app, int argc, char** argv, int* exit_code) {
   try {
     app.parse(argc, argv);
-    if (const std::string flag = given_empty(app); !flag.empty()) {
-      std::fprintf(stderr, "mini_train: error: %s was given an empty value: give one, or leave the option out "
-                   "(%s --help lists the options)\n", flag.c_str(), app.get_name().c_str());
+    if (const std::string what = unusable_value(app); !what.empty()) {
+      std::fprintf(stderr, "mini_train: error: %s (%s --help lists the options)\n", what.c_str(),
+                   app.get_name().c_str());
       *exit_code = 2;
       return false;
     }
@@ -488,7 +503,9 @@ void validate_files(const Options& o) {
                                    std::pair{"--resume", o.resume == "auto" ? std::string() : o.resume}}) {
     if (path.empty()) continue;
     std::error_code ec;
-    MT_CHECK(std::filesystem::is_regular_file(path, ec), flag, " ", path, ": no such file");
+    MT_CHECK(std::filesystem::exists(path, ec), flag, " ", path, ": no such file");
+    MT_CHECK(std::filesystem::is_regular_file(path, ec), flag, " ", path, ": not a regular file (",
+             std::filesystem::is_directory(path, ec) ? "a folder" : "a FIFO, device or socket", "); give a file");
   }
   MT_CHECK(o.resume != "auto" || !o.checkpoint_dir.empty(), "--resume auto looks in --checkpoint-dir: give one");
   MT_CHECK(!o.save.empty(), "--save needs a path");
