@@ -17,14 +17,14 @@ namespace mt::nn {
 namespace {
 
 // The widths of a signature's tail, "784-512-10" -> {784, 512, 10}; empty when one is not a number
-// or is past the 2^20 that mini_train's --features and --hidden allow.
+// or is past kMaxWidth (networks.h).
 std::vector<int64_t> widths_of(const std::string& tail) {
   std::vector<int64_t> widths;
   std::stringstream ss(tail);
   for (std::string part; std::getline(ss, part, '-');) {
     char* end = nullptr;
     const long long v = std::strtoll(part.c_str(), &end, 10);
-    if (part.empty() || *end != '\0' || v < 1 || v > (1LL << 20)) return {};
+    if (part.empty() || *end != '\0' || v < 1 || v > kMaxWidth) return {};
     widths.push_back(v);
   }
   return widths;

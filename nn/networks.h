@@ -26,6 +26,9 @@
 namespace mt::nn {
 
 inline constexpr int64_t kImageSide = 28;  // the CNN takes 1×28×28 images: rows of 784 values
+// The widest layer these networks are built with: mini_train's --features, --hidden widths and
+// class count, and the widths a model file may declare. Past it is a wrong file or flag, not a layer.
+inline constexpr int64_t kMaxWidth = int64_t{1} << 20;
 
 // Linear(in, out) when `hidden` is empty, else the MLP in -> hidden... -> out with ReLU between.
 std::shared_ptr<Module> make_mlp(int64_t in, const std::vector<int64_t>& hidden, int64_t out);

@@ -65,6 +65,14 @@ void fsync_folder_of(const std::string& path, const std::string& who) {
 
 }  // namespace
 
+const char* file_kind(const std::string& path) {
+  std::error_code ec;
+  const fs::file_type type = fs::status(path, ec).type();
+  return type == fs::file_type::regular || type == fs::file_type::not_found || type == fs::file_type::none
+             ? ""
+             : kind_of(type);
+}
+
 std::string resolve_output_path(const std::string& path, const std::string& who) {
   MT_CHECK(!path.empty(), who, ": the path is empty; give a file path");
   fs::path p = path;

@@ -21,6 +21,11 @@ namespace mt {
 // path: "--save /dev/null: not a regular file (a character device); give a file path".
 std::string resolve_output_path(const std::string& path, const std::string& who);
 
+// What `path` is, symlinks followed, when it is there but not a regular file: "a directory", "a
+// FIFO", "a character device", ..., the words the refusals above use; "" for a regular file or
+// nothing there. For a reader's refusal of the same paths.
+const char* file_kind(const std::string& path);
+
 // A whole file written atomically (Note [Output files]): bytes go to a temporary beside the
 // resolved target, and commit() makes them the target's contents in one step. Errors name `who`
 // and the path the caller gave. Destroyed without commit() (an exception), it removes the temporary

@@ -108,10 +108,6 @@ Tables read_tables(const Options& o, Data& d) {
   return t;
 }
 
-// A classifier here has at most as many classes as --features and --hidden allow widths: a class
-// index of 2^40 in a targets file is a wrong file, not a layer of 2^40 outputs.
-constexpr int64_t kMaxClasses = int64_t{1} << 20;
-
 // Classification when asked, or when the targets are integers (file data) or labels (Fashion-MNIST):
 // the targets become class indices (int64) and out_features the class count; else float32 columns.
 void shape_targets(const Options& o, Tables& t, Data& d) {
@@ -132,8 +128,8 @@ void shape_targets(const Options& o, Tables& t, Data& d) {
     MT_CHECK(raw::max(raw::unary(UnaryOp::Neg, as_float)).item() <= 0, "classification targets must be >= 0");
     y_train = as_int;
     const double top = raw::max(as_float).item();
-    MT_CHECK(top < kMaxClasses, "--targets ", o.targets.empty() ? o.dataset : o.targets, ": class index ",
-             static_cast<long long>(top), " makes more than ", kMaxClasses, " classes (indices must be 0..N-1)");
+    MT_CHECK(top < nn::kMaxWidth, "--targets ", o.targets.empty() ? o.dataset : o.targets, ": class index ",
+             static_cast<long long>(top), " makes more than ", nn::kMaxWidth, " classes (indices must be 0..N-1)");
     d.out_features = static_cast<int64_t>(top) + 1;
     if (y_test.defined()) y_test = raw::cast(y_test, kInt64);
   } else {

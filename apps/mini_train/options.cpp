@@ -14,8 +14,10 @@
 #include "apps/mini_train/tracing.h"
 #include "data/fashion_mnist.h"
 #include "data/text.h"
+#include "nn/networks.h"
 #include "tensor/check.h"
 #include "tensor/memory.h"
+#include "tensor/output_file.h"
 #include "tensor/parallel.h"
 
 namespace mt::app {
@@ -456,7 +458,8 @@ void validate_training(const Options& o) {
   MT_CHECK(o.momentum >= 0 && o.momentum < 1, "--momentum must be in [0, 1), got ", o.momentum);
   MT_CHECK(o.weight_decay >= 0 && std::isfinite(o.weight_decay), "--weight-decay must be >= 0, got ", o.weight_decay);
   MT_CHECK(o.samples >= 1 && o.samples <= int64_t{1} << 31, "--samples must be in 1..2147483648, got ", o.samples);
-  MT_CHECK(o.features >= 1 && o.features <= 1 << 20, "--features must be in 1..1048576, got ", o.features);
+  MT_CHECK(o.features >= 1 && o.features <= nn::kMaxWidth, "--features must be in 1..", nn::kMaxWidth, ", got ",
+           o.features);
   MT_CHECK(o.num_workers >= 0 && o.num_workers <= 64, "--num-workers must be in 0..64, got ", o.num_workers);
 }
 
@@ -496,7 +499,8 @@ void validate_files(const Options& o) {
            "--log-json: give a --log-json FILE");
   MT_CHECK(o.checkpoint_every == 0 || !o.checkpoint_dir.empty(), "--checkpoint-every ", o.checkpoint_every,
            " needs a --checkpoint-dir to write to");
-  for (int64_t h : o.hidden) MT_CHECK(h >= 1 && h <= 1 << 20, "--hidden widths must be in 1..1048576, got ", h);
+  for (int64_t h : o.hidden)
+    MT_CHECK(h >= 1 && h <= nn::kMaxWidth, "--hidden widths must be in 1..", nn::kMaxWidth, ", got ", h);
   MT_CHECK(o.inputs.empty() == o.targets.empty(), "--inputs and --targets go together: give both files");
   for (const auto& [flag, path] : {std::pair{"--inputs", o.inputs}, std::pair{"--targets", o.targets},
                                    std::pair{"--init", o.init},
@@ -504,8 +508,8 @@ void validate_files(const Options& o) {
     if (path.empty()) continue;
     std::error_code ec;
     MT_CHECK(std::filesystem::exists(path, ec), flag, " ", path, ": no such file");
-    MT_CHECK(std::filesystem::is_regular_file(path, ec), flag, " ", path, ": not a regular file (",
-             std::filesystem::is_directory(path, ec) ? "a folder" : "a FIFO, device or socket", "); give a file");
+    const std::string kind = file_kind(path);  // tensor/output_file.h: the words an output's refusal uses
+    MT_CHECK(kind.empty(), flag, " ", path, ": not a regular file (", kind, "); give a file");
   }
   MT_CHECK(o.resume != "auto" || !o.checkpoint_dir.empty(), "--resume auto looks in --checkpoint-dir: give one");
   MT_CHECK(!o.save.empty(), "--save needs a path");

@@ -273,9 +273,9 @@ bad_input)
   expect_error "--samples must be in 1..2147483648, got 4611686018427387904" --samples 4611686018427387904
   # A model file that is a FIFO is refused, not opened (which would wait for a writer forever).
   mkfifo pipe.safetensors
-  expect_error "--init pipe.safetensors: not a regular file (a FIFO, device or socket)" --init pipe.safetensors
+  expect_error "--init pipe.safetensors: not a regular file (a FIFO); give a file" --init pipe.safetensors
   mkdir folder.npy
-  expect_error "--inputs folder.npy: not a regular file (a folder)" --inputs folder.npy --targets folder.npy
+  expect_error "--inputs folder.npy: not a regular file (a directory); give a file" --inputs folder.npy --targets folder.npy
   expect_error "load_safetensors: 'pipe.safetensors' is not a regular file" eval --init pipe.safetensors
   # A worker of torchrun (which sets TORCHELASTIC_RUN_ID) is pointed to torchrun's own flag.
   TORCHELASTIC_RUN_ID=job RANK=0 WORLD_SIZE=2 MASTER_PORT=29500 \
